@@ -1,0 +1,74 @@
+"""Baselines: load and validate a Baseline document, and resolve the values that apply to a host's groups."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import documents
+
+UNSET = object()
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge: mappings merge key by key; anything else in `over` replaces."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def lookup(values: dict[str, Any], dotted: str) -> Any:
+    """baseline value at 'nvlink.links_per_gpu', or UNSET."""
+    node: Any = values
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return UNSET
+        node = node[part]
+    return node
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str
+    defaults: dict[str, Any]
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    source: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def for_groups(self, groups: Iterable[str]) -> dict[str, Any]:
+        """The values for a host in these inventory groups: defaults, then matching groups in name order."""
+        values = self.defaults
+        for g in sorted(set(groups) & self.groups.keys()):
+            values = merge(values, self.groups[g])
+        return values
+
+    def to_document(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"defaults": copy.deepcopy(self.defaults)}
+        if self.groups:
+            spec["groups"] = copy.deepcopy(self.groups)
+        return {"apiVersion": "fabricproof/v1", "kind": "Baseline", "metadata": {"name": self.name, **self.metadata}, "spec": spec}
+
+
+def from_document(doc: documents.Document) -> Baseline:
+    documents.validate(doc, "baseline")
+    data = doc.data
+    meta = {k: v for k, v in data["metadata"].items() if k != "name"}
+    return Baseline(
+        name=data["metadata"]["name"],
+        defaults=data["spec"].get("defaults") or {},
+        groups=data["spec"].get("groups") or {},
+        source=doc.file,
+        metadata=meta,
+    )
+
+
+def load(path: Path) -> Baseline:
+    """Load and validate a baseline; InputError (exit 2) names file:line and JSON path."""
+    return from_document(documents.load_yaml(Path(path)))

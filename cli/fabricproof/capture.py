@@ -1,0 +1,136 @@
+"""Capture a baseline from a known-good (golden) node's facts, like Goss autoadd or NHC genconf. Pure."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+# Xid codes that fail a node when seen since boot (azurehpc-health-checks' list).
+CRITICAL_XIDS = [48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120]
+FORBIDDEN_THROTTLE = ["hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"]
+
+_PLATFORMS = (("GB200", "gb200"), ("GB300", "gb200"), ("B200", "b200"), ("H200", "h200"), ("H100", "h100"), ("A100", "a100"))
+
+
+def platform_of(gpu_name: str) -> str | None:
+    for needle, platform in _PLATFORMS:
+        if needle in gpu_name.upper():
+            return platform
+    return None
+
+
+def _get(doc: Any, *path: Any) -> Any:
+    for p in path:
+        if isinstance(doc, dict):
+            doc = doc.get(p)
+        elif isinstance(doc, list) and isinstance(p, int) and p < len(doc):
+            doc = doc[p]
+        else:
+            return None
+    return doc
+
+
+def _one(values: list[Any]) -> Any:
+    """The value when every item agrees, else None (a golden node that disagrees with itself pins nothing)."""
+    vals = [v for v in values if v is not None]
+    return vals[0] if vals and all(v == vals[0] for v in vals) else None
+
+
+def _put(section: dict[str, Any], key: str, value: Any) -> None:
+    if value is not None and value != [] and value != {}:
+        section[key] = value
+
+
+def capture(facts: dict[str, Any]) -> dict[str, Any]:
+    """Baseline values (spec.defaults) from one host's facts; only what the facts prove is written."""
+    gpus = _get(facts, "gpu", "gpus") or []
+    out: dict[str, Any] = {}
+    name = _one([g.get("name") for g in gpus])
+    platform = platform_of(name or "")
+    _put(out, "platform", platform)
+
+    gpu: dict[str, Any] = {}
+    _put(gpu, "count", _get(facts, "gpu", "count"))
+    _put(gpu, "model", "^" + re.escape(name).replace("\\ ", " ") + "$" if name else None)
+    _put(gpu, "persistence", _one([g.get("persistence_mode") for g in gpus]))
+    _put(gpu, "ecc", _one([g.get("ecc_mode") for g in gpus]))
+    _put(gpu, "power_limit_w", _one([g.get("power_limit_w") for g in gpus]))
+    _put(gpu, "pcie_gen", _one([g.get("pcie_gen") for g in gpus]))
+    _put(gpu, "pcie_width", _one([g.get("pcie_width") for g in gpus]))
+    if gpus:
+        gpu["critical_xids"] = CRITICAL_XIDS
+        gpu["forbidden_throttle_reasons"] = FORBIDDEN_THROTTLE
+    _put(out, "gpu", gpu)
+
+    driver: dict[str, Any] = {}
+    _put(driver, "version", _get(facts, "gpu", "driver_version") or _get(facts, "driver", "version"))
+    _put(driver, "kernel_module", _get(facts, "driver", "kernel_module"))
+    _put(out, "driver", driver)
+    _put(out, "cuda", {"version": _get(facts, "gpu", "cuda_version")} if _get(facts, "gpu", "cuda_version") else None)
+
+    fm_version = _get(facts, "fm", "version")
+    if fm_version and platform != "gb200":
+        fm: dict[str, Any] = {"required": True, "version": fm_version, "max_restarts": 0}
+        settings = _get(facts, "fm", "config", "settings") or {}
+        cfg = {k: settings[k] for k in ("FABRIC_MODE", "FM_STAY_RESIDENT_ON_FAILURES", "ABORT_CUDA_JOBS_ON_FM_EXIT", "LOG_FILE_NAME") if k in settings}
+        _put(fm, "config", cfg)
+        out["fm"] = fm
+
+    states = [_get(g, "fabric", "state") for g in gpus]
+    if states and all(s == "Completed" for s in states):
+        fabric: dict[str, Any] = {"required": True}
+        if platform == "gb200":
+            fabric.update(health_required=True, clique_required=True)
+        out["fabric"] = fabric
+    if _get(facts, "imex", "service", "active"):
+        out["imex"] = {"required": True}
+
+    nvl: dict[str, Any] = {}
+    _put(nvl, "links_per_gpu", _get(facts, "nvlink", "status", "links_per_gpu_min"))
+    _put(nvl, "link_gbps", _get(facts, "nvlink", "status", "gbps_min"))
+    if nvl:
+        nvl.update(max_recovery_delta=0, max_replay_delta=0, max_crc_delta=0, max_crc_burst=10)
+        out["nvlink"] = nvl
+
+    topo: dict[str, Any] = {}
+    _put(topo, "gpu_gpu", _one([p.get("link") for p in _get(facts, "topo", "gpu_pairs") or []]))
+    nearest = sorted({n.get("link") for n in _get(facts, "topo", "gpu_nearest_nic") or [] if n.get("link")})
+    _put(topo, "gpu_nic", nearest)
+    _put(out, "topo", topo)
+
+    nvs: dict[str, Any] = {}
+    _put(nvs, "count", _get(facts, "nvswitch", "pci", "count"))
+    _put(nvs, "firmware", _one(_get(facts, "nvswitch", "firmware", "nvswitch_versions") or []))
+    _put(out, "nvswitch", nvs)
+
+    ports = _get(facts, "ib", "ibstat", "ports") or []
+    active = [p for p in ports if p.get("state") == "Active"]
+    if active:
+        ca_type = Counter(p.get("ca_type") for p in active).most_common(1)[0][0]
+        compute = [p for p in ports if p.get("ca_type") == ca_type]
+        hcas = [h for h in _get(facts, "ib", "ibstat", "hcas") or [] if h.get("ca_type") == ca_type]
+        ib: dict[str, Any] = {"ca_types": [ca_type]}
+        _put(ib, "hca_count", len(hcas) or None)
+        _put(ib, "rate", _one([p.get("rate") for p in compute]))
+        layer = _one([p.get("link_layer") for p in compute])
+        _put(ib, "link_layer", layer)
+        _put(ib, "fw", _one([h.get("fw_version") for h in hcas]))
+        psids = sorted({d.get("psid") for d in _get(facts, "ib", "firmware", "devices") or [] if d.get("psid")})
+        _put(ib, "psids", psids)
+        compute_devs = {h.get("name") for h in hcas}
+        _put(ib, "mtu", _one([p.get("active_mtu") for p in _get(facts, "ib", "devinfo", "ports") or [] if p.get("device") in compute_devs]))
+        if layer == "InfiniBand":
+            ib["sm_required"] = True
+        ib.update(max_link_downed_delta=0, max_symbol_error_delta=0, max_link_integrity_delta=0, max_lost_carrier=0)
+        out["ib"] = ib
+    _put(out, "ofed", {"version": _get(facts, "ofed", "version")} if _get(facts, "ofed", "version") else None)
+    if _get(facts, "kernel", "modules", "nvidia_peermem") is True:
+        out["rdma"] = {"peermem": True}
+    acs = _get(facts, "pcie", "gpu_nic_path_acs_enabled")
+    if acs == []:
+        out["pcie"] = {"acs_disabled": True}
+    mode = _get(facts, "kernel", "cmdline", "iommu")
+    if mode:
+        out["iommu"] = {"modes": [mode]}
+    return out

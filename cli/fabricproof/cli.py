@@ -1,0 +1,43 @@
+"""The root Typer app: one sub-app per command group, joined with add_typer; commands stay thin."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from . import __version__
+from .commands import baseline, checks, collectors, schema, validate
+
+app = typer.Typer(
+    name="fabricproof",
+    help=(
+        "Prove a GPU cluster's fabric (Fabric Manager, NVLink, NVSwitch, InfiniBand/RoCE, GPUDirect RDMA) against a "
+        "schema-checked baseline, and roll changes out in gated waves.\n\n"
+        "Exit codes: 0 pass · 1 check failed · 2 invalid input · 3 incomplete collection · 4 rolled back · "
+        "5 halted for an operator · 130 interrupted."
+    ),
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"fabricproof {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """fabricproof: fabric validation and staged rollouts for GPU clusters."""
+
+
+app.command("validate", epilog=validate.EPILOG)(validate.validate)
+app.add_typer(checks.app, name="checks")
+app.add_typer(baseline.app, name="baseline")
+app.add_typer(collectors.app, name="collectors")
+app.add_typer(schema.app, name="schema")

@@ -1,0 +1,56 @@
+"""The collector type: a fixed argv plus a pure parser from raw text to a facts fragment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+PLATFORMS = ("a100", "h100", "h200", "b200", "gb200")
+
+
+#: Prefix for every host file a collector reads: empty on the node itself, /host in a DaemonSet that mounts the
+#: host's root there (like node_exporter --path.rootfs), the node's tree in the lab.
+HOST_ROOT_ENV = "FABRICPROOF_HOST_ROOT"
+
+
+def read_host_file(path: str, *reader: str) -> tuple[str, ...]:
+    """A fixed argv that reads one host file under $FABRICPROOF_HOST_ROOT (reader defaults to cat)."""
+    cmd = " ".join(reader or ("cat",))
+    return ("sh", "-c", f'exec {cmd} -- "${{{HOST_ROOT_ENV}:-}}{path}"')
+
+
+class ParseError(ValueError):
+    """Raised by a parser for output it cannot read; the message is a one-line reason."""
+
+
+@dataclass(frozen=True)
+class Collector:
+    """A named probe.
+
+    argv is fixed: it never contains inventory or host data, so no shell string is ever built
+    from data. parse is pure (text in, JSON-able fragment out) and raises ParseError with a
+    one-line reason for output it cannot read. The fragment lands in the facts document at the
+    JSON pointer `provides`; `schema` is the JSON Schema of that fragment, and the facts schema
+    (schemas/facts.schema.json) is assembled from these.
+    """
+
+    id: str
+    argv: tuple[str, ...]
+    parse: Callable[[str], Any]
+    provides: str
+    schema: Mapping[str, Any]
+    family: str
+    description: str
+    platforms: tuple[str, ...] = PLATFORMS
+    default: bool = True  # part of the standard collection set
+    ok_exit_codes: tuple[int, ...] = (0,)
+    timeout_s: float = 30.0
+    corpus: tuple[str, ...] = field(default=())  # ../shared/corpus families this parser reads
+
+    @property
+    def command(self) -> str:
+        """The argv for display only (never executed through a shell)."""
+        import shlex
+
+        return shlex.join(self.argv)

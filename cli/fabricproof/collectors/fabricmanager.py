@@ -1,0 +1,441 @@
+"""Fabric Manager collectors: FM version, systemd unit state, fabricmanager.cfg, and FM log/journal evidence."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from .base import Collector, ParseError, read_host_file
+from .textutil import strip_ansi
+
+FM_PLATFORMS = ("a100", "h100", "h200", "b200")  # GB200 compute trays run no FM (NMX on the switch trays does)
+
+# ---------------------------------------------------------------- nv-fabricmanager --version
+
+_FM_VERSION = re.compile(r"fabric\s*manager\s+version(?:\s+is)?\s*:?\s*(\d+(?:\.\d+)+)", re.IGNORECASE)
+
+
+def parse_fm_version(text: str) -> str:
+    """'Fabric Manager version is : 450.102.04' -> '450.102.04'."""
+    m = _FM_VERSION.search(strip_ansi(text))
+    if not m:
+        raise ParseError("no 'Fabric Manager version' line found")
+    return m.group(1)
+
+
+# ---------------------------------------------------------------- systemd unit state
+
+_SHOW_LINE = re.compile(r"^([A-Za-z]+)=(.*)$")
+_IS_ACTIVE_STATES = {
+    "active", "inactive", "failed", "activating", "deactivating", "reloading", "refreshing", "maintenance", "unknown",
+}
+_UNIT_HEADER = re.compile(r"^\W*([\w@.:\\-]+\.(?:service|socket|target|timer|mount))\s+-\s+")
+_STATUS_FIELD = re.compile(r"^\s*(Loaded|Active|Main PID):\s*(.*)$")
+_NOT_FOUND = re.compile(r"Unit\s+(\S+?)\.?\s+could not be found", re.IGNORECASE)
+_SUB_STATE = re.compile(r"^[A-Za-z][\w-]*$")
+
+
+def parse_systemd_unit(text: str) -> dict[str, Any]:
+    """State of one systemd unit from `systemctl show --property=...`, `systemctl status` or `systemctl is-active`.
+
+    All three forms give the same fragment; fields a form does not print are null
+    (`status` prints no restart counter, `is-active` prints only the active state).
+    """
+    lines = [line.rstrip() for line in strip_ansi(text).replace("\r", "").split("\n") if line.strip()]
+    if not lines:
+        raise ParseError("empty output")
+    props = {m.group(1): m.group(2).strip() for line in lines if (m := _SHOW_LINE.match(line.strip()))}
+    if props.keys() & {"LoadState", "ActiveState", "SubState", "UnitFileState"}:
+        return _unit_from_show(props)
+    if len(lines) == 1 and lines[0].strip() in _IS_ACTIVE_STATES:
+        return _unit_record(None, None, lines[0].strip(), None, None, None, None)
+    fields = {m.group(1): m.group(2).strip() for line in lines if (m := _STATUS_FIELD.match(line))}
+    missing = next((m for line in lines if (m := _NOT_FOUND.search(line))), None)
+    if missing:
+        return _unit_record(missing.group(1), "not-found", None, None, None, None, None)
+    if "Loaded" in fields or "Active" in fields:
+        return _unit_from_status(lines, fields)
+    raise ParseError("not systemctl show/status/is-active output")
+
+
+def _unit_record(
+    unit: str | None,
+    load: str | None,
+    active: str | None,
+    sub: str | None,
+    file_state: str | None,
+    restarts: int | None,
+    main_pid: int | None,
+) -> dict[str, Any]:
+    return {
+        "unit": unit,
+        "load_state": load,
+        "active_state": active,
+        "sub_state": sub,
+        "unit_file_state": file_state,
+        "restarts": restarts,
+        "main_pid": main_pid,
+        "active": active == "active",
+    }
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value is not None and re.fullmatch(r"\d+", value) else None
+
+
+def _unit_from_show(props: dict[str, str]) -> dict[str, Any]:
+    def get(key: str) -> str | None:
+        return props.get(key) or None
+
+    pid = _int_or_none(get("MainPID"))
+    return _unit_record(
+        get("Id"),
+        get("LoadState"),
+        get("ActiveState"),
+        get("SubState"),
+        get("UnitFileState"),
+        _int_or_none(get("NRestarts")),
+        pid or None,  # MainPID=0 means no main process
+    )
+
+
+def _unit_from_status(lines: list[str], fields: dict[str, str]) -> dict[str, Any]:
+    unit = next((m.group(1) for line in lines[:2] if (m := _UNIT_HEADER.match(line.strip()))), None)
+    load = file_state = active = sub = None
+    if loaded := fields.get("Loaded"):
+        load = loaded.split()[0]
+        # "loaded (/path/unit.service; enabled; preset: enabled)" -> unit file state is the 2nd item
+        if (paren := re.search(r"\((.*)\)", loaded)) and len(parts := paren.group(1).split(";")) >= 2:
+            candidate = parts[1].strip()
+            file_state = candidate if candidate and ":" not in candidate else None
+    if act := fields.get("Active"):
+        active = act.split()[0]
+        # "active (running) since ..." -> running; "failed (Result: exit-code)" has no sub state in parens
+        subm = re.match(r"\S+\s+\(([^)]*)\)", act)
+        if subm and _SUB_STATE.match(subm.group(1)):
+            sub = subm.group(1)
+        elif active == "failed":
+            sub = "failed"
+    pid = fields.get("Main PID")
+    return _unit_record(unit, load, active, sub, file_state, None, _int_or_none(pid.split()[0]) if pid else None)
+
+
+# ---------------------------------------------------------------- fabricmanager.cfg
+
+_CFG_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_fm_config(text: str) -> dict[str, Any]:
+    """KEY=VALUE lines with '#' comments; the digest covers the raw text exactly as collected."""
+    if not text.strip():
+        raise ParseError("empty configuration file")
+    settings: dict[str, str] = {}
+    ignored: list[str] = []
+    for raw in text.split("\n"):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not _CFG_KEY.match(key.strip()):
+            ignored.append(line)
+            continue
+        settings[key.strip()] = value.strip()
+    if not settings:
+        raise ParseError("no KEY=VALUE settings found")
+    # surrogateescape round-trips bytes a transport decoded with that handler, so the digest
+    # matches `sha256sum` of the file.
+    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+    return {"sha256": digest, "settings": settings, "ignored_lines": ignored}
+
+
+# ---------------------------------------------------------------- fabricmanager.log / journal
+
+_FM_LOG_LINE = re.compile(r"^\[\w{3} +\d{1,2} \d{4} \d{2}:\d{2}:\d{2}\] \[[A-Z]+\]")
+_FM_WORDS = re.compile(r"fabric ?manager|nvswitch|NV_WARN_|nv-fabricmanager", re.IGNORECASE)
+_JOURNAL_MARKER = re.compile(r"^-- .* --$")
+_VERSION_NUM = r"(\d+(?:\.\d+)+)"
+# FM 530: "... driver interface version 530.30.02 don't match with driver version 530.41.03."
+# newer builds say "doesn't match".
+_MISMATCH = re.compile(
+    rf"version\s+{_VERSION_NUM}\s+(?:don'?t|doesn'?t|do not|does not|is not)\s+match(?:ing)?\s+with\s+"
+    rf"(?:the\s+)?(?:current\s+)?(?:GPU\s+)?driver\s+version\s+{_VERSION_NUM}",
+    re.IGNORECASE,
+)
+_NVSW_ERROR = re.compile(r"detected NVSwitch (fatal|non-fatal) error (\d+)", re.IGNORECASE)
+_NVSW_BDF = re.compile(r"pci bus id\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])", re.IGNORECASE)
+_NVSW_PORT = re.compile(r"\bport\s+(\d+)", re.IGNORECASE)
+_UNKNOWN_OPTION = re.compile(r"Unknown option:\s*(.*)$")
+_INVALID_ITEM = re.compile(r"config file item:\s*(\S+)\s+has an invalid value", re.IGNORECASE)
+_RUNNING = re.compile(r"Fabric Manager version\s+(\S+)\s+is running", re.IGNORECASE)
+_STARTING = re.compile(r"Starting (?:nvidia-fabricmanager|NVIDIA fabric manager)", re.IGNORECASE)
+_DUMP_START = "dumping all the detected NVSwitch information"
+_INVENTORY = re.compile(
+    r"Index:\s*(\d+)\s+Physical Id:\s*(\d+)\s+PCI Bus ID:\s*(\S+)\s+Enabled Link Mask:\s*(\S+)"
+    r"\s+Arch Type:\s*(\d+)\s+UUID\s*:\s*(\S+)"
+)
+_CONFIGURED = "Successfully configured all the available NVSwitches"
+
+
+def parse_fm_log(text: str) -> dict[str, Any]:
+    """Evidence from /var/log/fabricmanager.log or the nvidia-fabricmanager journal (same lines).
+
+    startups counts FM launches: the "Fabric Manager version X is running" banner (log file) or
+    a "Starting ... fabric manager" line (systemd, start script); with syslog enabled both can
+    appear for one launch, so the larger count is reported, not the sum.
+    """
+    lines = strip_ansi(text).replace("\r", "").split("\n")
+    content = [line for line in lines if line.strip() and not _JOURNAL_MARKER.match(line.strip())]
+    recognised = any(_FM_LOG_LINE.match(line) or _FM_WORDS.search(line) for line in content)
+    if not recognised and not any(_JOURNAL_MARKER.match(line.strip()) for line in lines):
+        raise ParseError("not Fabric Manager log or journal output")
+
+    mismatch: dict[str, str] | None = None
+    errors: list[dict[str, Any]] = []
+    invalid: list[str] = []
+    unknown_value: str | None = None
+    unknown = nothing_to_do = configured = False
+    running = starting = 0
+    running_version: str | None = None
+    inventory: list[dict[str, Any]] = []
+    for line in content:
+        if m := _MISMATCH.search(line):
+            mismatch = {"fm_version": m.group(1), "driver_version": m.group(2)}  # the latest one wins
+        if m := _NVSW_ERROR.search(line):
+            bdf, port = _NVSW_BDF.search(line), _NVSW_PORT.search(line[m.end() :])
+            errors.append(
+                {
+                    "fatal": m.group(1).lower() == "fatal",
+                    "code": int(m.group(2)),
+                    "bdf": bdf.group(1) if bdf else None,
+                    "port": int(port.group(1)) if port else None,
+                    "line": line.strip(),
+                }
+            )
+        if "NV_WARN_NOTHING_TO_DO" in line:
+            nothing_to_do = True
+        if m := _UNKNOWN_OPTION.search(line):
+            unknown, unknown_value = True, m.group(1).strip() or None
+        if (m := _INVALID_ITEM.search(line)) and m.group(1) not in invalid:
+            invalid.append(m.group(1))
+        if m := _RUNNING.search(line):
+            running += 1
+            running_version = m.group(1)
+        elif _STARTING.search(line):
+            starting += 1
+        if _DUMP_START in line:
+            inventory = []  # keep the inventory of the latest start only
+        elif m := _INVENTORY.search(line):
+            inventory.append(
+                {
+                    "index": int(m.group(1)),
+                    "physical_id": int(m.group(2)),
+                    "bdf": m.group(3),
+                    "enabled_link_mask": m.group(4),
+                    "arch_type": int(m.group(5)),
+                    "uuid": m.group(6),
+                }
+            )
+        if _CONFIGURED in line:
+            configured = True
+    return {
+        "lines": len(content),
+        "version_mismatch": mismatch,
+        "nvswitch_errors": errors,
+        "nvswitch_fatal_count": sum(1 for e in errors if e["fatal"]),
+        "nvswitch_nonfatal_count": sum(1 for e in errors if not e["fatal"]),
+        "nothing_to_do": nothing_to_do,
+        "unknown_option": unknown,
+        "unknown_option_value": unknown_value,
+        "invalid_config_items": invalid,
+        "startups": max(running, starting),
+        "running_version": running_version,
+        "nvswitches": inventory,
+        "switches_configured": configured,
+    }
+
+
+# ---------------------------------------------------------------- schemas
+
+
+def _s(description: str, nullable: bool = False) -> dict[str, Any]:
+    return {"type": ["string", "null"] if nullable else "string", "description": description}
+
+
+def _i(description: str, nullable: bool = False) -> dict[str, Any]:
+    return {"type": ["integer", "null"] if nullable else "integer", "description": description}
+
+
+def _b(description: str) -> dict[str, Any]:
+    return {"type": "boolean", "description": description}
+
+
+def _obj(description: str, properties: dict[str, Any], nullable: bool = False) -> dict[str, Any]:
+    return {
+        "type": ["object", "null"] if nullable else "object",
+        "description": description,
+        "additionalProperties": False,
+        "required": list(properties),
+        "properties": properties,
+    }
+
+
+FM_VERSION_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "pattern": r"^\d+(\.\d+)+$",
+    "description": "Fabric Manager version as printed by nv-fabricmanager --version, e.g. 535.161.08.",
+}
+
+SERVICE_SCHEMA: dict[str, Any] = _obj(
+    "State of a systemd unit.",
+    {
+        "unit": _s("Unit name when the output names it.", True),
+        "load_state": _s("LoadState: loaded, not-found, masked...", True),
+        "active_state": _s("ActiveState: active, inactive, failed, activating...", True),
+        "sub_state": _s("SubState: running, exited, dead, failed, auto-restart...", True),
+        "unit_file_state": _s("UnitFileState: enabled, disabled, static, masked...", True),
+        "restarts": _i("NRestarts: automatic restarts since the unit was loaded (null when not printed).", True),
+        "main_pid": _i("Main PID when running.", True),
+        "active": _b("ActiveState is exactly 'active'."),
+    },
+)
+
+FM_CONFIG_SCHEMA: dict[str, Any] = _obj(
+    "fabricmanager.cfg as loaded by FM.",
+    {
+        "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "SHA-256 of the raw file text."},
+        "settings": {
+            "type": "object",
+            "description": "KEY -> VALUE as written (values unparsed strings).",
+            "additionalProperties": _s("Setting value as written."),
+        },
+        "ignored_lines": {
+            "type": "array",
+            "description": "Non-comment lines that are not KEY=VALUE.",
+            "items": _s("Line text."),
+        },
+    },
+)
+
+FM_LOG_SCHEMA: dict[str, Any] = _obj(
+    "Fabric Manager failure evidence from its log file or journal.",
+    {
+        "lines": _i("Number of non-empty log lines read."),
+        "version_mismatch": _obj(
+            "FM/driver version mismatch reported by FM (the latest one), or null.",
+            {
+                "fm_version": _s("FM's driver interface version."),
+                "driver_version": _s("Loaded driver version."),
+            },
+            nullable=True,
+        ),
+        "nvswitch_errors": {
+            "type": "array",
+            "description": "'detected NVSwitch fatal/non-fatal error N' lines.",
+            "items": _obj(
+                "One NVSwitch error report.",
+                {
+                    "fatal": _b("Reported as fatal."),
+                    "code": _i("SXid error code."),
+                    "bdf": _s("NVSwitch PCI bus id.", True),
+                    "port": _i("NVSwitch port.", True),
+                    "line": _s("The log line."),
+                },
+            ),
+        },
+        "nvswitch_fatal_count": _i("Fatal NVSwitch error lines."),
+        "nvswitch_nonfatal_count": _i("Non-fatal NVSwitch error lines."),
+        "nothing_to_do": _b("NV_WARN_NOTHING_TO_DO: FM found no NVSwitch to manage."),
+        "unknown_option": _b("The start script rejected an option ('Unknown option:'), as after the 570.158 script change."),
+        "unknown_option_value": _s("The rejected option.", True),
+        "invalid_config_items": {
+            "type": "array",
+            "description": "Config items FM reported as having an invalid value.",
+            "items": _s("Config item name."),
+        },
+        "startups": _i("FM launches seen."),
+        "running_version": _s("Version in the latest 'Fabric Manager version X is running' banner.", True),
+        "nvswitches": {
+            "type": "array",
+            "description": "NVSwitch inventory dumped by FM at its latest start.",
+            "items": _obj(
+                "One detected NVSwitch.",
+                {
+                    "index": _i("FM index."),
+                    "physical_id": _i("Physical id."),
+                    "bdf": _s("PCI bus id."),
+                    "enabled_link_mask": _s("Enabled link mask (hex)."),
+                    "arch_type": _i("NVSwitch architecture type."),
+                    "uuid": _s("NVSwitch UUID (SWX-...)."),
+                },
+            ),
+        },
+        "switches_configured": _b("FM logged 'Successfully configured all the available NVSwitches'."),
+    },
+)
+
+# ---------------------------------------------------------------- collectors
+
+_SHOW_PROPERTIES = "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"
+
+FM_VERSION = Collector(
+    id="fm_version",
+    argv=("nv-fabricmanager", "--version"),
+    parse=parse_fm_version,
+    provides="/fm/version",
+    schema=FM_VERSION_SCHEMA,
+    family="fm",
+    description="Installed Fabric Manager version (must equal the driver version).",
+    platforms=FM_PLATFORMS,
+    corpus=("fabricmanager",),
+)
+
+FM_SERVICE = Collector(
+    id="fm_service",
+    argv=("systemctl", "show", "nvidia-fabricmanager", _SHOW_PROPERTIES),
+    parse=parse_systemd_unit,
+    provides="/fm/service",
+    schema=SERVICE_SCHEMA,
+    family="fm",
+    description="nvidia-fabricmanager unit state and restart count.",
+    platforms=FM_PLATFORMS,
+    corpus=("fabricmanager",),
+)
+
+FM_CONFIG = Collector(
+    id="fm_config",
+    argv=read_host_file("/usr/share/nvidia/nvswitch/fabricmanager.cfg"),
+    parse=parse_fm_config,
+    provides="/fm/config",
+    schema=FM_CONFIG_SCHEMA,
+    family="fm",
+    description="fabricmanager.cfg settings and digest.",
+    platforms=FM_PLATFORMS,
+)
+
+FM_LOG = Collector(
+    id="fm_log",
+    argv=read_host_file("/var/log/fabricmanager.log", "tail", "-n", "5000"),
+    parse=parse_fm_log,
+    provides="/fm/log",
+    schema=FM_LOG_SCHEMA,
+    family="fm",
+    description="Fabric Manager log: version mismatch, NVSwitch errors, config problems, restarts.",
+    platforms=FM_PLATFORMS,
+    corpus=("fabricmanager", "nvswitch"),
+)
+
+FM_JOURNAL = Collector(
+    id="fm_journal",
+    argv=("journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager"),
+    parse=parse_fm_log,
+    provides="/fm/journal",
+    schema=FM_LOG_SCHEMA,
+    family="fm",
+    description="nvidia-fabricmanager journal since boot: start failures and their reasons.",
+    platforms=FM_PLATFORMS,
+    timeout_s=60.0,
+    corpus=("fabricmanager",),
+)
+
+COLLECTORS = (FM_VERSION, FM_SERVICE, FM_CONFIG, FM_LOG, FM_JOURNAL)

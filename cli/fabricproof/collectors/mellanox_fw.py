@@ -1,0 +1,388 @@
+"""Adapter firmware facts for ConnectX/BlueField HCAs: mlxfwmanager --query (also mlxup) and flint/mstflint query."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .base import Collector, ParseError
+from .textutil import na_to_none, split_kv, strip_ansi
+
+
+def _t(types: str | list[str], desc: str, **extra: Any) -> dict[str, Any]:
+    return {"type": types, "description": desc, **extra}
+
+
+def _obj(desc: str, props: dict[str, Any]) -> dict[str, Any]:
+    """A closed record whose properties the parser always emits."""
+    return {
+        "type": "object",
+        "description": desc,
+        "additionalProperties": False,
+        "required": list(props),
+        "properties": props,
+    }
+
+
+def _arr(desc: str, items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "description": desc, "items": items}
+
+
+def _map(desc: str, values: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "description": desc, "additionalProperties": values}
+
+
+_NSTR = ["string", "null"]
+_NINT = ["integer", "null"]
+
+
+# --- mlxfwmanager --query / mlxup / mlnx-fw-updater ------------------------------------------------------------------
+
+_DEVICE_HEADER = re.compile(r"^Device #(?P<n>\d+):$")
+# The update transcript that mlxup / mlnx-fw-updater print after the query starts with one of these lines;
+# "Device #1: Updating FW ..." must not be taken for a new query block.
+_TRANSCRIPT_START = re.compile(r"^(Found \d+ device\(s\)|Perform FW update\?|Device #\d+: Updating)")
+_UPDATING = re.compile(r"^Device #\d+: Updating")
+_VERSION_ROW = re.compile(r"^(?P<name>\S+(?: \([^)]*\))?)\s+(?P<current>\S+)(?:\s+(?P<available>\S+))?$")
+_PORT_ID = re.compile(r"^Port(?P<port>\d+) (?P<kind>GUID|MAC)$")
+_QUERY_FIELDS = {
+    "Device Type": "device_type",
+    "Part Number": "part_number",
+    "Description": "description",
+    "PSID": "psid",
+    "PCI Device Name": "pci_device",
+    "Base GUID": "base_guid",
+    "Base MAC": "base_mac",
+    "Status": "status",
+}
+
+_FW_DEVICE = _obj(
+    "One adapter from a 'Device #N:' query block.",
+    {
+        "index": _t("integer", "N of 'Device #N'."),
+        "device_type": _t(_NSTR, "Device type, e.g. ConnectX7."),
+        "part_number": _t(_NSTR, "Part number, e.g. MCX75310AAS-NEA_Ax."),
+        "description": _t(_NSTR, "Board description."),
+        "psid": _t(_NSTR, "PSID (board firmware identity), e.g. MT_0000000838."),
+        "pci_device": _t(_NSTR, "PCI device name as printed: a BDF or an mst device path."),
+        "base_guid": _t(_NSTR, "Base GUID; null on boards that list per-port GUIDs instead."),
+        "base_mac": _t(_NSTR, "Base MAC."),
+        "port_guids": _arr("PortN GUID rows (older boards), in port order.", _t("string", "GUID.")),
+        "fw_current": _t(_NSTR, "FW version burned in flash (the 'FW' row, Current column)."),
+        "fw_running": _t(
+            _NSTR, "FW running now: the 'FW (Running)' row when printed (flash not yet activated), else fw_current."
+        ),
+        "fw_available": _t(_NSTR, "FW version in the tool's image bundle; null when N/A."),
+        "fw_activation_pending": _t("boolean", "Running FW differs from the flash (a reset or reboot is needed)."),
+        "status": _t(_NSTR, "Status as printed: 'Up to date', 'Update required', 'No matching image found'..."),
+        "versions": _arr(
+            "Every row of the Versions table.",
+            _obj(
+                "One Versions row.",
+                {
+                    "name": _t("string", "Component as printed: FW, FW (Running), PXE, UEFI, CLP..."),
+                    "current": _t(_NSTR, "Current column."),
+                    "available": _t(_NSTR, "Available column; null when N/A."),
+                },
+            ),
+        ),
+    },
+)
+FIRMWARE_SCHEMA = _obj(
+    "Adapter firmware inventory from mlxfwmanager --query (or mlxup / mlnx-fw-updater query blocks).",
+    {
+        "devices": _arr("Adapters in output order.", _FW_DEVICE),
+        "count": _t("integer", "Number of adapters listed."),
+        "errors": _arr("-E- lines the tool printed.", _t("string", "One line as printed (trimmed).")),
+        "warnings": _arr("-W- lines the tool printed.", _t("string", "One line as printed (trimmed).")),
+        "update_attempted": _t("boolean", "The output goes on to burn firmware ('Device #N: Updating FW', mlxup)."),
+        "restart_needed": _t("boolean", "The transcript says 'Restart needed for updates to take effect'."),
+    },
+)
+
+
+def _new_fw_device(index: int) -> dict[str, Any]:
+    return {"index": index, **{v: None for v in _QUERY_FIELDS.values()}, "port_guids": [], "versions": []}
+
+
+def _finish_fw_device(raw: dict[str, Any]) -> dict[str, Any]:
+    rows = {row["name"]: row for row in raw["versions"]}
+    flash = rows.get("FW", {})
+    running_row = rows.get("FW (Running)")
+    current = flash.get("current")
+    running = running_row["current"] if running_row else current
+    return {
+        "index": raw["index"],
+        "device_type": raw["device_type"],
+        "part_number": raw["part_number"],
+        "description": raw["description"],
+        "psid": raw["psid"],
+        "pci_device": raw["pci_device"],
+        "base_guid": raw["base_guid"],
+        "base_mac": raw["base_mac"],
+        "port_guids": raw["port_guids"],
+        "fw_current": current,
+        "fw_running": running,
+        "fw_available": flash.get("available"),
+        "fw_activation_pending": running is not None and current is not None and running != current,
+        "status": raw["status"],
+        "versions": raw["versions"],
+    }
+
+
+def parse_mlxfwmanager(text: str) -> dict[str, Any]:
+    """'Device #N:' blocks of 'Key: value' lines and a Versions table, optionally followed by an update transcript.
+
+    Field lines are indented by two spaces in most captures and not at all in others; trailing spaces pad the
+    Versions columns. Everything is matched on stripped lines.
+    """
+    devices: list[dict[str, Any]] = []
+    errors: list[str] = []
+    warnings: list[str] = []
+    current: dict[str, Any] | None = None
+    in_versions = False
+    transcript = False
+    updating = False
+    restart = False
+    for raw in strip_ansi(text).splitlines():
+        line = raw.strip()
+        if not line:
+            in_versions = False
+            continue
+        if line.startswith("-E-"):
+            errors.append(line)
+            continue
+        if line.startswith("-W-"):
+            warnings.append(line)
+            continue
+        if transcript or _TRANSCRIPT_START.match(line):
+            transcript = True
+            current = None
+            updating = updating or bool(_UPDATING.match(line))
+            restart = restart or line.startswith("Restart needed")
+            continue
+        if m := _DEVICE_HEADER.match(line):
+            current = _new_fw_device(int(m.group("n")))
+            devices.append(current)
+            in_versions = False
+            continue
+        if current is None or set(line) == {"-"}:
+            continue
+        kv = split_kv(line)
+        if in_versions and kv is None:
+            if vm := _VERSION_ROW.match(line):
+                current["versions"].append(
+                    {
+                        "name": vm.group("name"),
+                        "current": na_to_none(vm.group("current")),
+                        "available": na_to_none(vm.group("available")),
+                    }
+                )
+            continue
+        if kv is None:
+            continue
+        key, value = kv
+        in_versions = key == "Versions"
+        if key in _QUERY_FIELDS:
+            current[_QUERY_FIELDS[key]] = na_to_none(value)
+        elif (pm := _PORT_ID.match(key)) and pm.group("kind") == "GUID" and na_to_none(value):
+            current["port_guids"].append(value)
+    if not devices and not errors:
+        raise ParseError("no 'Device #N:' block: not mlxfwmanager --query output")
+    finished = [_finish_fw_device(d) for d in devices]
+    return {
+        "devices": finished,
+        "count": len(finished),
+        "errors": errors,
+        "warnings": warnings,
+        "update_attempted": updating,
+        "restart_needed": restart,
+    }
+
+
+# --- flint / mstflint query ------------------------------------------------------------------------------------------
+
+_FLINT_FIELDS = {
+    "Image type": "image_type",
+    "FW Version": "fw_version",
+    "FW Release Date": "fw_release_date",
+    "Product Version": "product_version",
+    "Part Number": "part_number",
+    "PSID": "psid",
+    "Device ID": "device_id",
+    "Security Attributes": "security_attributes",
+    "Default Update Method": "default_update_method",
+    "Image VSD": "image_vsd",
+    "Device VSD": "device_vsd",
+    "VSD": "vsd",
+    "MIC Version": "mic_version",
+    "PRS Name": "prs_name",
+}
+# FS3/FS4 list "<Base|Orig Base> GUID|MAC: <value> <count>" rows; FS2 lists one "GUIDs:" and one "MACs:" row laid out
+# under the column header printed in the "Description:" line (Node, Port1, Port2, Sys image).
+_FS3_ID_ROW = re.compile(r"^(?P<which>(?:Orig )?Base) (?P<kind>GUID|MAC)$")
+
+FLINT_SCHEMA = _obj(
+    "Firmware image query of one adapter (flint / mstflint -d <dev> q).",
+    {
+        "image_type": _t(_NSTR, "Image layout: FS2 (ConnectX-3), FS3 (ConnectX-4/5), FS4 (ConnectX-6 and later)."),
+        "fw_version": _t(_NSTR, "FW version in flash."),
+        "fw_release_date": _t(_NSTR, "FW release date as printed (d.m.yyyy)."),
+        "product_version": _t(_NSTR, "Product version."),
+        "part_number": _t(_NSTR, "Part number ('q full' only)."),
+        "description": _t(_NSTR, "Board description ('q full' only)."),
+        "psid": _t(_NSTR, "PSID."),
+        "device_id": _t(_NSTR, "PCI device id (FS2 layout only)."),
+        "security_attributes": _t(_NSTR, "Security attributes, e.g. secure-fw; null when N/A."),
+        "default_update_method": _t(_NSTR, "Default update method, e.g. fw_ctrl."),
+        "image_vsd": _t(_NSTR, "Image VSD; null when N/A."),
+        "device_vsd": _t(_NSTR, "Device VSD; null when N/A."),
+        "vsd": _t(_NSTR, "VSD (FS2 layout); null when empty."),
+        "mic_version": _t(_NSTR, "MIC version (FS2 'q full')."),
+        "config_sectors": _t(_NINT, "Config sectors (FS2 'q full')."),
+        "prs_name": _t(_NSTR, "PRS name (FS2 'q full')."),
+        "rom_info": _arr(
+            "Expansion ROMs (one per Rom Info line).",
+            _obj(
+                "One expansion ROM.",
+                {
+                    "type": _t(_NSTR, "ROM type: UEFI, PXE, CLP..."),
+                    "version": _t(_NSTR, "ROM version (version_id for CLP)."),
+                    "cpu": _t(_NSTR, "CPU architectures as printed, e.g. AMD64,AARCH64."),
+                },
+            ),
+        ),
+        "base_guid": _t(_NSTR, "Base GUID (FS3/FS4); the node GUID on FS2."),
+        "base_mac": _t(_NSTR, "Base MAC (FS3/FS4); the port 1 MAC on FS2."),
+        "guids": _map(
+            "Every GUID shown, by role: base, orig_base (FS3/FS4); node, port1, port2, sys_image (FS2).",
+            _t(_NSTR, "GUID; null when N/A."),
+        ),
+        "macs": _map(
+            "Every MAC shown, by role: base, orig_base (FS3/FS4); port1, port2 (FS2).", _t(_NSTR, "MAC; null when N/A.")
+        ),
+        "id_counts": _map(
+            "How many GUIDs/MACs each FS3/FS4 base reserves, e.g. {'base_guid': 16}.", _t("integer", "Count.")
+        ),
+        "fields": _map("Every 'Key: value' line as printed (first occurrence).", _t("string", "Raw value.")),
+    },
+)
+
+
+def _column_spans(header: str, offset: int) -> list[tuple[str, int]]:
+    """('node', start column) for each header cell; cells are separated by 2+ spaces ('Sys image' is one cell)."""
+    return [
+        (m.group(0).lower().replace(" ", "_"), offset + m.start())
+        for m in re.finditer(r"\S+(?: \S+)*", header)
+    ]
+
+
+def _assign_columns(raw_line: str, value_start: int, columns: list[tuple[str, int]]) -> dict[str, str | None]:
+    """Map each value token to the header column its first character falls under (FS2 MACs skip the Node column)."""
+    out: dict[str, str | None] = {}
+    for m in re.finditer(r"\S+", raw_line[value_start:]):
+        start = value_start + m.start()
+        name = None
+        for col, col_start in columns:
+            if start >= col_start:
+                name = col
+        if name is not None:
+            out[name] = na_to_none(m.group(0))
+    return out
+
+
+def _rom(value: str) -> dict[str, str | None]:
+    kv = dict(tok.split("=", 1) for tok in value.split() if "=" in tok)
+    return {"type": kv.get("type"), "version": kv.get("version") or kv.get("version_id"), "cpu": kv.get("cpu")}
+
+
+def parse_flint(text: str) -> dict[str, Any]:
+    """flint / mstflint 'q' and 'q full' in the FS2, FS3 and FS4 layouts."""
+    lines = strip_ansi(text).splitlines()
+    out: dict[str, Any] = {v: None for v in _FLINT_FIELDS.values()}
+    out.update(description=None, config_sectors=None, rom_info=[], guids={}, macs={}, id_counts={}, fields={})
+    columns: list[tuple[str, int]] = []
+    last_key: str | None = None
+    tool_errors: list[str] = []
+    for raw in lines:
+        if not raw.strip():
+            continue
+        if raw[0].isspace() and last_key == "Rom Info":
+            out["rom_info"].append(_rom(raw))  # continuation line of the Rom Info cell
+            continue
+        if raw.strip().startswith("-E-"):
+            tool_errors.append(raw.strip())
+            continue
+        kv = split_kv(raw)
+        if kv is None:
+            continue
+        key, value = kv
+        last_key = key
+        value_start = raw.index(":") + 1
+        if key == "Description" and value.split()[:1] in (["UID"], ["Node"]):
+            columns = _column_spans(raw[value_start:], value_start)  # GUID table header, not the board text
+            continue
+        out["fields"].setdefault(key, value)
+        if key in _FLINT_FIELDS:
+            out[_FLINT_FIELDS[key]] = na_to_none(value)
+        elif key == "Description":
+            out["description"] = na_to_none(value)
+        elif key == "Config Sectors":
+            out["config_sectors"] = int(value) if value.isdigit() else None
+        elif key == "Rom Info":
+            out["rom_info"].append(_rom(value))
+        elif m := _FS3_ID_ROW.match(key):
+            role = m.group("which").lower().replace(" ", "_")
+            tokens = value.split()
+            target = out["guids"] if m.group("kind") == "GUID" else out["macs"]
+            target[role] = na_to_none(tokens[0]) if tokens else None
+            if len(tokens) > 1 and tokens[1].isdigit():
+                out["id_counts"][f"{role}_{m.group('kind').lower()}"] = int(tokens[1])
+        elif key in ("GUIDs", "MACs") and columns:
+            target = out["guids"] if key == "GUIDs" else out["macs"]
+            target.update(_assign_columns(raw, value_start, columns))
+    if out["fw_version"] is None and out["image_type"] is None:
+        if tool_errors:
+            raise ParseError(f"flint failed: {tool_errors[0]}")
+        raise ParseError("no 'FW Version:' or 'Image type:' line: not flint query output")
+    out["base_guid"] = out["guids"].get("base", out["guids"].get("node"))
+    out["base_mac"] = out["macs"].get("base", out["macs"].get("port1"))
+    return out
+
+
+# flint needs a device; the argv must stay fixed, so the script picks the first ConnectX/BlueField physical function
+# lspci lists (VFs cannot be queried) and prefers MFT's flint, falling back to the inbox mstflint. Firmware for
+# every adapter comes from mlxfwmanager; this collector is the per-image detail (FS layout, ROMs, security).
+FLINT_SCRIPT = (
+    "dev=$(lspci -D -d 15b3: 2>/dev/null | "
+    "awk '/(Infiniband|Ethernet|Network) controller/ && !/Virtual Function/ {print $1; exit}'); "
+    '[ -n "$dev" ] || { echo "-E- no Mellanox/NVIDIA adapter physical function found by lspci" >&2; exit 1; }; '
+    'if command -v flint >/dev/null 2>&1; then exec flint -d "$dev" q; else exec mstflint -d "$dev" q; fi'
+)
+
+
+COLLECTORS = (
+    Collector(
+        id="mlxfwmanager",
+        argv=("mlxfwmanager", "--query"),
+        parse=parse_mlxfwmanager,
+        provides="/ib/firmware",
+        schema=FIRMWARE_SCHEMA,
+        family="ib",
+        description="Adapter firmware inventory: PSID, running/flash/available FW per ConnectX (mlxfwmanager --query).",
+        timeout_s=120.0,  # queries every adapter over the config space; slow on 8-12 HCA nodes
+        corpus=("mlxfwmanager",),
+    ),
+    Collector(
+        id="flint",
+        argv=("sh", "-c", FLINT_SCRIPT),
+        parse=parse_flint,
+        provides="/ib/flint",
+        schema=FLINT_SCHEMA,
+        family="ib",
+        description="Firmware image details (FS layout, PSID, ROMs, GUIDs) of the first adapter (flint/mstflint q).",
+        default=False,
+        timeout_s=60.0,
+        corpus=("flint",),
+    ),
+)

@@ -1,0 +1,278 @@
+"""NVSwitch collectors: NVSwitch PCI functions from lspci, and HGX firmware versions from nvfwupd or Redfish."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .base import Collector, ParseError
+from .pcie import is_gpu, is_nvidia, parse_lspci_header
+from .textutil import strip_ansi
+
+# The NVSwitch enumerates as PCI class 0680 ("Bridge", other bridge); Grace root ports and PCIe
+# switch ports are class 0604 ("PCI bridge") and must not be counted.
+_NVSWITCH_CLASS_CODE = "0680"
+_NVSWITCH_CLASS_NAME = "Bridge"
+_PLAIN_DEVICE_ID = re.compile(r"\bDevice ([0-9a-fA-F]{4})\b")
+
+
+def parse_nvswitch_pci(text: str) -> dict[str, Any]:
+    """Count NVSwitch functions in `lspci -n -d 10de:`, `lspci -nn` or plain `lspci` output.
+
+    Empty output is a valid answer (a filtered listing on a host without NVIDIA devices);
+    non-empty output without a single lspci header line is not lspci output.
+    """
+    lines = strip_ansi(text).replace("\r", "").split("\n")
+    headers = [h for line in lines if line[:1] not in (" ", "\t") and (h := parse_lspci_header(line))]
+    if not headers and text.strip():
+        raise ParseError("no lspci device lines found")
+    devices: list[dict[str, Any]] = []
+    gpus = 0
+    for h in headers:
+        if is_gpu(h):
+            gpus += 1
+        if not is_nvidia(h):
+            continue
+        if h["class_code"] == _NVSWITCH_CLASS_CODE or (h["class_code"] is None and h["class_name"] == _NVSWITCH_CLASS_NAME):
+            device_id = h["device_id"]
+            if device_id is None and (m := _PLAIN_DEVICE_ID.search(h["description"])):
+                device_id = m.group(1).lower()
+            devices.append({"bdf": h["bdf"], "device_id": device_id})
+    return {
+        "count": len(devices),
+        "devices": devices,
+        "device_ids": sorted({d["device_id"] for d in devices if d["device_id"]}),
+        "gpu_count": gpus,
+    }
+
+
+_FW_COLUMNS = {"AP Name": "name", "Sys Version": "version", "Pkg Version": "package_version", "Up-To-Date": "up_to_date"}
+_NA = {"", "N/A", "NA", "NONE", "-"}
+
+
+def _na(value: Any) -> str | None:
+    if value is None:
+        return None
+    v = str(value).strip()
+    return None if v.upper() in _NA else v
+
+
+def _yes_no(value: Any) -> bool | None:
+    v = (_na(value) or "").lower()
+    return True if v == "yes" else False if v == "no" else None
+
+
+def _natural(name: str) -> tuple[Any, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def parse_nvfwupd(text: str) -> dict[str, Any]:
+    """Parse `nvfwupd show_version` text, its `-j` JSON, or a Redfish FirmwareInventory document.
+
+    Formats: the "Firmware Devices:" table (AP Name / Sys Version / Pkg Version / Up-To-Date) of
+    https://docs.nvidia.com/dgx/dgxh100-fw-update-guide/view-fw-components-packages.html, the JSON of
+    https://docs.nvidia.com/multi-node-nvlink-systems/nvfupd-guide/appendix/json-options.html, and
+    GET /redfish/v1/UpdateService/FirmwareInventory?$expand=. (Members carry Id and Version).
+    """
+    body = strip_ansi(text).strip()
+    if not body:
+        raise ParseError("empty output")
+    if body[0] in "{[":
+        try:
+            doc = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise ParseError(f"invalid JSON: {exc.msg} at line {exc.lineno}") from None
+        components, model, source = _from_json(doc)
+    else:
+        components, model = _from_table(body)
+        source = "nvfwupd"
+    components.sort(key=lambda c: _natural(c["name"]))
+
+    def versions(prefix: str) -> list[str]:
+        return [c["version"] for c in components if c["name"].startswith(prefix) and c["version"]]
+
+    return {
+        "source": source,
+        "system_model": model,
+        "components": components,
+        "versions": {c["name"]: c["version"] for c in components},
+        "nvswitch_versions": versions("HGX_FW_NVSwitch_"),
+        "gpu_versions": versions("HGX_FW_GPU_"),
+    }
+
+
+def _from_table(body: str) -> tuple[list[dict[str, Any]], str | None]:
+    lines = body.replace("\r", "").split("\n")
+    model = None
+    for line in lines:
+        if line.strip().startswith("System Model:"):
+            model = _na(line.split(":", 1)[1])
+    hdr_at = next((i for i, line in enumerate(lines) if line.strip().startswith("AP Name")), None)
+    if hdr_at is None:
+        reason = next((line.strip() for line in lines if "error" in line.lower()), lines[0].strip())
+        raise ParseError(f"no 'Firmware Devices' table: {reason[:160]}")
+    header = lines[hdr_at].rstrip()
+    names = re.split(r"\s{2,}", header.strip())
+    starts = [header.index(n) for n in names]
+    keys = [_FW_COLUMNS.get(n, n) for n in names]
+    components = []
+    for line in lines[hdr_at + 1 :]:
+        stripped = line.strip()
+        if not stripped or set(stripped) <= {"-", " "}:
+            # a blank line ends the table once rows have started (later text is not a row)
+            if not stripped and components:
+                break
+            continue
+        tokens = stripped.split()
+        if tokens[0].endswith(":"):
+            break  # a "Key: value" line after the table (status or error text) is not a row
+        if len(tokens) != len(keys):
+            # fall back to the header's column positions when a cell is empty or holds spaces
+            bounds = [*starts[1:], None]
+            tokens = [line[s:e].strip() for s, e in zip(starts, bounds)]
+        row = dict(zip(keys, tokens))
+        components.append(_component(row.get("name"), row.get("version"), row.get("package_version"), row.get("up_to_date")))
+    if not components:
+        raise ParseError("'Firmware Devices' table has no rows")
+    return components, model
+
+
+def _component(name: Any, version: Any, package_version: Any, up_to_date: Any) -> dict[str, Any]:
+    if not name:
+        raise ParseError("firmware component without a name")
+    return {
+        "name": str(name),
+        "version": _na(version),
+        "package_version": _na(package_version),
+        "up_to_date": _yes_no(up_to_date),
+    }
+
+
+def _from_json(doc: Any) -> tuple[list[dict[str, Any]], str | None, str]:
+    if isinstance(doc, dict) and isinstance(doc.get("Firmware Devices"), list):
+        rows = [r for r in doc["Firmware Devices"] if isinstance(r, dict)]
+        comps = [_component(r.get("AP Name"), r.get("Sys Version"), r.get("Pkg Version"), r.get("Up-To-Date")) for r in rows]
+        return comps, _na(doc.get("System Model")), "nvfwupd"
+    if isinstance(doc, dict) and isinstance(doc.get("Members"), list):
+        members = [m for m in doc["Members"] if isinstance(m, dict)]
+    elif isinstance(doc, dict) and "Version" in doc and ("Id" in doc or "@odata.id" in doc):
+        members = [doc]  # a single SoftwareInventory resource
+    else:
+        raise ParseError("JSON is neither nvfwupd show_version output nor a Redfish FirmwareInventory")
+    comps = []
+    for m in members:
+        name = m.get("Id") or str(m.get("@odata.id", "")).rstrip("/").rsplit("/", 1)[-1]
+        # An unexpanded collection lists only @odata.id links: names without versions.
+        comps.append(_component(name, m.get("Version"), None, None))
+    return comps, None, "redfish"
+
+
+def _s(description: str, nullable: bool = False) -> dict[str, Any]:
+    return {"type": ["string", "null"] if nullable else "string", "description": description}
+
+
+NVSWITCH_PCI_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "NVSwitch PCI functions visible to the host.",
+    "additionalProperties": False,
+    "required": ["count", "devices", "device_ids", "gpu_count"],
+    "properties": {
+        "count": {
+            "type": "integer",
+            "description": "Number of NVIDIA class-0680 bridges (NVSwitches); 0 on GB200 compute trays.",
+        },
+        "devices": {
+            "type": "array",
+            "description": "One record per NVSwitch function.",
+            "items": {
+                "type": "object",
+                "description": "An NVSwitch PCI function.",
+                "additionalProperties": False,
+                "required": ["bdf", "device_id"],
+                "properties": {
+                    "bdf": _s("PCI address as printed."),
+                    "device_id": _s(
+                        "PCI device id, e.g. '1af1' (A100) or '22a3' (H100); null when lspci printed a name only.", True
+                    ),
+                },
+            },
+        },
+        "device_ids": {"type": "array", "description": "Distinct NVSwitch device ids.", "items": _s("PCI device id.")},
+        "gpu_count": {"type": "integer", "description": "NVIDIA 3D/VGA controllers in the same listing."},
+    },
+}
+
+_COMPONENT = {
+    "type": "object",
+    "description": "One firmware component.",
+    "additionalProperties": False,
+    "required": ["name", "version", "package_version", "up_to_date"],
+    "properties": {
+        "name": _s("Component name (nvfwupd AP Name or Redfish Id), e.g. HGX_FW_NVSwitch_0."),
+        "version": _s("Installed version ('Sys Version' / Redfish Version).", True),
+        "package_version": _s("Version in the compared package; null without a package or when N/A.", True),
+        "up_to_date": {"type": ["boolean", "null"], "description": "nvfwupd 'Up-To-Date' Yes/No; null when not compared."},
+    },
+}
+
+NVSWITCH_FIRMWARE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "HGX baseboard firmware inventory.",
+    "additionalProperties": False,
+    "required": ["source", "system_model", "components", "versions", "nvswitch_versions", "gpu_versions"],
+    "properties": {
+        "source": {"enum": ["nvfwupd", "redfish"], "description": "Which format the inventory came in."},
+        "system_model": _s("nvfwupd 'System Model' (e.g. DGXH100).", True),
+        "components": {"type": "array", "description": "Components in natural name order.", "items": _COMPONENT},
+        "versions": {
+            "type": "object",
+            "description": "Installed version per component name (baseline key fw.hgx.<component>).",
+            "additionalProperties": _s("Installed version.", True),
+        },
+        "nvswitch_versions": {
+            "type": "array",
+            "description": "Installed versions of the HGX_FW_NVSwitch_* components.",
+            "items": _s("Version."),
+        },
+        "gpu_versions": {
+            "type": "array",
+            "description": "Installed versions of the HGX_FW_GPU_* components.",
+            "items": _s("Version."),
+        },
+    },
+}
+
+NVSWITCH_PCI = Collector(
+    id="nvswitch_pci",
+    argv=("lspci", "-n", "-d", "10de:"),
+    parse=parse_nvswitch_pci,
+    provides="/nvswitch/pci",
+    schema=NVSWITCH_PCI_SCHEMA,
+    family="nvswitch",
+    description="NVSwitch count and device ids from the NVIDIA PCI functions.",
+    corpus=("nvswitch", "lspci"),
+)
+
+# nvfwupd reads the BMC address and Redfish credentials (BMC_IP, RF_USERNAME, RF_PASSWORD, and
+# TargetPlatform) from this YAML file, so no secret ever appears in argv, process lists or
+# evidence. Operators provision it per host (mode 0600, root) with their secret tooling; adding
+# FWUpdateFilePath makes show_version compare against a package and fill Pkg Version/Up-To-Date.
+NVFWUPD_CONFIG = "/etc/fabricproof/nvfwupd.yaml"
+
+NVSWITCH_FIRMWARE = Collector(
+    id="nvswitch_firmware",
+    argv=("nvfwupd", "-c", NVFWUPD_CONFIG, "show_version"),
+    parse=parse_nvfwupd,
+    provides="/nvswitch/firmware",
+    schema=NVSWITCH_FIRMWARE_SCHEMA,
+    family="nvswitch",
+    description=(
+        "HGX firmware versions (NVSwitch, GPU, ERoT...) via `nvfwupd -c /etc/fabricproof/nvfwupd.yaml show_version`; "
+        "the YAML holds BMC_IP, RF_USERNAME and RF_PASSWORD, provisioned by the operator (mode 0600)."
+    ),
+    platforms=("h100", "h200", "b200", "gb200"),
+    timeout_s=180.0,
+)
+
+COLLECTORS = (NVSWITCH_PCI, NVSWITCH_FIRMWARE)

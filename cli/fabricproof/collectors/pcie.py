@@ -1,0 +1,270 @@
+"""PCIe topology collector: `lspci -vvv` device blocks, bridge bus ranges and ACS control state."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .base import Collector, ParseError
+from .textutil import strip_ansi
+
+# A device header starts at column 0: "[dddd:]bb:dd.f <rest>"; detail lines are indented.
+_HEADER = re.compile(r"^(?P<bdf>(?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(?P<rest>\S.*)$")
+# `lspci -n`: "0680: 10de:1af1 (rev a1)"
+_NUMERIC = re.compile(r"^(?P<cls>[0-9a-fA-F]{4}):\s+(?P<ven>[0-9a-fA-F]{4}):(?P<dev>[0-9a-fA-F]{4})\b(?P<tail>.*)$")
+# `lspci -nn`: "Bridge [0680]: NVIDIA Corporation Device [10de:1af1] (rev a1)"
+_NAMED_NUMERIC = re.compile(
+    r"^(?P<cname>[^:\[]+?)\s+\[(?P<cls>[0-9a-fA-F]{4})\]:\s+(?P<desc>.*?)\s*"
+    r"\[(?P<ven>[0-9a-fA-F]{4}):(?P<dev>[0-9a-fA-F]{4})\](?P<tail>.*)$"
+)
+# plain `lspci` / `lspci -vvv`: "PCI bridge: Broadcom / LSI PEX890xx PCIe Gen 5 Switch (rev b0)"
+_NAMED = re.compile(r"^(?P<cname>[^:]+):\s+(?P<desc>.*)$")
+_BUS = re.compile(r"\bBus:\s*primary=([0-9a-fA-F]+),\s*secondary=([0-9a-fA-F]+),\s*subordinate=([0-9a-fA-F]+)")
+_ACS_LINE = re.compile(r"^\s*(ACSCap|ACSCtl):\s*(.*)$")
+_FLAG = re.compile(r"([A-Za-z][A-Za-z0-9]*)([+-])(?=\s|$)")
+_DRIVER = re.compile(r"^\s*Kernel driver in use:\s*(\S+)")
+
+NVIDIA_VENDOR = "10de"
+MELLANOX_VENDOR = "15b3"
+_GPU_CLASSES = {"3D controller", "VGA compatible controller"}
+_GPU_CLASS_CODES = {"0300", "0302"}
+_NIC_CLASSES = {"Ethernet controller", "Infiniband controller", "Network controller"}
+_NIC_CLASS_CODES = {"0200", "0207", "0280"}
+
+
+def parse_lspci_header(line: str) -> dict[str, Any] | None:
+    """One lspci device header line in -n, -nn or named form; None if the line is not a header.
+
+    Returns bdf (as printed), class_name (None in -n form), class_code, vendor_id and device_id
+    (None in named form, which prints no ids), and description (the text after the class).
+    """
+    m = _HEADER.match(line.rstrip())
+    if not m:
+        return None
+    bdf, rest = m.group("bdf"), m.group("rest")
+    if nm := _NUMERIC.match(rest):
+        return {
+            "bdf": bdf,
+            "class_name": None,
+            "class_code": nm["cls"].lower(),
+            "vendor_id": nm["ven"].lower(),
+            "device_id": nm["dev"].lower(),
+            "description": rest.strip(),
+        }
+    if nm := _NAMED_NUMERIC.match(rest):
+        return {
+            "bdf": bdf,
+            "class_name": nm["cname"].strip(),
+            "class_code": nm["cls"].lower(),
+            "vendor_id": nm["ven"].lower(),
+            "device_id": nm["dev"].lower(),
+            "description": (nm["desc"] + nm["tail"]).strip(),
+        }
+    if nm := _NAMED.match(rest):
+        return {
+            "bdf": bdf,
+            "class_name": nm["cname"].strip(),
+            "class_code": None,
+            "vendor_id": None,
+            "device_id": None,
+            "description": nm["desc"].strip(),
+        }
+    return None
+
+
+def split_bdf(bdf: str) -> tuple[int, int]:
+    """(domain, bus) of a printed address; lspci omits domain 0000 unless -D is given."""
+    parts = bdf.split(":")
+    domain = int(parts[0], 16) if len(parts) == 3 else 0
+    return domain, int(parts[-2], 16)
+
+
+def is_nvidia(dev: dict[str, Any]) -> bool:
+    return dev.get("vendor_id") == NVIDIA_VENDOR or dev.get("description", "").startswith("NVIDIA")
+
+
+def is_gpu(dev: dict[str, Any]) -> bool:
+    """An NVIDIA GPU: 3D or VGA controller from vendor 10de (the NVSwitch 'Bridge' class is not a GPU)."""
+    return (dev.get("class_name") in _GPU_CLASSES or dev.get("class_code") in _GPU_CLASS_CODES) and is_nvidia(dev)
+
+
+def is_mellanox_nic(dev: dict[str, Any]) -> bool:
+    """A ConnectX/BlueField network function; the ConnectX-7 internal PCIe bridges are not NICs."""
+    if dev.get("class_name") not in _NIC_CLASSES and dev.get("class_code") not in _NIC_CLASS_CODES:
+        return False
+    desc = dev.get("description", "")
+    return dev.get("vendor_id") == MELLANOX_VENDOR or "Mellanox" in desc or "ConnectX" in desc
+
+
+def _flags(text: str) -> dict[str, bool]:
+    return {name: sign == "+" for name, sign in _FLAG.findall(text)}
+
+
+def parse_lspci_vvv(text: str) -> dict[str, Any]:
+    """Parse `lspci -vvv` (also plain/-nn listings, which simply carry no detail lines).
+
+    A bridge here is a PCI-to-PCI bridge: one that prints a "Bus: primary=.., secondary=..,
+    subordinate=.." range (root and switch ports). The NVSwitch shows as class "Bridge" (0680)
+    but routes no PCI buses, so it is an endpoint for path purposes. A device's upstream bridges
+    are the bridges in its PCI domain whose secondary..subordinate range holds its bus, nearest first.
+    """
+    lines = strip_ansi(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    devices: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    denied = False
+    for line in lines:
+        header = parse_lspci_header(line) if line[:1] not in (" ", "\t", "") else None
+        if header:
+            current = {
+                **header,
+                "is_bridge": False,
+                "acs_cap": None,
+                "acs_ctl": None,
+                "acs_enabled": None,
+                "primary_bus": None,
+                "secondary_bus": None,
+                "subordinate_bus": None,
+                "kernel_driver": None,
+                "upstream": [],
+            }
+            devices.append(current)
+            continue
+        if current is None or not line.strip():
+            continue
+        if "<access denied>" in line:
+            denied = True
+        if bus := _BUS.search(line):
+            current["primary_bus"], current["secondary_bus"], current["subordinate_bus"] = (int(g, 16) for g in bus.groups())
+            current["is_bridge"] = True
+        elif acs := _ACS_LINE.match(line):
+            flags = _flags(acs.group(2))
+            if acs.group(1) == "ACSCtl":
+                current["acs_ctl"] = flags
+                current["acs_enabled"] = any(flags.values())
+            else:
+                current["acs_cap"] = flags
+        elif drv := _DRIVER.match(line):
+            current["kernel_driver"] = drv.group(1)
+    if not devices:
+        raise ParseError("no lspci device header lines found")
+
+    for dev in devices:
+        # Without a bus range a "PCI bridge" header (plain listing) is still a bridge by class.
+        if dev["class_name"] == "PCI bridge" or dev["class_code"] == "0604":
+            dev["is_bridge"] = True
+    _link_upstream(devices)
+
+    bridges = [d for d in devices if d["is_bridge"]]
+    gpus = [d["bdf"] for d in devices if is_gpu(d)]
+    nics = [d["bdf"] for d in devices if is_mellanox_nic(d)]
+    acs_on = [b["bdf"] for b in bridges if b["acs_enabled"]]
+    on_path: set[str] = set()
+    for d in devices:
+        if d["bdf"] in gpus or d["bdf"] in nics:
+            on_path.update(d["upstream"])
+    return {
+        "devices": devices,
+        "bridges": bridges,
+        "acs_enabled_bridges": acs_on,
+        "gpu_nic_path_acs_enabled": [bdf for bdf in acs_on if bdf in on_path],
+        "gpus": gpus,
+        "nics": nics,
+        "capabilities_denied": denied,
+    }
+
+
+def _link_upstream(devices: list[dict[str, Any]]) -> None:
+    ranged = [d for d in devices if d["secondary_bus"] is not None and d["subordinate_bus"] is not None]
+    for dev in devices:
+        domain, bus = split_bdf(dev["bdf"])
+        parents = [
+            b
+            for b in ranged
+            if b is not dev and split_bdf(b["bdf"])[0] == domain and b["secondary_bus"] <= bus <= b["subordinate_bus"]
+        ]
+        # Nested ranges: the narrowest range is the nearest bridge.
+        parents.sort(key=lambda b: (b["subordinate_bus"] - b["secondary_bus"], -b["secondary_bus"]))
+        dev["upstream"] = [b["bdf"] for b in parents]
+
+
+def _s(description: str, nullable: bool = False) -> dict[str, Any]:
+    return {"type": ["string", "null"] if nullable else "string", "description": description}
+
+
+def _i(description: str, nullable: bool = False) -> dict[str, Any]:
+    return {"type": ["integer", "null"] if nullable else "integer", "description": description}
+
+
+def _flag_map(description: str) -> dict[str, Any]:
+    return {
+        "type": ["object", "null"],
+        "description": description,
+        "additionalProperties": {"type": "boolean", "description": "true when lspci prints the flag with '+'."},
+    }
+
+
+def _bdf_list(description: str) -> dict[str, Any]:
+    return {"type": "array", "description": description, "items": {"type": "string", "description": "PCI address as printed."}}
+
+
+_DEVICE = {
+    "type": "object",
+    "description": "One PCI function.",
+    "additionalProperties": False,
+    "required": [
+        "bdf", "class_name", "class_code", "vendor_id", "device_id", "description", "is_bridge", "acs_cap",
+        "acs_ctl", "acs_enabled", "primary_bus", "secondary_bus", "subordinate_bus", "kernel_driver", "upstream",
+    ],
+    "properties": {
+        "bdf": _s("PCI address as printed (domain omitted by lspci when it is 0000)."),
+        "class_name": _s("Device class as printed, e.g. 'PCI bridge', '3D controller' (null in `lspci -n` form).", True),
+        "class_code": _s("Four hex digit class code when printed (-n/-nn), e.g. '0604'.", True),
+        "vendor_id": _s("Four hex digit vendor id when printed (-n/-nn), e.g. '10de'.", True),
+        "device_id": _s("Four hex digit device id when printed (-n/-nn), e.g. '22a3'.", True),
+        "description": _s("Header text after the class: vendor, device and revision."),
+        "is_bridge": {"type": "boolean", "description": "PCI-to-PCI bridge (prints a bus range or has class 'PCI bridge')."},
+        "acs_cap": _flag_map("ACSCap flags (what the port supports); null without an ACS capability."),
+        "acs_ctl": _flag_map("ACSCtl flags (what is enabled); null without an ACS capability or when access was denied."),
+        "acs_enabled": {"type": ["boolean", "null"], "description": "Any ACSCtl flag is '+'; null when ACSCtl is not shown."},
+        "primary_bus": _i("Bridge primary bus number.", True),
+        "secondary_bus": _i("Bridge secondary bus number (first bus behind the bridge).", True),
+        "subordinate_bus": _i("Bridge subordinate bus number (last bus behind the bridge).", True),
+        "kernel_driver": _s("'Kernel driver in use' (nvidia, mlx5_core, pcieport, nvidia-nvswitch...).", True),
+        "upstream": _bdf_list("Bridges above this device in its PCI domain, nearest first."),
+    },
+}
+
+LSPCI_VVV_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "PCIe devices, bridges and ACS state from lspci -vvv.",
+    "additionalProperties": False,
+    "required": ["devices", "bridges", "acs_enabled_bridges", "gpu_nic_path_acs_enabled", "gpus", "nics", "capabilities_denied"],
+    "properties": {
+        "devices": {"type": "array", "description": "Every PCI function in listing order.", "items": _DEVICE},
+        "bridges": {"type": "array", "description": "The devices that are PCI-to-PCI bridges.", "items": _DEVICE},
+        "acs_enabled_bridges": _bdf_list("Bridges with any ACSCtl flag '+'."),
+        "gpu_nic_path_acs_enabled": _bdf_list(
+            "ACS-enabled bridges upstream of an NVIDIA GPU or a Mellanox/ConnectX NIC (these throttle GPUDirect P2P)."
+        ),
+        "gpus": _bdf_list("NVIDIA GPUs (3D/VGA controllers of vendor NVIDIA)."),
+        "nics": _bdf_list("Mellanox/ConnectX network functions."),
+        "capabilities_denied": {
+            "type": "boolean",
+            "description": "lspci printed '<access denied>' (not run as root): ACS state is unknown, not off.",
+        },
+    },
+}
+
+LSPCI_VVV = Collector(
+    id="lspci_vvv",
+    argv=("lspci", "-vvv"),
+    parse=parse_lspci_vvv,
+    provides="/pcie",
+    schema=LSPCI_VVV_SCHEMA,
+    family="pcie",
+    description="PCIe topology with bridge bus ranges and ACS control flags on GPU/NIC paths.",
+    timeout_s=60.0,
+    corpus=("lspci",),
+)
+
+COLLECTORS = (LSPCI_VVV,)

@@ -1,0 +1,1 @@
+"""Thin Typer sub-apps, one per command group."""

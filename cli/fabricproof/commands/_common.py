@@ -1,0 +1,72 @@
+"""What every command shares: the consoles, input-error handling (exit 2), and writing reports."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from ..errors import InputError
+from ..fsutil import atomic_write_text
+from ..model import ExitCode
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+console = Console(highlight=False, soft_wrap=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def input_errors(fn: F) -> F:
+    """Turn InputError into one clear message per problem on stderr and exit code 2 (nothing touched)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except InputError as exc:
+            for problem in exc.problems:
+                err_console.print(f"[bold red]error:[/] {problem}", markup=True, highlight=False, soft_wrap=True)
+            raise typer.Exit(ExitCode.INVALID_INPUT) from None
+        except KeyboardInterrupt:
+            err_console.print("interrupted")
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def pair_outputs(formats: list[str], outputs: list[Path]) -> list[tuple[str, Path | None]]:
+    """--format F --output PATH pairs in order; a format without an output goes to stdout (only one may)."""
+    from ..reporters import REPORTERS
+
+    formats = formats or ["table"]
+    for f in formats:
+        if f not in REPORTERS:
+            raise InputError(f"--format {f!r}: unknown format; choose from {', '.join(REPORTERS)}")
+    if len(outputs) > len(formats):
+        raise InputError("more --output than --format: give one --format for every --output, in the same order")
+    pairs: list[tuple[str, Path | None]] = [(f, outputs[i] if i < len(outputs) else None) for i, f in enumerate(formats)]
+    if sum(1 for _, o in pairs if o is None) > 1:
+        raise InputError("only one --format can go to stdout; give the others an --output PATH")
+    return pairs
+
+
+def emit_report(report: Any, pairs: list[tuple[str, Path | None]]) -> None:
+    from ..reporters import REPORTERS
+
+    for fmt, out in pairs:
+        if out is None:
+            if fmt == "table" and console.is_terminal:
+                from ..reporters import table
+
+                table.print_to(console, report)
+            else:
+                sys.stdout.write(REPORTERS[fmt].render(report))
+                sys.stdout.flush()
+        else:
+            atomic_write_text(out, REPORTERS[fmt].render(report))
+            err_console.print(f"wrote {fmt} report to {out}")

@@ -1,0 +1,70 @@
+"""`fabricproof baseline`: lint a baseline, or capture one from a known-good node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from .. import baseline as baseline_mod
+from .. import documents, facts as facts_mod
+from ..capture import capture as capture_values
+from ..errors import InputError
+from ..fsutil import atomic_write_text
+from ..timeutil import utc_now
+from ._common import console, err_console, input_errors
+
+app = typer.Typer(help="Baselines: the expected fabric state of a fleet, per inventory group.", no_args_is_help=True)
+
+
+def _count_leaves(d: object) -> int:
+    return sum(_count_leaves(v) for v in d.values()) if isinstance(d, dict) else 1
+
+
+@app.command("lint")
+@input_errors
+def lint(file: Annotated[Path, typer.Argument(help="Baseline YAML to check against schemas/baseline.schema.json.")]) -> None:
+    """Validate a baseline: YAML syntax, schema, unknown keys (typos), duplicate keys. Exit 2 with file:line on error.
+
+    Example: fabricproof baseline lint inventories/dgx-h100/baseline.yaml
+    """
+    b = baseline_mod.load(file)
+    groups = ", ".join(f"{g} ({_count_leaves(v)} values)" for g, v in sorted(b.groups.items())) or "none"
+    console.print(f"{file}: ok — baseline {b.name!r}, {_count_leaves(b.defaults)} default values; group overrides: {groups}",
+                  markup=False, soft_wrap=True)
+
+
+@app.command("capture")
+@input_errors
+def capture(
+    facts: Annotated[Path, typer.Option("--facts", help="Directory of facts (or a run directory).", show_default=False)],
+    host: Annotated[str, typer.Option("--host", help="The golden node whose facts become the baseline.", show_default=False)],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="metadata.name of the baseline (default: captured-<host>).")] = None,
+) -> None:
+    """Write a baseline from a known-good node: what its facts prove becomes the expectation for its peers.
+
+    Review it before use: a golden node with a latent fault would pin the fault.
+
+    Example: fabricproof baseline capture --facts runs/last --host h100-0001 -o baseline.yaml
+    """
+    all_facts = facts_mod.load_dir(facts)
+    if host not in all_facts:
+        raise InputError(f"--host {host!r}: no facts for that host in {facts} (hosts: {', '.join(sorted(all_facts)[:10])})")
+    values = capture_values(all_facts[host])
+    doc = {
+        "apiVersion": "fabricproof/v1",
+        "kind": "Baseline",
+        "metadata": {"name": name or f"captured-{host}", "captured_from": host, "captured_at": utc_now(),
+                     "description": f"Captured from golden node {host}; review before use."},
+        "spec": {"defaults": values},
+    }
+    text = "# Captured by `fabricproof baseline capture`; review every value before trusting it.\n" + yaml.safe_dump(doc, sort_keys=False)
+    documents.validate(documents.parse_yaml(text, str(output or "<captured>")), "baseline")
+    if output:
+        atomic_write_text(output, text)
+        err_console.print(f"wrote baseline with {_count_leaves(values)} values to {output}")
+    else:
+        typer.echo(text, nl=False)

@@ -1,0 +1,392 @@
+"""Pure evaluation: (facts per host, baseline, catalog, inventory groups) -> results. No I/O."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .baseline import UNSET, Baseline, lookup
+from .catalog import Check
+from .model import CheckCoverage, Outcome, Report, Result, Scope
+from .ops import OPERATORS, render_value
+
+Facts = Mapping[str, Any]
+_MAX_LISTED = 8
+
+_WHERE_VERB = {"eq": "is", "ne": "is not", "lt": "is below", "le": "is at most", "gt": "is above", "ge": "is at least",
+               "in": "is one of", "not_in": "is none of", "regex": "matches", "version": "satisfies"}
+_CMP_VERB = {"eq": "be", "ne": "not be", "lt": "be less than", "le": "be at most", "gt": "be greater than", "ge": "be at least"}
+
+
+@dataclass(frozen=True)
+class Found:
+    path: tuple[Any, ...]
+    value: Any
+
+
+class _Missing(Exception):
+    pass
+
+
+def split_pointer(ptr: str) -> tuple[str, ...]:
+    return tuple(p.replace("~1", "/").replace("~0", "~") for p in ptr.strip("/").split("/")) if ptr.strip("/") else ()
+
+
+def _resolve(doc: Any, segs: tuple[str, ...], where: tuple[tuple[tuple[str, ...], Any, Any], ...] = ()) -> tuple[list[Found], bool]:
+    """Values at a pointer with '*' segments. Returns (found, any_missing). `where` filters items at the last '*'."""
+    last_star = max((i for i, s in enumerate(segs) if s == "*"), default=-1)
+    found: list[Found] = []
+    missing = False
+    stack: list[tuple[int, tuple[Any, ...], Any]] = [(0, (), doc)]
+    while stack:
+        i, path, node = stack.pop()
+        if i == len(segs):
+            found.append(Found(path, node))
+            continue
+        seg = segs[i]
+        if seg == "*":
+            if isinstance(node, list):
+                items: Iterable[tuple[Any, Any]] = enumerate(node)
+            elif isinstance(node, dict):
+                items = node.items()
+            else:
+                missing = True
+                continue
+            kids = []
+            for k, v in items:
+                if i == last_star and where and not _item_matches(v, where):
+                    continue
+                kids.append((i + 1, path + (k,), v))
+            stack.extend(reversed(kids))
+        elif isinstance(node, dict):
+            if seg in node:
+                stack.append((i + 1, path + (seg,), node[seg]))
+            else:
+                missing = True
+        elif isinstance(node, list) and seg.isdigit() and int(seg) < len(node):
+            stack.append((i + 1, path + (int(seg),), node[int(seg)]))
+        else:
+            missing = True
+    return found, missing
+
+
+def _item_matches(item: Any, where: tuple[tuple[tuple[str, ...], Any, Any], ...]) -> bool:
+    for path, op, expected in where:
+        node = item
+        for p in path:
+            if isinstance(node, dict) and p in node:
+                node = node[p]
+            else:
+                return False
+        if not op.test(node, expected):
+            return False
+    return True
+
+
+def _fmt_path(path: tuple[Any, ...]) -> str:
+    return "/" + "/".join(str(p) for p in path)
+
+
+class _Evaluator:
+    def __init__(self, baseline: Baseline, groups: Mapping[str, Iterable[str]], previous: Mapping[str, Facts] | None):
+        self.baseline = baseline
+        self.groups = {h: tuple(g) for h, g in groups.items()}
+        self.previous = previous
+        self._values_cache: dict[tuple[str, ...], dict[str, Any]] = {}
+
+    def values_for(self, host: str, facts: Facts) -> dict[str, Any]:
+        groups = self.groups.get(host) or tuple(facts.get("groups", ()))
+        key = tuple(sorted(groups))
+        v = self._values_cache.get(key)
+        if v is None:
+            v = self._values_cache[key] = self.baseline.for_groups(key)
+        return v
+
+    # -- expectation ------------------------------------------------------------------
+    def expected(self, spec: Any, values: dict[str, Any], facts: Facts) -> tuple[Any, str]:
+        """(value, source note). Raises _Skip / _Missing."""
+        if isinstance(spec, dict) and "baseline" in spec:
+            v = lookup(values, spec["baseline"])
+            if v is UNSET:
+                raise _Skip(f"baseline sets no {spec['baseline']}")
+            return v, f" (baseline {spec['baseline']})"
+        if isinstance(spec, dict) and "fact" in spec:
+            found, _ = _resolve(facts, split_pointer(spec["fact"]))
+            if not found or found[0].value is None:
+                raise _Missing(f"fact {spec['fact']} (the expected value) is missing")
+            return found[0].value, f" (this host's {spec['fact']})"
+        return spec, ""
+
+
+class _Skip(Exception):
+    pass
+
+
+def sentence(check: Check, expected: Any = UNSET, source: str = "") -> str:
+    """The expectation of a check as a sentence, e.g. "each GPU's active NVLink count should be 18 (baseline ...)"."""
+    exp = render_value(expected) if expected is not UNSET else _spec_text(check.expected)
+    where = ""
+    if check.where:
+        where = " where " + " and ".join(
+            f"{'/'.join(c.path)} {_WHERE_VERB[c.op]} {_spec_text(c.expected)}" for c in check.where
+        )
+    if check.op == "same":
+        scope = f"each {check.partition} group" if check.partition else "the same platform"
+        return f"{check.subject}{where} should be identical on every host of {scope}"
+    if check.op == "count":
+        return f"the number of {check.subject}{where} should {_CMP_VERB[check.compare or 'eq']} {exp}{source}"
+    if check.op == "delta_le":
+        return f"{check.subject}{where} should grow by at most {exp} between two snapshots{source}"
+    quant = "at least one of " if check.quantifier == "any" else ""
+    return f"{quant}{check.subject}{where} should {OPERATORS[check.op].verb} {exp}{source}"
+
+
+def _spec_text(spec: Any) -> str:
+    if isinstance(spec, dict) and "baseline" in spec:
+        return f"the baseline's {spec['baseline']}"
+    if isinstance(spec, dict) and "fact" in spec:
+        return f"this host's {spec['fact']}"
+    return render_value(spec)
+
+
+def _evidence(facts: Facts, check: Check) -> tuple[str, ...]:
+    run = facts.get("collectors", {}).get(check.collector) or {}
+    ev = run.get("evidence")
+    return (ev,) if ev else ()
+
+
+def _collector_problem(facts: Facts, check: Check) -> tuple[Outcome, str] | None:
+    run = facts.get("collectors", {}).get(check.collector)
+    if run is None:
+        return Outcome.UNKNOWN, f"collector {check.collector} did not run on this host"
+    status = run.get("status")
+    if status == "error":
+        return Outcome.ERROR, f"collector {check.collector} failed: {run.get('error', 'no reason given')}"
+    if status == "skipped":
+        return Outcome.UNKNOWN, f"collector {check.collector} was skipped: {run.get('error', '')}".rstrip(": ")
+    return None
+
+
+def _where(check: Check, values: dict[str, Any], facts: Facts, ev: _Evaluator):
+    out = []
+    for c in check.where:
+        exp, _ = ev.expected(c.expected, values, facts)
+        out.append((c.path, OPERATORS[c.op], exp))
+    return tuple(out)
+
+
+def _applicability(check: Check, values: dict[str, Any]) -> str | None:
+    platform = values.get("platform")
+    if check.platforms and platform and platform not in check.platforms:
+        return f"not applicable to platform {platform} (applies to {', '.join(check.platforms)})"
+    for key in check.requires:
+        v = lookup(values, key)
+        if v is UNSET or v is None:
+            return f"baseline sets no {key}"
+        if v is False:
+            return f"baseline sets {key}: false"
+    return None
+
+
+def _result(check: Check, host: str, outcome: Outcome, expected: str, actual: Any = None, reason: str = "",
+            evidence: tuple[str, ...] = ()) -> Result:
+    return Result(
+        check_id=check.id, title=check.title, host=host, outcome=outcome, severity=check.severity,
+        expected=expected, actual=actual, reason=reason, remediation=check.remediation if outcome is Outcome.FAIL else "",
+        evidence=evidence, family=check.family, references=check.references,
+    )
+
+
+def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator) -> Result:
+    values = ev.values_for(host, facts)
+    skip = _applicability(check, values)
+    if skip:
+        return _result(check, host, Outcome.SKIP, sentence(check), reason=skip)
+    problem = _collector_problem(facts, check)
+    if problem:
+        return _result(check, host, problem[0], sentence(check), reason=problem[1])
+    evidence = _evidence(facts, check)
+    try:
+        expected, source = (None, "") if check.op == "same" else ev.expected(check.expected, values, facts)
+        where = _where(check, values, facts, ev)
+    except _Skip as exc:
+        return _result(check, host, Outcome.SKIP, sentence(check), reason=str(exc))
+    except _Missing as exc:
+        return _result(check, host, Outcome.UNKNOWN, sentence(check), reason=str(exc), evidence=evidence)
+    text = sentence(check, expected, source)
+    segs = split_pointer(check.fact)
+    found, missing = _resolve(facts, segs, where)
+
+    if check.op == "count":
+        n = len([f for f in found if f.value is not None])
+        if not found and missing and "*" not in segs:
+            return _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=evidence)
+        ok = OPERATORS[check.compare or "eq"].test(n, expected)
+        return _result(check, host, Outcome.PASS if ok else Outcome.FAIL, text, actual=n,
+                       reason="" if ok else f"counted {n}", evidence=evidence)
+
+    if check.op == "delta_le":
+        return _judge_delta(check, host, found, expected, text, evidence, ev, where)
+
+    judged = found if expected is None and check.op in ("eq", "ne") else [f for f in found if f.value is not None]
+    if not judged:
+        if found or not missing:
+            if check.allow_empty and not found:
+                return _result(check, host, Outcome.PASS, text, actual=[], evidence=evidence)
+            what = "reported no value" if found else "yields no values"
+            return _result(check, host, Outcome.UNKNOWN if found else Outcome.FAIL, text, actual=[],
+                           reason=f"{check.fact} {what}", evidence=evidence)
+        return _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=evidence)
+
+    test = OPERATORS[check.op].test
+    bad = [f for f in judged if not test(f.value, expected)]
+    scalar = "*" not in segs
+    actual = judged[0].value if scalar else _compact([f.value for f in judged])
+    ok = (not bad) if check.quantifier == "all" else (len(bad) < len(judged))
+    if ok:
+        return _result(check, host, Outcome.PASS, text, actual=actual, evidence=evidence)
+    if scalar:
+        reason = f"found {render_value(judged[0].value)}"
+    elif check.quantifier == "any":
+        reason = f"none of {len(judged)} values satisfies it"
+    else:
+        listed = "; ".join(f"{_fmt_path(f.path)} = {render_value(f.value)}" for f in bad[:_MAX_LISTED])
+        more = f" (+{len(bad) - _MAX_LISTED} more)" if len(bad) > _MAX_LISTED else ""
+        reason = f"{len(bad)} of {len(judged)} differ: {listed}{more}"
+    return _result(check, host, Outcome.FAIL, text, actual=actual, reason=reason, evidence=evidence)
+
+
+def _compact(values: list[Any]) -> Any:
+    """A list of per-item values, collapsed to one value when they are all equal (reads better in tables)."""
+    try:
+        uniq = list(dict.fromkeys(values))
+    except TypeError:
+        return values
+    return uniq[0] if len(uniq) == 1 and len(values) > 1 else values
+
+
+def _judge_delta(check: Check, host: str, found: list[Found], expected: Any, text: str,
+                 evidence: tuple[str, ...], ev: _Evaluator, where) -> Result:
+    before = (ev.previous or {}).get(host)
+    if before is None:
+        return _result(check, host, Outcome.SKIP, text, reason="needs two snapshots (a soak window or --previous)")
+    prev_found, _ = _resolve(before, split_pointer(check.fact), where)
+    prev = {f.path: f.value for f in prev_found}
+    if not found:
+        return _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=evidence)
+    grew = []
+    worst = 0
+    for f in found:
+        if not isinstance(f.value, (int, float)) or f.path not in prev or not isinstance(prev[f.path], (int, float)):
+            continue
+        delta = f.value - prev[f.path]
+        if delta < 0:  # counter reset (reboot, driver reload): everything now counted is new
+            delta = f.value
+        worst = max(worst, delta)
+        if delta > expected:
+            grew.append(f"{_fmt_path(f.path)} +{render_value(delta)}")
+    if grew:
+        listed = "; ".join(grew[:_MAX_LISTED]) + (f" (+{len(grew) - _MAX_LISTED} more)" if len(grew) > _MAX_LISTED else "")
+        return _result(check, host, Outcome.FAIL, text, actual=worst, reason=f"grew: {listed}", evidence=evidence)
+    return _result(check, host, Outcome.PASS, text, actual=worst, evidence=evidence)
+
+
+def _judge_fleet(check: Check, hosts: list[str], facts_by_host: Mapping[str, Facts], ev: _Evaluator) -> list[Result]:
+    results: dict[str, Result] = {}
+    partitions: dict[str, list[str]] = {}
+    segs = split_pointer(check.fact)
+    signatures: dict[str, tuple[Any, ...]] = {}
+    text = sentence(check)
+    for host in hosts:
+        facts = facts_by_host[host]
+        values = ev.values_for(host, facts)
+        skip = _applicability(check, values)
+        if skip:
+            results[host] = _result(check, host, Outcome.SKIP, text, reason=skip)
+            continue
+        problem = _collector_problem(facts, check)
+        if problem:
+            results[host] = _result(check, host, problem[0], text, reason=problem[1])
+            continue
+        found, _ = _resolve(facts, segs)
+        vals = [f.value for f in found if f.value is not None]
+        if not vals:
+            results[host] = _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=_evidence(facts, check))
+            continue
+        signatures[host] = tuple(sorted(set(map(render_value, vals))))
+        if check.partition:
+            groups = ev.groups.get(host) or tuple(facts.get("groups", ()))
+            parts = [g for g in groups if fnmatch.fnmatchcase(g, check.partition)]
+            if not parts:
+                results[host] = _result(check, host, Outcome.SKIP, text, reason=f"host is in no {check.partition} group")
+                continue
+            for p in parts:
+                partitions.setdefault(p, []).append(host)
+        else:
+            partitions.setdefault(f"platform {values.get('platform', 'unset')}", []).append(host)
+    for name, members in sorted(partitions.items()):
+        counts = Counter(signatures[h] for h in members)
+        ranked = counts.most_common()
+        majority = ranked[0][0] if len(ranked) == 1 or ranked[0][1] > ranked[1][1] else None
+        for host in members:
+            sig = signatures[host]
+            shown = sig[0] if len(sig) == 1 else list(sig)
+            evidence = _evidence(facts_by_host[host], check)
+            if len(sig) > 1:
+                res = _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
+                              reason=f"this host alone reports {len(sig)} different values: {', '.join(sig)}")
+            elif sig == majority:
+                res = _result(check, host, Outcome.PASS, text, actual=shown, evidence=evidence)
+            elif majority is None:
+                res = _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
+                              reason=f"{name} has no majority value: " + "; ".join(f"{'/'.join(s)} on {n}" for s, n in ranked[:_MAX_LISTED]))
+            else:
+                res = _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
+                              reason=f"{counts[majority]} of {len(members)} hosts in {name} have {'/'.join(majority)}")
+            prior = results.get(host)
+            if prior is None or prior.outcome is Outcome.PASS:  # a host in two partitions keeps the worse verdict
+                results[host] = res
+    return [results[h] for h in hosts if h in results]
+
+
+def evaluate(facts_by_host: Mapping[str, Facts], baseline: Baseline, checks: Iterable[Check],
+             groups: Mapping[str, Iterable[str]] | None = None, previous: Mapping[str, Facts] | None = None,
+             collection_errors: Mapping[str, str] | None = None, **meta: Any) -> Report:
+    """Judge every check on every host. Hosts in collection_errors (unreachable) get an error result per check."""
+    ev = _Evaluator(baseline, groups or {}, previous)
+    hosts = sorted(facts_by_host)
+    collection_errors = dict(collection_errors or {})
+    results: list[Result] = []
+    unapplied: list[CheckCoverage] = []
+    for check in checks:
+        if check.scope is Scope.FLEET:
+            rs = _judge_fleet(check, hosts, facts_by_host, ev)
+        else:
+            rs = [_judge_host(check, h, facts_by_host[h], ev) for h in hosts]
+        for host, reason in sorted(collection_errors.items()):
+            rs.append(_result(check, host, Outcome.ERROR, sentence(check), reason=f"host not collected: {reason}"))
+        if not any(r.outcome is not Outcome.SKIP for r in rs):
+            reasons = Counter(r.reason for r in rs)
+            unapplied.append(CheckCoverage(check.id, reasons.most_common(1)[0][0] if reasons else "no hosts in scope"))
+        results.extend(rs)
+    all_hosts = tuple(sorted(set(hosts) | set(collection_errors)))
+    return Report(results=tuple(results), hosts=all_hosts, baseline=baseline.name, unapplied=tuple(unapplied),
+                  collection_errors=collection_errors, **meta)
+
+
+def exit_code(report: Report, fail_on: str = "critical", require_all: bool = False) -> int:
+    """0 all pass; 1 a failure at or above fail_on (or, with require_all, a check that applied nowhere);
+    3 nothing failed but something was not collected or could not be judged."""
+    from .model import ExitCode, Severity
+
+    threshold = Severity(fail_on).rank
+    if any(r.outcome is Outcome.FAIL and r.severity.rank >= threshold for r in report.results):
+        return ExitCode.CHECK_FAILED
+    if require_all and report.unapplied:
+        return ExitCode.CHECK_FAILED
+    if report.collection_errors or any(r.outcome is Outcome.ERROR for r in report.results):
+        return ExitCode.INCOMPLETE
+    return ExitCode.OK

@@ -1,0 +1,101 @@
+"""Facts documents: build one from raw command outputs (pure), and load a directory of them (validated)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import documents
+from .collectors import COLLECTORS, Collector, ParseError
+from .errors import InputError, Problem
+from .model import CommandResult
+
+
+def set_pointer(doc: dict[str, Any], ptr: str, value: Any) -> None:
+    parts = [p for p in ptr.split("/") if p]
+    node = doc
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    node[parts[-1]] = value
+
+
+def parse_output(collector: Collector, result: CommandResult) -> tuple[dict[str, Any], Any]:
+    """(collector run record, fragment or None). Never raises: garbage from a host is a per-collector error."""
+    run: dict[str, Any] = {"status": "ok", "exit_code": result.exit_code, "command": collector.command}
+    if result.duration_s:
+        run["duration_s"] = round(result.duration_s, 3)
+    if result.error:
+        run.update(status="error", error=result.error)
+        return run, None
+    if result.exit_code not in collector.ok_exit_codes and not result.stdout.strip():
+        first = (result.stderr.strip().splitlines() or [f"exit status {result.exit_code}"])[0]
+        run.update(status="error", error=f"exit {result.exit_code}: {first[:200]}")
+        return run, None
+    try:
+        fragment = collector.parse(result.stdout)
+    except ParseError as exc:
+        run.update(status="error", error=f"cannot parse output: {exc}")
+        return run, None
+    except Exception as exc:  # a parser bug must not sink the whole run; report it for this host
+        run.update(status="error", error=f"parser {collector.id} crashed: {type(exc).__name__}: {exc}")
+        return run, None
+    return run, fragment
+
+
+def build(host: str, outputs: Mapping[str, CommandResult], *, via: str, groups: Iterable[str] = (),
+          collected_at: str = "", evidence: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The facts document of one host from its raw outputs, keyed by collector id."""
+    doc: dict[str, Any] = {"apiVersion": "fabricproof/v1", "kind": "Facts", "host": host, "via": via,
+                           "groups": sorted(groups), "collectors": {}}
+    if collected_at:
+        doc["collected_at"] = collected_at
+    for cid, result in outputs.items():
+        collector = COLLECTORS[cid]
+        run, fragment = parse_output(collector, result)
+        if evidence and cid in evidence:
+            run["evidence"] = evidence[cid]
+        doc["collectors"][cid] = run
+        if fragment is not None:
+            set_pointer(doc, collector.provides, fragment)
+    return doc
+
+
+def validate_document(doc: documents.Document) -> None:
+    documents.validate(doc, "facts")
+
+
+def load_dir(directory: Path) -> dict[str, dict[str, Any]]:
+    """All facts in DIR (or DIR/facts for a run directory), validated, keyed by host. Exit 2 on any problem."""
+    directory = Path(directory)
+    if not directory.exists():
+        raise InputError(Problem("facts directory not found", str(directory)))
+    if not directory.is_dir():
+        raise InputError(Problem("expected a directory of <host>.json facts", str(directory)))
+    if (directory / "facts").is_dir():
+        directory = directory / "facts"
+    files = sorted(directory.glob("*.json"))
+    if not files:
+        raise InputError(Problem("no facts (*.json) in this directory", str(directory)))
+    out: dict[str, dict[str, Any]] = {}
+    problems: list[Problem] = []
+    for path in files:
+        try:
+            doc = documents.load_json(path)
+            validate_document(doc)
+        except InputError as exc:
+            problems.extend(exc.problems)
+            continue
+        host = doc.data["host"]
+        if host in out:
+            problems.append(Problem(f"second facts document for host {host!r}", str(path), None, "/host"))
+            continue
+        out[host] = doc.data
+    if problems:
+        raise InputError(problems)
+    return out
+
+
+def dump(doc: Mapping[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=False) + "\n"

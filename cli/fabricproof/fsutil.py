@@ -1,0 +1,47 @@
+"""Durable file writes: atomic replace (temp file, fsync, rename, fsync dir) and fsynced appends."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def _fsync_dir(directory: Path) -> None:
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def atomic_write_text(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write text to path so readers see the old file or the new one, never half of either."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)  # the rename is durable only once the directory entry is on disk
+
+
+def append_line(path: Path, line: str, mode: int = 0o600) -> None:
+    """Append one line and fsync before returning (an append-only log that survives a crash)."""
+    path = Path(path)
+    new = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    try:
+        os.write(fd, (line.rstrip("\n") + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if new:
+        _fsync_dir(path.parent)

@@ -1,0 +1,151 @@
+"""Ansible inventories as the one source of hosts: read through `ansible-inventory --list`, limit with host patterns."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError, Problem
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    groups: tuple[str, ...] = ()  # every group the host is in, transitively, excluding 'all'/'ungrouped'
+
+
+@dataclass(frozen=True)
+class Inventory:
+    source: str
+    hosts: Mapping[str, Host]
+    groups: Mapping[str, tuple[str, ...]]  # group -> hosts (transitive)
+
+    def groups_of(self) -> dict[str, tuple[str, ...]]:
+        return {h.name: h.groups for h in self.hosts.values()}
+
+
+def from_list_json(data: Mapping[str, Any], source: str = "") -> Inventory:
+    """Build an Inventory from the JSON `ansible-inventory --list` prints (pure)."""
+    hostvars = (data.get("_meta") or {}).get("hostvars") or {}
+    direct: dict[str, set[str]] = {}
+    children: dict[str, list[str]] = {}
+    for name, body in data.items():
+        if name == "_meta" or not isinstance(body, dict):
+            continue
+        direct[name] = set(body.get("hosts") or ())
+        children[name] = list(body.get("children") or ())
+
+    memo: dict[str, set[str]] = {}
+
+    def members(group: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        if group in memo:
+            return memo[group]
+        if group in seen:  # Ansible refuses cycles; be defensive rather than recurse forever
+            return set()
+        out = set(direct.get(group, ()))
+        for child in children.get(group, ()):
+            out |= members(child, seen | {group})
+        memo[group] = out
+        return out
+
+    groups = {g: tuple(sorted(members(g))) for g in direct}
+    all_hosts = set(hostvars) | {h for hs in groups.values() for h in hs}
+    host_groups: dict[str, list[str]] = {h: [] for h in all_hosts}
+    for g, hs in groups.items():
+        if g in ("all", "ungrouped"):
+            continue
+        for h in hs:
+            host_groups[h].append(g)
+    hosts = {h: Host(h, dict(hostvars.get(h) or {}), tuple(sorted(host_groups[h]))) for h in sorted(all_hosts)}
+    groups.setdefault("all", tuple(sorted(all_hosts)))
+    return Inventory(source, hosts, groups)
+
+
+def load(path: str | Path) -> Inventory:
+    """Read any inventory Ansible accepts (YAML, INI, directory with group_vars, scripts)."""
+    src = str(path)
+    if not Path(src).exists():
+        raise InputError(Problem("inventory not found", src))
+    exe = shutil.which("ansible-inventory")
+    if exe is None:
+        raise InputError("ansible-inventory not found on PATH: install ansible-core (pip install ansible-core)")
+    env = dict(os.environ)
+    # Fail loudly instead of Ansible's default of warning and returning an empty inventory.
+    env.update(ANSIBLE_INVENTORY_UNPARSED_FAILED="True", ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED="True",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="False")
+    proc = subprocess.run([exe, "-i", src, "--list"], capture_output=True, text=True, env=env, timeout=300)
+    if proc.returncode != 0:
+        raise InputError(Problem(_ansible_reason(proc.stderr), src))
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        raise InputError(Problem(f"ansible-inventory printed no JSON: {exc}", src)) from None
+    inv = from_list_json(data, src)
+    if not inv.hosts:
+        raise InputError(Problem("the inventory has no hosts", src))
+    return inv
+
+
+def _ansible_reason(stderr: str) -> str:
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not ln.startswith("[WARNING]: Skipping")]
+    errs = [ln for ln in lines if "ERROR" in ln or "error" in ln.lower()]
+    text = " ".join((errs or lines)[:4]) or "ansible-inventory failed"
+    return re.sub(r"\s+", " ", text)[:600]
+
+
+def _term_hosts(inv: Inventory, term: str) -> set[str]:
+    if term in ("all", "*"):
+        return set(inv.hosts)
+    if term.startswith("~"):
+        rx = re.compile(term[1:])
+        return {h for h in inv.hosts if rx.match(h)} | {h for g, hs in inv.groups.items() if rx.match(g) for h in hs}
+    if term in inv.groups:
+        return set(inv.groups[term])
+    if term in inv.hosts:
+        return {term}
+    if any(c in term for c in "*?["):
+        return {h for h in inv.hosts if fnmatch.fnmatchcase(h, term)} | {
+            h for g, hs in inv.groups.items() if fnmatch.fnmatchcase(g, term) for h in hs
+        }
+    return set()
+
+
+def limit(inv: Inventory, pattern: str | None) -> list[str]:
+    """Hosts matching an Ansible host pattern: 'a:b' or 'a,b' union, ':&x' intersection, ':!x' exclusion, globs, ~regex."""
+    if not pattern:
+        return sorted(inv.hosts)
+    terms = [t.strip() for t in re.split(r"[:,]", pattern) if t.strip()]
+    union: set[str] = set()
+    inter: list[set[str]] = []
+    exclude: set[str] = set()
+    unknown: list[str] = []
+    for term in terms:
+        kind, name = (term[0], term[1:]) if term[0] in "&!" else ("", term)
+        hosts = _term_hosts(inv, name)
+        if not hosts and not any(c in name for c in "*?[~"):
+            unknown.append(name)
+        if kind == "&":
+            inter.append(hosts)
+        elif kind == "!":
+            exclude |= hosts
+        else:
+            union |= hosts
+    if unknown and not union and not inter:
+        raise InputError(f"--limit {pattern!r}: no host or group named {', '.join(unknown)} in the inventory")
+    if not any(t[0] not in "&!" for t in terms):  # only restrictions given: start from all hosts, like Ansible
+        union = set(inv.hosts)
+    for s in inter:
+        union &= s
+    chosen = sorted(union - exclude)
+    if not chosen:
+        raise InputError(f"--limit {pattern!r} matches no host in the inventory")
+    return chosen

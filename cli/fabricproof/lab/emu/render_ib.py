@@ -1,0 +1,330 @@
+"""Renderers of InfiniBand/RDMA output: ibstat, ibstatus, ibv_devinfo -v, ibdev2netdev, show_gids, rdma link,
+mlxfwmanager --query, flint q, ofed_info -s and the /sys/class/infiniband tree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import Node, profile_of
+
+_STATE_NUM = {"Down": 1, "Initializing": 2, "Armed": 3, "Active": 4}
+_PHYS_NUM = {"Sleep": 1, "Polling": 2, "Disabled": 3, "PortConfigurationTraining": 4, "LinkUp": 5}
+_VERBS_STATE = {"Down": "PORT_DOWN", "Initializing": "PORT_INIT", "Armed": "PORT_ARMED", "Active": "PORT_ACTIVE"}
+_VERBS_PHYS = {"Polling": "POLLING", "Disabled": "DISABLED", "LinkUp": "LINK_UP", "Sleep": "SLEEP"}
+_MTU_ENUM = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
+# Lane speed ibv_devinfo prints for a 4X port at each total rate.
+_LANE = {400: "100.0 Gbps (128)", 200: "50.0 Gbps (64)", 100: "25.0 Gbps (32)", 40: "10.0 Gbps (8)",
+         10: "2.5 Gbps (1)"}
+
+
+def _colon_guid(guid: str) -> str:
+    """'a088c20300010100' -> 'a088:c203:0001:0100' (ibv_devinfo and sysfs spelling)."""
+    return ":".join(guid[i:i + 4] for i in range(0, 16, 4))
+
+
+def _mac(guid: str) -> str:
+    """The base MAC derived from a base GUID (drop the 0300 in the middle, as mlxfwmanager shows)."""
+    return guid[:6] + guid[10:]
+
+
+def _gid(guid: str) -> str:
+    return "fe80:0000:0000:0000:" + _colon_guid(guid)
+
+
+def port_rate_text(port: dict[str, Any]) -> str:
+    """sysfs/ibstatus rate text: '400 Gb/sec (4X NDR)'."""
+    return f"{port['rate']} Gb/sec ({port['width']})"
+
+
+def render_ibstat(view: Node) -> str:
+    """`ibstat` with its native TAB indentation."""
+    out: list[str] = []
+    for hca in view["hcas"]:
+        out += [f"CA '{hca['name']}'", f"\tCA type: {hca['ca_type']}", f"\tNumber of ports: {len(hca['ports'])}",
+                f"\tFirmware version: {hca['fw']}", "\tHardware version: 0", f"\tNode GUID: 0x{hca['node_guid']}",
+                f"\tSystem image GUID: 0x{hca['node_guid']}"]
+        for port in hca["ports"]:
+            ib = port["link_layer"] == "InfiniBand"
+            out += [f"\tPort {port['port']}:", f"\t\tState: {port['state']}", f"\t\tPhysical state: {port['phys_state']}",
+                    f"\t\tRate: {port['rate']}", f"\t\tBase lid: {port['base_lid']}", "\t\tLMC: 0",
+                    f"\t\tSM lid: {port['sm_lid']}", f"\t\tCapability mask: {'0xa751e848' if ib else '0x00010000'}",
+                    f"\t\tPort GUID: 0x{port['port_guid']}", f"\t\tLink layer: {port['link_layer']}"]
+    return "\n".join(out) + "\n"
+
+
+def render_ibstatus(view: Node) -> str:
+    """`ibstatus` (corpus ibstat/ibstatus-a100-azure-hdr200-8port)."""
+    out: list[str] = []
+    for hca in view["hcas"]:
+        for port in hca["ports"]:
+            out += [f"Infiniband device '{hca['name']}' port {port['port']} status:",
+                    f"\tdefault gid:\t {_gid(port['port_guid'])}",
+                    f"\tbase lid:\t 0x{port['base_lid']:x}",
+                    f"\tsm lid:\t\t 0x{port['sm_lid']:x}",
+                    f"\tstate:\t\t {_STATE_NUM[port['state']]}: {port['state'].upper()}",
+                    f"\tphys state:\t {_PHYS_NUM[port['phys_state']]}: {port['phys_state']}",
+                    f"\trate:\t\t {port_rate_text(port)}",
+                    f"\tlink_layer:\t {port['link_layer']}", ""]
+    return "\n".join(out) + "\n"
+
+
+_DEVICE_CAPS = """\tmax_mr_size:\t\t\t0xffffffffffffffff
+\tpage_size_cap:\t\t\t0xfffffffffffff000
+\tmax_qp:\t\t\t\t131072
+\tmax_qp_wr:\t\t\t32768
+\tdevice_cap_flags:\t\t0x21361c36
+\t\t\t\t\tBAD_PKEY_CNTR
+\t\t\t\t\tBAD_QKEY_CNTR
+\t\t\t\t\tAUTO_PATH_MIG
+\t\t\t\t\tCHANGE_PHY_PORT
+\t\t\t\t\tPORT_ACTIVE_EVENT
+\t\t\t\t\tSYS_IMAGE_GUID
+\t\t\t\t\tRC_RNR_NAK_GEN
+\t\t\t\t\tMEM_WINDOW
+\t\t\t\t\tUD_IP_CSUM
+\t\t\t\t\tXRC
+\t\t\t\t\tMEM_MGT_EXTENSIONS
+\t\t\t\t\tMEM_WINDOW_TYPE_2B
+\t\t\t\t\tMANAGED_FLOW_STEERING
+\tmax_sge:\t\t\t30
+\tmax_sge_rd:\t\t\t30
+\tmax_cq:\t\t\t\t16777216
+\tmax_cqe:\t\t\t4194303
+\tmax_mr:\t\t\t\t16777216
+\tmax_pd:\t\t\t\t8388608
+\tmax_qp_rd_atom:\t\t\t16
+\tmax_ee_rd_atom:\t\t\t0
+\tmax_res_rd_atom:\t\t2097152
+\tmax_qp_init_rd_atom:\t\t16
+\tmax_ee_init_rd_atom:\t\t0
+\tatomic_cap:\t\t\tATOMIC_HCA (1)
+\tmax_ee:\t\t\t\t0
+\tmax_rdd:\t\t\t0
+\tmax_mw:\t\t\t\t16777216
+\tmax_raw_ipv6_qp:\t\t0
+\tmax_raw_ethy_qp:\t\t0
+\tmax_mcast_grp:\t\t\t2097152
+\tmax_mcast_qp_attach:\t\t240
+\tmax_total_mcast_qp_attach:\t503316480
+\tmax_ah:\t\t\t\t2147483647
+\tmax_fmr:\t\t\t0
+\tmax_srq:\t\t\t8388608
+\tmax_srq_wr:\t\t\t32767
+\tmax_srq_sge:\t\t\t31
+\tmax_pkeys:\t\t\t128
+\tlocal_ca_ack_delay:\t\t16
+\tgeneral_odp_caps:
+\t\t\t\t\tODP_SUPPORT
+\t\t\t\t\tODP_SUPPORT_IMPLICIT
+\trc_odp_caps:
+\t\t\t\t\tSUPPORT_SEND
+\t\t\t\t\tSUPPORT_RECV
+\t\t\t\t\tSUPPORT_WRITE
+\t\t\t\t\tSUPPORT_READ
+\t\t\t\t\tSUPPORT_ATOMIC
+\t\t\t\t\tSUPPORT_SRQ
+\tuc_odp_caps:
+\t\t\t\t\tNO SUPPORT
+\tud_odp_caps:
+\t\t\t\t\tSUPPORT_SEND
+\txrc_odp_caps:
+\t\t\t\t\tSUPPORT_SEND
+\t\t\t\t\tSUPPORT_WRITE
+\t\t\t\t\tSUPPORT_READ
+\t\t\t\t\tSUPPORT_ATOMIC
+\t\t\t\t\tSUPPORT_SRQ
+\tcompletion timestamp_mask:\t\t\t0x7fffffffffffffff
+\thca_core_clock:\t\t\t156250kHZ
+\tdevice_cap_flags_ex:\t\t0x1021361C36
+\t\t\t\t\tPCI_WRITE_END_PADDING
+\tnum_comp_vectors:\t\t63"""
+
+
+def render_ibv_devinfo(view: Node) -> str:
+    """`ibv_devinfo -v` (layout of corpus ibv_devinfo-vv-cx6-4123-hdr-2port-one-down)."""
+    out: list[str] = []
+    for hca in view["hcas"]:
+        out += [f"hca_id:\t{hca['name']}", "\ttransport:\t\t\tInfiniBand (0)", f"\tfw_ver:\t\t\t\t{hca['fw']}",
+                f"\tnode_guid:\t\t\t{_colon_guid(hca['node_guid'])}",
+                f"\tsys_image_guid:\t\t\t{_colon_guid(hca['node_guid'])}", "\tvendor_id:\t\t\t0x02c9",
+                f"\tvendor_part_id:\t\t\t{hca['ca_type'][2:]}", "\thw_ver:\t\t\t\t0x0",
+                f"\tboard_id:\t\t\t{hca['psid']}", f"\tphys_port_cnt:\t\t\t{len(hca['ports'])}", _DEVICE_CAPS]
+        for port in hca["ports"]:
+            mtu = port["active_mtu"]
+            out += [f"\t\tport:\t{port['port']}",
+                    f"\t\t\tstate:\t\t\t{_VERBS_STATE[port['state']]} ({_STATE_NUM[port['state']]})",
+                    f"\t\t\tmax_mtu:\t\t{port['max_mtu']} ({_MTU_ENUM[port['max_mtu']]})",
+                    f"\t\t\tactive_mtu:\t\t{mtu} ({_MTU_ENUM[mtu]})",
+                    f"\t\t\tsm_lid:\t\t\t{port['sm_lid']}", f"\t\t\tport_lid:\t\t{port['base_lid']}",
+                    "\t\t\tport_lmc:\t\t0x00", f"\t\t\tlink_layer:\t\t{port['link_layer']}",
+                    "\t\t\tmax_msg_sz:\t\t0x40000000", "\t\t\tport_cap_flags:\t\t0xa259e848",
+                    "\t\t\tport_cap_flags2:\t0x0032", "\t\t\tmax_vl_num:\t\t4 (3)", "\t\t\tbad_pkey_cntr:\t\t0x0",
+                    "\t\t\tqkey_viol_cntr:\t\t0x0", "\t\t\tsm_sl:\t\t\t0", "\t\t\tpkey_tbl_len:\t\t128",
+                    "\t\t\tgid_tbl_len:\t\t8", "\t\t\tsubnet_timeout:\t\t18", "\t\t\tinit_type_reply:\t0",
+                    "\t\t\tactive_width:\t\t4X (2)",
+                    f"\t\t\tactive_speed:\t\t{_LANE.get(port['rate'], '25.0 Gbps (32)')}",
+                    f"\t\t\tphys_state:\t\t{_VERBS_PHYS.get(port['phys_state'], 'DISABLED')} "
+                    f"({_PHYS_NUM[port['phys_state']]})",
+                    f"\t\t\tGID[  0]:\t\t{_gid(port['port_guid'])}"]
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def netdev_up(port: dict[str, Any]) -> bool:
+    """A netdev has carrier only when its port is Active."""
+    return port["state"] == "Active"
+
+
+def render_ibdev2netdev(view: Node) -> str:
+    """`ibdev2netdev`."""
+    return "".join(f"{hca['name']} port {p['port']} ==> {p['netdev']} ({'Up' if netdev_up(p) else 'Down'})\n"
+                   for hca in view["hcas"] for p in hca["ports"])
+
+
+def render_rdma_link(view: Node) -> str:
+    """`rdma link show`."""
+    out = []
+    for hca in view["hcas"]:
+        for p in hca["ports"]:
+            state = _VERBS_STATE[p["state"]].replace("PORT_", "")
+            phys = _VERBS_PHYS.get(p["phys_state"], "DISABLED")
+            if p["link_layer"] == "InfiniBand":
+                out.append(f"link {hca['name']}/{p['port']} subnet_prefix fe80:0000:0000:0000 lid {p['base_lid']} "
+                           f"sm_lid {p['sm_lid']} lmc 0 state {state} physical_state {phys}")
+            else:
+                out.append(f"link {hca['name']}/{p['port']} state {state} physical_state {phys} netdev {p['netdev']}")
+    return "\n".join(out) + "\n"
+
+
+def _ipv4_gid(ip: str) -> str:
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
+
+
+def gid_table(view: Node) -> list[tuple[str, int, int, str, str, str, str]]:
+    """(dev, port, index, gid, ipv4, version, netdev) rows show_gids prints."""
+    rows = []
+    for hca in view["hcas"]:
+        for p in hca["ports"]:
+            if p["link_layer"] == "InfiniBand":
+                rows.append((hca["name"], p["port"], 0, _gid(p["port_guid"]), "", "v1", ""))
+                continue
+            ll = "fe80:0000:0000:0000:" + _colon_guid(p["port_guid"][:6] + "fffe" + p["port_guid"][10:])
+            rows += [(hca["name"], p["port"], 0, ll, "", "v1", p["netdev"]),
+                     (hca["name"], p["port"], 1, ll, "", "v2", p["netdev"])]
+            if p["ipv4"]:
+                rows += [(hca["name"], p["port"], 2, _ipv4_gid(p["ipv4"]), p["ipv4"], "v1", p["netdev"]),
+                         (hca["name"], p["port"], 3, _ipv4_gid(p["ipv4"]), p["ipv4"], "v2", p["netdev"])]
+    return rows
+
+
+def render_show_gids(view: Node) -> str:
+    """`show_gids` (TAB-separated, as the MLNX_OFED script prints it)."""
+    out = ["DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV", "---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---"]
+    rows = gid_table(view)
+    for dev, port, index, gid, ip, ver, nd in rows:
+        ipcol = f"{ip}  \t" if ip else "\t\t"
+        out.append(f"{dev}\t{port}\t{index}\t{gid}\t{ipcol}{ver}\t{nd}")
+    out.append(f"n_gids_found={len(rows)}")
+    return "\n".join(out) + "\n"
+
+
+def render_ofed_info(view: Node) -> str:
+    """`ofed_info -s` (the version followed by a colon)."""
+    return f"{profile_of(view)['ofed']}:\n"
+
+
+def _flash_fw(hca: dict[str, Any]) -> str:
+    """The image in flash: a burned but not yet activated image, else the running one."""
+    return hca["fw_pending"] or hca["fw"]
+
+
+def render_mlxfwmanager(view: Node) -> str:
+    """`mlxfwmanager --query` (corpus mlxup-d-cx7 ... 'FW (Running)' row when flash and running differ)."""
+    out = ["Querying Mellanox devices firmware ...", ""]
+    for n, hca in enumerate(view["hcas"], start=1):
+        out += [f"Device #{n}:", "----------", "",
+                f"  Device Type:      {hca['device_type']}",
+                f"  Part Number:      {hca['part_number']}",
+                f"  Description:      {hca['description']}",
+                f"  PSID:             {hca['psid']}",
+                f"  PCI Device Name:  {hca['bdf']}",
+                f"  Base GUID:        {hca['node_guid']}",
+                f"  Base MAC:         {_mac(hca['node_guid'])}",
+                "  Versions:         Current        Available     ",
+                f"     FW             {_flash_fw(hca):<15}N/A           "]
+        if hca["fw_pending"] and hca["fw_pending"] != hca["fw"]:
+            out.append(f"     FW (Running)   {hca['fw']:<15}N/A           ")
+        out += [f"     PXE            {hca['pxe']:<15}N/A           ",
+                f"     UEFI           {hca['uefi']:<15}N/A           ", "",
+                "  Status:           No matching image found", ""]
+    return "\n".join(out)
+
+
+def _rom_version(v: str) -> str:
+    """'14.34.0012' -> '14.34.12' (flint prints ROM versions without zero padding)."""
+    return ".".join(str(int(x)) for x in v.split("."))
+
+
+def render_flint_q(view: Node, hca: dict[str, Any]) -> str:
+    """`flint -d <dev> q` (corpus flint/cx7-mcx715105as-...-secure-fw-flint-query)."""
+    fw = _flash_fw(hca)
+    lines = [("Image type:", "FS4"), ("FW Version:", fw)]
+    if hca["fw_pending"] and hca["fw_pending"] != hca["fw"]:
+        lines.append(("FW Version(Running):", hca["fw"]))
+    minor = int(fw.split(".")[1])
+    lines += [("FW Release Date:", f"{1 + minor % 28}.{1 + minor % 12}.{2000 + 20 + minor // 10}"),
+              ("Product Version:", fw),
+              ("Rom Info:", f"type=UEFI version={_rom_version(hca['uefi'])} cpu=AMD64,AARCH64"),
+              ("", f"type=PXE version={_rom_version(hca['pxe'])} cpu=AMD64"),
+              ("Description:", "UID                GuidsNumber"),
+              ("Base GUID:", f"{hca['node_guid']}        16"),
+              ("Base MAC:", f"{_mac(hca['node_guid'])}            16"),
+              ("Image VSD:", "N/A"), ("Device VSD:", "N/A"), ("PSID:", hca["psid"]),
+              ("Security Attributes:", "secure-fw")]
+    return "".join(f"{k:<23}{v}\n" for k, v in lines)
+
+
+def lspci_mellanox(view: Node) -> str:
+    """`lspci -D -d 15b3:` (what the flint collector script uses to find the first adapter)."""
+    out = []
+    for hca in view["hcas"]:
+        cls = "Infiniband controller" if hca["ports"][0]["link_layer"] == "InfiniBand" else "Ethernet controller"
+        name = hca["lspci_name"].replace("Mellanox Technologies ", "")
+        out.append(f"{hca['bdf']} {cls}: Mellanox Technologies {name}")
+    return "\n".join(out) + "\n"
+
+
+IB_COUNTER_NAMES = ("excessive_buffer_overrun_errors", "link_downed", "link_error_recovery",
+                    "local_link_integrity_errors", "port_rcv_constraint_errors", "port_rcv_data", "port_rcv_errors",
+                    "port_rcv_packets", "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors",
+                    "port_xmit_constraint_errors", "port_xmit_data", "port_xmit_discards", "port_xmit_packets",
+                    "port_xmit_wait", "symbol_error", "VL15_dropped")
+IB_HW_COUNTER_NAMES = ("duplicate_request", "implied_nak_seq_err", "local_ack_timeout_err", "out_of_buffer",
+                       "out_of_sequence", "packet_seq_err", "rnr_nak_retry_err", "roce_adp_retrans",
+                       "rx_icrc_encapsulated", "np_cnp_sent", "rp_cnp_handled")
+
+
+def sysfs_files(view: Node) -> dict[str, str]:
+    """/sys/class/infiniband/<dev>/... one-value files (relative paths) for the node's fake root."""
+    files: dict[str, str] = {}
+    for hca in view["hcas"]:
+        base = f"sys/class/infiniband/{hca['name']}"
+        files[f"{base}/fw_ver"] = hca["fw"]
+        files[f"{base}/board_id"] = hca["psid"]
+        files[f"{base}/hca_type"] = hca["ca_type"]
+        files[f"{base}/node_guid"] = _colon_guid(hca["node_guid"])
+        files[f"{base}/sys_image_guid"] = _colon_guid(hca["node_guid"])
+        for p in hca["ports"]:
+            pb = f"{base}/ports/{p['port']}"
+            files[f"{pb}/state"] = f"{_STATE_NUM[p['state']]}: {p['state'].upper()}"
+            files[f"{pb}/phys_state"] = f"{_PHYS_NUM[p['phys_state']]}: {p['phys_state']}"
+            files[f"{pb}/rate"] = port_rate_text(p)
+            files[f"{pb}/link_layer"] = p["link_layer"]
+            files[f"{pb}/lid"] = f"0x{p['base_lid']:x}"
+            files[f"{pb}/sm_lid"] = f"0x{p['sm_lid']:x}"
+            for name in IB_COUNTER_NAMES:
+                files[f"{pb}/counters/{name}"] = str(p["counters"].get(name, 0))
+            for name in IB_HW_COUNTER_NAMES:
+                files[f"{pb}/hw_counters/{name}"] = str(p["counters"].get("hw:" + name, 0))
+    return files

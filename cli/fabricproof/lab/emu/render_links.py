@@ -1,0 +1,139 @@
+"""Renderers of NVLink and topology output: nvidia-smi nvlink -s/-e/-c and nvidia-smi topo -m."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import Node, profile_of
+
+ALL_INACTIVE = "NVML: Unable to retrieve NVLink information as all links are inactive"
+
+
+def _gbps(v: float) -> str:
+    """25.0 -> '25', 26.562 -> '26.562' (nvidia-smi prints no trailing zeros)."""
+    return f"{v:g}"
+
+
+def _header(view: Node, gpu: dict[str, Any]) -> str:
+    return f"GPU {gpu['index']}: {profile_of(view)['gpu']['model']} (UUID: {gpu['uuid']})"
+
+
+def render_nvlink_status(view: Node) -> str:
+    """`nvidia-smi nvlink -s` with the native TAB+space link indent (corpus azurehpc gpu7 sample)."""
+    out: list[str] = []
+    for gpu in view["gpus"]:
+        out.append(_header(view, gpu))
+        if not any(link["active"] for link in gpu["nvlinks"]):
+            out.append(ALL_INACTIVE)
+            continue
+        for n, link in enumerate(gpu["nvlinks"]):
+            out.append(f"\t Link {n}: " + (f"{_gbps(link['gbps'])} GB/s" if link["active"] else "<inactive>"))
+    return "\n".join(out) + "\n"
+
+
+def render_nvlink_errors(view: Node) -> str:
+    """`nvidia-smi nvlink -e`: Replay/Recovery/CRC per link (CRC = flit + data CRC errors)."""
+    out: list[str] = []
+    for gpu in view["gpus"]:
+        out.append(_header(view, gpu))
+        for n, link in enumerate(gpu["nvlinks"]):
+            if n:
+                out.append("")
+            out.append(f"\t Link {n}: Replay Errors: {link['replay']}")
+            out.append(f"\t Link {n}: Recovery Errors: {link['recovery']}")
+            out.append(f"\t Link {n}: CRC Errors: {link['crc_flit'] + link['crc_data']}")
+    return "\n".join(out) + "\n"
+
+
+_CAPS = ("P2P is supported", "Access to system memory supported", "P2P atomics supported",
+         "System memory atomics supported", "SLI is supported", "Link is supported")
+
+
+def render_nvlink_caps(view: Node) -> str:
+    """`nvidia-smi nvlink -c`: six capability lines per active link."""
+    out: list[str] = []
+    for gpu in view["gpus"]:
+        out.append(_header(view, gpu))
+        for n, link in enumerate(gpu["nvlinks"]):
+            if not link["active"]:
+                continue
+            for cap in _CAPS:
+                out.append(f"\t Link {n}, {cap}: true")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# topo -m
+# ---------------------------------------------------------------------------------------------
+
+_LEGEND = """Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks"""
+
+
+def _ancestors(devs: dict[str, dict[str, Any]], bdf: str) -> list[str]:
+    chain, cur = [], devs[bdf]["parent"]
+    while cur is not None:
+        chain.append(cur)
+        cur = devs[cur]["parent"]
+    return chain
+
+
+def pcie_relation(view: Node, a: str, b: str) -> str:
+    """PIX/PXB/NODE/SYS between two PCIe endpoints, from the bridge tree of the node."""
+    devs = {d["bdf"]: d for d in view["pcie"]}
+    up_a, up_b = _ancestors(devs, a), _ancestors(devs, b)
+    common = [x for x in up_a if x in up_b]
+    if common:
+        # Bridges crossed below the closest common switch port: one switch (up + down) = PIX.
+        kinds = {devs[x]["kind"] for x in up_a[: up_a.index(common[0])] + up_b[: up_b.index(common[0])]}
+        return "PIX" if devs[common[0]]["kind"] == "switch_up" and kinds <= {"switch_down"} else "PXB"
+    return "NODE" if devs[a]["numa"] == devs[b]["numa"] else "SYS"
+
+
+def topo_nics(view: Node) -> list[dict[str, Any]]:
+    """HCAs in mlx5 order (the NIC numbering of topo -m)."""
+    return sorted(view["hcas"], key=lambda h: int(h["name"].split("_")[1]))
+
+
+def render_topo(view: Node) -> str:
+    """`nvidia-smi topo -m` in the native TAB layout (corpus topo-mp-8gpu-12nic-dell-cx7-native-tabs)."""
+    p = profile_of(view)
+    gpus = view["gpus"]
+    nics = topo_nics(view)
+    gpu_bdf = {g["index"]: f"{g['domain'].lower()}:{g['bus']}:00.0" for g in gpus}
+    present = {d["bdf"] for d in view["pcie"]}
+    names = [f"GPU{g['index']}" for g in gpus] + [f"NIC{n}" for n in range(len(nics))]
+    rows: list[str] = ["\t" + "\t".join(names) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+    active = [sum(1 for link in g["nvlinks"] if link["active"]) for g in gpus]
+
+    def cell(kind_a: str, ia: int, kind_b: str, ib: int) -> str:
+        if (kind_a, ia) == (kind_b, ib):
+            return " X "
+        if kind_a == kind_b == "gpu" and active[ia] and active[ib]:
+            return f"NV{min(active[ia], active[ib])}"
+        bdf_a = gpu_bdf[ia] if kind_a == "gpu" else nics[ia]["bdf"]
+        bdf_b = gpu_bdf[ib] if kind_b == "gpu" else nics[ib]["bdf"]
+        if bdf_a not in present or bdf_b not in present:
+            return "SYS"
+        return pcie_relation(view, bdf_a, bdf_b)
+
+    items = [("gpu", g["index"]) for g in gpus] + [("nic", n) for n in range(len(nics))]
+    half = max(1, len(gpus) // 2)
+    numa_ids = p.get("gpu_numa_ids")
+    for kind, i in items:
+        cells = [cell(kind, i, k2, j) for k2, j in items]
+        if kind == "gpu":
+            cpu, numa = p["topo_affinity"][min(i // half, 1)]
+            gpu_numa = str(numa_ids[i]) if numa_ids else "N/A"
+            rows.append(f"GPU{i}\t" + "\t".join(cells) + f"\t{cpu}\t{numa}\t\t{gpu_numa}")
+        else:
+            rows.append(f"NIC{i}\t" + "\t".join(cells) + "\t\t\t\t")
+    legend = [_LEGEND, "", "NIC Legend:", ""] + [f"  NIC{n}: {h['name']}" for n, h in enumerate(nics)]
+    return "\n".join(rows) + "\n\n" + "\n".join(legend) + "\n\n"

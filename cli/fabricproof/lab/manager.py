@@ -1,0 +1,414 @@
+"""Lab lifecycle: `up` (idempotent), `status`, `down`, and fault injection on a lab's nodes."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fabricproof.lab import emu, netstat, procs, sshd
+from fabricproof.lab import state as lab_state
+from fabricproof.lab.errors import LabError
+from fabricproof.fsutil import atomic_write_text
+from fabricproof.lab.inventory import dump_inventory, render_inventory, render_known_hosts, render_ssh_config
+from fabricproof.lab.layout import LAB_HOME, LabLayout
+from fabricproof.lab.state import LabState, SshdGroup
+from fabricproof.lab.topology import LabHost, chunk, plan_hosts, validate_shape
+from fabricproof.lab.user import LabUser, ensure_user, lookup, require_traversable
+
+Progress = Callable[[str], None]
+
+RUNNING, DEGRADED, DEAD, STOPPED, ABSENT = "running", "degraded", "dead", "stopped", "absent"
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def require_root(action: str) -> None:
+    if os.geteuid() != 0:
+        raise LabError(f"`lab {action}` needs root: it creates the lab user, runs sshd (which must be root "
+                       f"to log users in) and owns the lab's processes. Run it with sudo.")
+
+
+@contextmanager
+def _locked(layout: LabLayout) -> Iterator[None]:
+    """Serialise lab commands on one directory (two `lab up` at once would start two fleets)."""
+    fd = os.open(layout.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _make_dir(path: Path, mode: int = 0o755) -> None:
+    """mkdir -p, with `mode` set on every directory created whatever the umask: the lab user must
+    traverse all of them."""
+    missing = [d for d in (*reversed(path.parents), path) if not d.exists()]
+    for directory in missing:
+        directory.mkdir(exist_ok=True)
+        os.chmod(directory, mode)
+
+
+# ---------------------------------------------------------------------------------------- status
+
+
+@dataclass(frozen=True)
+class GroupStatus:
+    group: SshdGroup
+    alive: bool
+    listening: int  # how many of the group's addresses have a listening socket on the lab port
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"group": self.group.group, "pid": self.group.pid, "alive": self.alive,
+                "listening": self.listening, "addresses": len(self.group.addresses),
+                "first_address": self.group.addresses[0], "last_address": self.group.addresses[-1],
+                "config": self.group.config, "log": self.group.log}
+
+
+@dataclass(frozen=True)
+class LabStatus:
+    layout: LabLayout
+    state: str
+    lab: LabState | None
+    groups: tuple[GroupStatus, ...] = ()
+
+    @property
+    def running(self) -> bool:
+        return self.state == RUNNING
+
+    def as_dict(self) -> dict[str, Any]:
+        lab, layout = self.lab, self.layout
+        doc: dict[str, Any] = {
+            "running": self.running,
+            "state": self.state,
+            "dir": str(layout.root),
+            "nodes": lab.nodes if lab else 0,
+            "inventory": str(layout.inventory) if lab else None,
+        }
+        if lab is None:
+            return doc
+        profiles: dict[str, int] = {}
+        for host in lab.hosts:
+            profiles[host.profile] = profiles.get(host.profile, 0) + 1
+        alive = sum(g.alive for g in self.groups)
+        doc.update({
+            "profile": lab.profile,
+            "profiles": profiles,
+            "port": lab.port,
+            "user": lab.user,
+            "known_hosts": str(layout.known_hosts),
+            "ssh_config": str(layout.ssh_config),
+            "client_key": str(layout.client_key),
+            "first_host": {"name": lab.hosts[0].name, "address": lab.hosts[0].address},
+            "last_host": {"name": lab.hosts[-1].name, "address": lab.hosts[-1].address},
+            "started": lab.started,
+            "stopped": lab.stopped,
+            "sshd": {"total": len(self.groups), "alive": alive, "dead": len(self.groups) - alive,
+                     "processes": [g.as_dict() for g in self.groups]},
+        })
+        return doc
+
+
+def _group_status(lab: LabState) -> tuple[GroupStatus, ...]:
+    listening = netstat.listeners()
+    return tuple(
+        GroupStatus(group=g,
+                    alive=g.pid is not None and sshd.is_lab_sshd(g.pid, Path(g.config)),
+                    listening=len(netstat.listening_on(lab.port, g.addresses, listening)))
+        for g in lab.sshd)
+
+
+def _classify(lab: LabState, groups: tuple[GroupStatus, ...]) -> str:
+    if all(g.group.pid is None for g in groups):
+        return STOPPED
+    healthy = [g.alive and g.listening == len(g.group.addresses) for g in groups]
+    if all(healthy):
+        return RUNNING
+    # Started and never stopped, yet no sshd is left: they died (killed, OOM, reboot).
+    return DEAD if not any(g.alive for g in groups) else DEGRADED
+
+
+def status(directory: Path) -> LabStatus:
+    layout = LabLayout.at(directory)
+    lab = lab_state.load(layout.state)
+    if lab is None:
+        return LabStatus(layout=layout, state=ABSENT, lab=None)
+    groups = _group_status(lab)
+    return LabStatus(layout=layout, state=_classify(lab, groups), lab=lab, groups=groups)
+
+
+# -------------------------------------------------------------------------------------------- up
+
+
+def _write_client_files(layout: LabLayout, hosts: list[LabHost], port: int, user: LabUser) -> None:
+    host_pub = sshd.public_key(layout.host_key)
+    # sshd reads AuthorizedKeysFile as the target user, so it must be world-readable.
+    atomic_write_text(layout.authorized_keys, layout.client_key.with_suffix(".pub").read_text(), mode=0o644)
+    atomic_write_text(layout.known_hosts, render_known_hosts(hosts, port, host_pub), mode=0o644)
+    common = {"port": port, "user": user.name, "client_key": layout.client_key, "known_hosts": layout.known_hosts}
+    atomic_write_text(layout.inventory, dump_inventory(render_inventory(hosts, **common), layout.root), mode=0o644)
+    atomic_write_text(layout.ssh_config, render_ssh_config(hosts, **common), mode=0o644)
+
+
+def _chown_tree(top: Path, user: LabUser) -> None:
+    """Hand a node's files to the lab user: the mutating emulated tools run as that user and
+    rewrite state, rendered outputs and lock files in place."""
+    os.lchown(top, user.uid, user.gid)
+    for parent, dirs, files in os.walk(top):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(parent, name), user.uid, user.gid)
+
+
+def _nodes_present(layout: LabLayout, hosts: list[LabHost]) -> bool:
+    return all((layout.node_dir(h.address) / "state.json").is_file() for h in hosts)
+
+
+def _create_nodes(layout: LabLayout, hosts: list[LabHost], user: LabUser, progress: Progress) -> None:
+    if layout.nodes.exists():
+        shutil.rmtree(layout.nodes)
+    _make_dir(layout.nodes)
+    started = time.monotonic()
+    for k, host in enumerate(hosts, 1):
+        emu.create_node(layout.root, host.address, host.profile, host.index, host.rack, host.name)
+        if k % 250 == 0:
+            progress(f"created {k}/{len(hosts)} nodes ({time.monotonic() - started:.1f} s)")
+    _chown_tree(layout.nodes, user)
+
+
+def _sshd_groups(layout: LabLayout, hosts: list[LabHost]) -> list[SshdGroup]:
+    return [SshdGroup(group=k, config=str(layout.sshd_config(k)), log=str(layout.sshd_log(k)), addresses=addrs)
+            for k, addrs in enumerate(chunk([h.address for h in hosts], sshd.MAX_LISTEN))]
+
+
+def _write_sshd_configs(layout: LabLayout, groups: list[SshdGroup], port: int, user: LabUser) -> None:
+    nodes = [sshd.NodeEnv(address=a, node_dir=layout.node_dir(a), host_root=layout.host_root(a))
+             for g in groups for a in g.addresses]
+    for g in groups:
+        text = sshd.render_config(title=f"fabricproof lab {layout.root}: sshd {g.group + 1} of {len(groups)}",
+                                  addresses=g.addresses, port=port, host_key=layout.host_key,
+                                  authorized_keys=layout.authorized_keys, user=user.name,
+                                  tools_dir=layout.bin, nodes=nodes)
+        atomic_write_text(Path(g.config), text, mode=0o644)
+
+
+def _pick_port(requested: int | None, previous: int | None, addresses: list[str]) -> int:
+    listening = netstat.listeners()
+    if requested is not None:
+        taken = netstat.holders(requested, addresses, listening)
+        if taken:
+            raise LabError(f"port {requested} is in use on {', '.join(taken[:3])}; choose another --port "
+                           f"or leave it out to pick a free one")
+        return requested
+    if previous is not None and not netstat.holders(previous, addresses, listening):
+        return previous  # keep the port a stopped lab had, so saved client settings stay valid
+    return netstat.choose_port(addresses)
+
+
+def _start_groups(groups: list[SshdGroup], port: int) -> None:
+    """Start the sshd of every group without a live one; on any failure stop what this call started."""
+    to_start = [g for g in groups if g.pid is None or not sshd.is_lab_sshd(g.pid, Path(g.config))]
+    if not to_start:
+        return
+    addresses = [a for g in to_start for a in g.addresses]
+    taken = netstat.holders(port, addresses, netstat.listeners())
+    if taken:
+        raise LabError(f"port {port} is already in use on {', '.join(taken[:3])}; "
+                       f"stop what holds it or run `lab down` and `lab up --port <another>`")
+    sshd.check_config(Path(to_start[0].config))
+    started: dict[int, tuple[Path, list[str]]] = {}
+    try:
+        for g in to_start:
+            g.pid = sshd.start(Path(g.config), Path(g.log))
+            started[g.pid] = (Path(g.log), g.addresses)
+        sshd.wait_listening(started, port)
+    except BaseException:
+        procs.terminate_tree(started)
+        for g in to_start:
+            g.pid = None
+        raise
+
+
+def up(directory: Path, nodes: int, profile: str, port: int | None = None,
+       progress: Progress = _quiet) -> LabStatus:
+    """Start a lab, or reuse the running one of the same shape; repair sshd that died."""
+    require_root("up")
+    sshd.require_sshd()
+    try:
+        validate_shape(nodes, profile)
+    except ValueError as exc:
+        raise LabError(str(exc)) from None
+    if port is not None and not 1 <= port <= 65535:
+        raise LabError(f"--port must be 1-65535, got {port}")
+    layout = LabLayout.at(directory)
+    sshd.assert_safe_path(layout.root)
+    user = ensure_user(LAB_HOME)
+    require_traversable(layout.root, user)  # before creating anything under a dir it cannot reach
+    _make_dir(layout.root)
+    require_traversable(layout.root, user)
+    with _locked(layout):
+        return _up_locked(layout, nodes, profile, port, user, progress)
+
+
+def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, user: LabUser,
+               progress: Progress) -> LabStatus:
+    t0 = time.monotonic()
+    previous = lab_state.load(layout.state)
+    current = status(layout.root) if previous else None
+    if previous and current and current.state in (RUNNING, DEGRADED):
+        if previous.shape != (nodes, profile) or (port is not None and port != previous.port):
+            raise LabError(f"a lab of {previous.nodes} {previous.profile} node(s) on port {previous.port} is running "
+                           f"in {layout.root}; run `fabricproof lab down --dir {layout.root}` first, "
+                           f"or use another --dir")
+        if current.state == RUNNING:
+            progress(f"lab already running in {layout.root}: reusing it")
+            return current
+
+    hosts = plan_hosts(nodes, profile)
+    sshd.assert_loopback([h.address for h in hosts])
+    reuse_nodes = previous is not None and previous.shape == (nodes, profile) and _nodes_present(layout, hosts)
+    alive_before = previous is not None and current is not None and current.state == DEGRADED
+    port = previous.port if alive_before and previous else _pick_port(
+        port, previous.port if previous else None, [h.address for h in hosts])
+
+    for directory, mode in ((layout.keys, 0o755), (layout.sshd, 0o755)):
+        _make_dir(directory, mode)
+    sshd.ensure_key(layout.host_key, "fabricproof-lab-host")
+    sshd.ensure_key(layout.client_key, "fabricproof-lab-client")
+    _write_client_files(layout, hosts, port, user)
+    emu.install(layout.root)
+    if reuse_nodes:
+        progress(f"keeping the {nodes} existing node(s) and their state")
+    else:
+        _create_nodes(layout, hosts, user, progress)
+
+    groups = previous.sshd if alive_before and previous else _sshd_groups(layout, hosts)
+    _write_sshd_configs(layout, groups, port, user)
+    sshd.ensure_privsep_dir()
+    lab = LabState(dir=str(layout.root), profile=profile, nodes=nodes, port=port, user=user.name, hosts=hosts,
+                   sshd=groups, created=previous.created if reuse_nodes and previous else lab_state.now())
+    try:
+        _start_groups(groups, port)
+    finally:
+        # Saved even when a start failed: lab.json must always name every sshd that may be running.
+        lab.started = lab_state.now() if any(g.pid for g in groups) else None
+        lab_state.save(layout.state, lab)
+    progress(f"lab up: {nodes} {profile} node(s) on {hosts[0].address}..{hosts[-1].address} port {port}, "
+             f"{len(groups)} sshd, in {time.monotonic() - t0:.1f} s")
+    return status(layout.root)
+
+
+# ------------------------------------------------------------------------------------------ down
+
+
+@dataclass(frozen=True)
+class DownReport:
+    layout: LabLayout
+    stopped_pids: tuple[int, ...]
+    purged: bool
+    had_lab: bool
+
+
+def down(directory: Path, purge: bool = False, timeout_s: float = 5.0) -> DownReport:
+    """Stop every sshd of the lab and all processes below them (sessions, tools), by PID; verify
+    no socket still listens on the lab's addresses. Keeps the lab's files unless `purge`."""
+    layout = LabLayout.at(directory)
+    lab = lab_state.load(layout.state)
+    if lab is None:
+        if purge and layout.root.exists() and any(layout.root.iterdir()):
+            raise LabError(f"{layout.root} holds no lab (no lab.json); not removing it")
+        return DownReport(layout=layout, stopped_pids=(), purged=False, had_lab=False)
+    ours = [g.pid for g in lab.sshd if g.pid is not None and sshd.is_lab_sshd(g.pid, Path(g.config))]
+    if ours:
+        require_root("down")
+    with _locked(layout):
+        survivors = procs.terminate_tree(ours, timeout_s)
+        if survivors:
+            raise LabError(f"processes {survivors} of the lab in {layout.root} did not exit after SIGKILL",
+                           exit_code=1)
+        for g in lab.sshd:
+            g.pid = None
+        lab.stopped = lab_state.now()
+        lab_state.save(layout.state, lab)
+        addresses = [h.address for h in lab.hosts]
+        left = netstat.listening_on(lab.port, addresses, netstat.listeners())
+        if left:
+            raise LabError(f"the lab's sshd are stopped but something still listens on port {lab.port} of "
+                           f"{', '.join(sorted(left)[:3])}", exit_code=1)
+    if purge:
+        shutil.rmtree(layout.root)
+    return DownReport(layout=layout, stopped_pids=tuple(ours), purged=purge, had_lab=True)
+
+
+# ---------------------------------------------------------------------------------------- faults
+
+
+@dataclass(frozen=True)
+class FaultInfo:
+    name: str
+    description: str
+    catches: tuple[str, ...]
+    catches_over_time: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "catches": list(self.catches),
+                "catches_over_time": list(self.catches_over_time)}
+
+
+def faults() -> list[FaultInfo]:
+    return [FaultInfo(name=f.name, description=f.description, catches=tuple(f.catches),
+                      catches_over_time=tuple(getattr(f, "catches_over_time", ()) or ()))
+            for f in emu.FAULTS.values()]
+
+
+def _lab_host(layout: LabLayout, host: str) -> tuple[LabState, LabHost]:
+    lab = lab_state.load(layout.state)
+    if lab is None:
+        raise LabError(f"no lab in {layout.root}; start one with `fabricproof lab up --dir {layout.root}`")
+    found = lab.host(host)
+    if found is None:
+        raise LabError(f"no host {host!r} in the lab in {layout.root} "
+                       f"(hosts {lab.hosts[0].name}..{lab.hosts[-1].name}, or an address)")
+    return lab, found
+
+
+def _require_fault(name: str) -> None:
+    if name not in emu.FAULTS:
+        raise LabError(f"unknown fault {name!r}; known faults: {', '.join(sorted(emu.FAULTS))}")
+
+
+def fault_inject(directory: Path, host: str, fault: str) -> LabHost:
+    require_root("fault inject")
+    layout = LabLayout.at(directory)
+    _require_fault(fault)
+    lab, target = _lab_host(layout, host)
+    with _locked(layout):
+        emu.inject(layout.root, target.address, fault)
+        _chown_tree(layout.node_dir(target.address), _lab_user(lab))
+    return target
+
+
+def fault_clear(directory: Path, host: str, fault: str | None = None) -> LabHost:
+    require_root("fault clear")
+    layout = LabLayout.at(directory)
+    if fault is not None:
+        _require_fault(fault)
+    lab, target = _lab_host(layout, host)
+    with _locked(layout):
+        emu.clear(layout.root, target.address, fault)
+        _chown_tree(layout.node_dir(target.address), _lab_user(lab))
+    return target
+
+
+def _lab_user(lab: LabState) -> LabUser:
+    user = lookup(lab.user)
+    if user is None:
+        raise LabError(f"the lab user {lab.user} no longer exists; run `fabricproof lab up` to recreate it")
+    return user

@@ -1,0 +1,133 @@
+"""Plain frozen data types shared across fabricproof: outcomes, severities, results, reports."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Severity(str, enum.Enum):
+    """How bad a failed check is. CRITICAL fails a node and stops a rollout."""
+
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"critical": 3, "warning": 2, "info": 1}[self.value]
+
+
+class Outcome(str, enum.Enum):
+    """The outcome of one (check, host) pair."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"  # not applicable, with a reason
+    UNKNOWN = "unknown"  # the fact the check reads is missing
+    ERROR = "error"  # the collector that provides the fact failed
+
+
+class Scope(str, enum.Enum):
+    HOST = "host"
+    FLEET = "fleet"
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit codes; CI branches on these (documented in README)."""
+
+    OK = 0
+    CHECK_FAILED = 1
+    INVALID_INPUT = 2
+    INCOMPLETE = 3
+    ROLLED_BACK = 4
+    HALTED = 5
+    INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command printed on one host; the seam every transport returns."""
+
+    argv: tuple[str, ...]
+    stdout: str
+    stderr: str = ""
+    exit_code: int | None = 0  # None: the command did not finish (timeout, connection lost)
+    duration_s: float = 0.0
+    error: str | None = None  # transport-level reason when the command could not run
+
+
+@dataclass(frozen=True)
+class Result:
+    """One (check, host) outcome. For fleet checks, host names the member being judged."""
+
+    check_id: str
+    title: str
+    host: str
+    outcome: Outcome
+    severity: Severity
+    expected: str  # the expectation as a sentence
+    actual: Any = None
+    reason: str = ""  # why: the failing items, the skip reason, the missing fact
+    remediation: str = ""
+    evidence: tuple[str, ...] = ()  # paths of raw outputs the verdict rests on
+    family: str = ""
+    references: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Summary:
+    total: int
+    passed: int
+    failed: int
+    skipped: int
+    unknown: int
+    errors: int
+    failed_by_severity: dict[str, int] = field(default_factory=dict)
+    hosts: int = 0
+    hosts_failed: int = 0
+
+
+@dataclass(frozen=True)
+class CheckCoverage:
+    """A check that applied to no host in scope (reported, never silently passed)."""
+
+    check_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """All results of one run; reporters render this and nothing else."""
+
+    results: tuple[Result, ...]
+    hosts: tuple[str, ...]
+    baseline: str = ""
+    run_id: str = ""
+    created_at: str = ""
+    unapplied: tuple[CheckCoverage, ...] = ()
+    collection_errors: dict[str, str] = field(default_factory=dict)  # host -> reason (unreachable, ...)
+    tool_version: str = ""
+
+    @property
+    def summary(self) -> Summary:
+        counts = {o: 0 for o in Outcome}
+        by_sev: dict[str, int] = {}
+        failed_hosts = set()
+        for r in self.results:
+            counts[r.outcome] += 1
+            if r.outcome is Outcome.FAIL:
+                by_sev[r.severity.value] = by_sev.get(r.severity.value, 0) + 1
+                failed_hosts.add(r.host)
+        return Summary(
+            total=len(self.results),
+            passed=counts[Outcome.PASS],
+            failed=counts[Outcome.FAIL],
+            skipped=counts[Outcome.SKIP],
+            unknown=counts[Outcome.UNKNOWN],
+            errors=counts[Outcome.ERROR],
+            failed_by_severity=by_sev,
+            hosts=len(self.hosts),
+            hosts_failed=len(failed_hosts),
+        )

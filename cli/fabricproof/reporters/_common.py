@@ -1,0 +1,175 @@
+"""Text helpers every reporter shares: values as text, run status, per-host rows, ordering."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ..model import Outcome, Report, Result, Severity, Summary
+
+# Control characters (C0 other than tab/newline/CR, DEL, C1), lone surrogates and the
+# non-characters U+FFFE/U+FFFF. Raw tool output carries some (ANSI colour escapes, NULs): XML
+# cannot hold them, and written to a terminal they would be obeyed rather than shown.
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+STATUS_WORDS = {
+    "failed": "FAILED",
+    "incomplete": "INCOMPLETE",
+    "passed": "PASSED",
+    "empty": "NO RESULTS",
+}
+
+
+def format_actual(value: Any) -> str:
+    """The observed value as text: strings verbatim, None as empty, the rest as compact JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str, separators=(", ", ": "))
+
+
+def sentence(text: str) -> str:
+    """text stripped and ending in sentence punctuation, so it can be followed by another."""
+    text = text.strip()
+    return text if not text or text[-1] in ".!?" else text + "."
+
+
+def visible(text: str) -> str:
+    """Replace control characters with a visible \\xNN / \\uNNNN escape (valid XML 1.0 and
+    safe on a terminal); tabs and line breaks are kept."""
+
+    def esc(m: re.Match[str]) -> str:
+        code = ord(m.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _INVISIBLE.sub(esc, text)
+
+
+def family_of(result: Result) -> str:
+    """The check family; catalog ids are dotted with the family first (nvlink.links_active)."""
+    return result.family or result.check_id.split(".", 1)[0]
+
+
+def status(report: Report) -> str:
+    """failed | incomplete | passed | empty: the one word a run is summed up by.
+
+    Failures outrank incompleteness; a run that evaluated nothing and lost no host is empty,
+    never passed, because it proved nothing.
+    """
+    s = report.summary
+    if s.failed:
+        return "failed"
+    if s.errors or s.unknown or report.collection_errors:
+        return "incomplete"
+    if s.total == 0:
+        return "empty"
+    return "passed"
+
+
+def status_word(report: Report) -> str:
+    return STATUS_WORDS[status(report)]
+
+
+def summary_phrase(summary: Summary) -> str:
+    """Counts as one sentence fragment, e.g. '2 failed (1 critical, 1 warning), 5 passed, ...'."""
+    by_sev = ", ".join(
+        f"{summary.failed_by_severity[sev.value]} {sev.value}"
+        for sev in Severity
+        if summary.failed_by_severity.get(sev.value)
+    )
+    failed = f"{summary.failed} failed" + (f" ({by_sev})" if by_sev else "")
+    parts = [
+        failed,
+        f"{summary.passed} passed",
+        f"{summary.skipped} skipped",
+        f"{summary.unknown} unknown",
+        f"{summary.errors} {'error' if summary.errors == 1 else 'errors'}",
+    ]
+    hosts = f"{summary.hosts} {'host' if summary.hosts == 1 else 'hosts'}, {summary.hosts_failed} with failures"
+    return f"{', '.join(parts)}; {hosts}"
+
+
+def by_severity(results: list[Result] | tuple[Result, ...]) -> list[Result]:
+    """Worst first, then by check id and host, so the same report always reads the same."""
+    return sorted(results, key=lambda r: (-r.severity.rank, r.check_id, r.host))
+
+
+def failures(report: Report) -> list[Result]:
+    return by_severity([r for r in report.results if r.outcome is Outcome.FAIL])
+
+
+def not_verified(report: Report) -> list[Result]:
+    """Results that could not be judged (collector error, missing fact)."""
+    return sorted(
+        (r for r in report.results if r.outcome in (Outcome.ERROR, Outcome.UNKNOWN)),
+        key=lambda r: (r.outcome.value, r.check_id, r.host),
+    )
+
+
+@dataclass(frozen=True)
+class HostRow:
+    """One host's line in a per-host view."""
+
+    host: str
+    total: int
+    failed: int
+    passed: int
+    not_verified: int  # error + unknown
+    skipped: int
+    worst: Severity | None  # worst severity among failures
+    collection_error: str  # why collection failed on this host, "" if it did not
+
+    @property
+    def state(self) -> str:
+        if self.failed:
+            return "failed"
+        if self.collection_error or self.not_verified:
+            return "incomplete"
+        if self.total == 0:
+            return "no results"
+        return "passed"
+
+
+def host_rows(report: Report) -> list[HostRow]:
+    """Every host in scope, plus any host that only appears in results or collection errors."""
+    order: dict[str, None] = dict.fromkeys(report.hosts)
+    for r in report.results:
+        order.setdefault(r.host)
+    for h in report.collection_errors:
+        order.setdefault(h)
+    rows = []
+    for host in order:
+        mine = [r for r in report.results if r.host == host]
+        failed = [r for r in mine if r.outcome is Outcome.FAIL]
+        rows.append(
+            HostRow(
+                host=host,
+                total=len(mine),
+                failed=len(failed),
+                passed=sum(r.outcome is Outcome.PASS for r in mine),
+                not_verified=sum(r.outcome in (Outcome.ERROR, Outcome.UNKNOWN) for r in mine),
+                skipped=sum(r.outcome is Outcome.SKIP for r in mine),
+                worst=max((r.severity for r in failed), key=lambda s: s.rank, default=None),
+                collection_error=report.collection_errors.get(host, ""),
+            )
+        )
+    return rows
+
+
+def parse_time(text: str) -> datetime | None:
+    """created_at as an aware UTC datetime; None when empty or not ISO 8601 (never invented)."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None:  # the run records UTC; a naive stamp is taken as UTC
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc)

@@ -1,0 +1,22 @@
+"""The reporter type: a named renderer from one Report to one string."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..model import Report
+
+
+@dataclass(frozen=True)
+class Reporter:
+    """One output format.
+
+    render is pure: it returns the whole document as a string and never prints or writes, so
+    the CLI decides where it goes (stdout, a file named with `extension`, a CI summary).
+    """
+
+    name: str
+    extension: str  # default file suffix, without the dot
+    description: str
+    render: Callable[[Report], str]

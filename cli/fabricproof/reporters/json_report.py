@@ -1,0 +1,123 @@
+"""The report as a JSON document (schemas/report.schema.json), and the loader that reads it back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from functools import cache
+from typing import Any
+
+from ..model import CheckCoverage, Outcome, Report, Result, Severity
+from ..paths import schemas_dir
+from .base import Reporter
+
+API_VERSION = "fabricproof/v1"
+KIND = "Report"
+SCHEMA_FILE = "report.schema.json"
+
+
+class ReportFormatError(ValueError):
+    """A JSON report that does not match schemas/report.schema.json; the message names the path."""
+
+
+def _result(r: Result) -> dict[str, Any]:
+    return {
+        "check_id": r.check_id,
+        "title": r.title,
+        "host": r.host,
+        "outcome": r.outcome.value,
+        "severity": r.severity.value,
+        "family": r.family,
+        "expected": r.expected,
+        "actual": r.actual,
+        "reason": r.reason,
+        "remediation": r.remediation,
+        "evidence": list(r.evidence),
+        "references": list(r.references),
+    }
+
+
+def to_document(report: Report) -> dict[str, Any]:
+    """The report as plain JSON-able data, in the shape the schema describes."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "run_id": report.run_id,
+            "created_at": report.created_at,
+            "baseline": report.baseline,
+            "tool_version": report.tool_version,
+        },
+        "summary": asdict(report.summary),
+        "hosts": list(report.hosts),
+        "results": [_result(r) for r in report.results],
+        "unapplied": [{"check_id": c.check_id, "reason": c.reason} for c in report.unapplied],
+        "collection_errors": dict(report.collection_errors),
+    }
+
+
+def render(report: Report) -> str:
+    # default=str: an `actual` a check produced that JSON has no type for (a set, a Decimal) is
+    # still written, as its text, rather than failing the whole report.
+    return json.dumps(to_document(report), indent=2, ensure_ascii=False, default=str) + "\n"
+
+
+@cache
+def schema() -> dict[str, Any]:
+    return json.loads((schemas_dir() / SCHEMA_FILE).read_text(encoding="utf-8"))
+
+
+def validate_document(doc: Any) -> None:
+    """Raise ReportFormatError naming the first offending JSON path."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        where = "/" + "/".join(str(p) for p in err.absolute_path)
+        raise ReportFormatError(f"{where}: {err.message}")
+
+
+def report_from_json(text: str) -> Report:
+    """Read a report written by render(); the summary is recomputed from the results, not trusted."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReportFormatError(f"not JSON: {exc}") from exc
+    validate_document(doc)
+    meta = doc["metadata"]
+    return Report(
+        results=tuple(
+            Result(
+                check_id=r["check_id"],
+                title=r["title"],
+                host=r["host"],
+                outcome=Outcome(r["outcome"]),
+                severity=Severity(r["severity"]),
+                expected=r["expected"],
+                actual=r["actual"],
+                reason=r["reason"],
+                remediation=r["remediation"],
+                evidence=tuple(r["evidence"]),
+                family=r["family"],
+                references=tuple(r["references"]),
+            )
+            for r in doc["results"]
+        ),
+        hosts=tuple(doc["hosts"]),
+        baseline=meta["baseline"],
+        run_id=meta["run_id"],
+        created_at=meta["created_at"],
+        unapplied=tuple(CheckCoverage(check_id=c["check_id"], reason=c["reason"]) for c in doc["unapplied"]),
+        collection_errors=dict(doc["collection_errors"]),
+        tool_version=meta["tool_version"],
+    )
+
+
+REPORTER = Reporter(
+    name="json",
+    extension="json",
+    description="The full report as JSON (schemas/report.schema.json); read back with report_from_json.",
+    render=render,
+)

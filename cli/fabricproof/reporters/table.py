@@ -1,0 +1,152 @@
+"""Terminal tables (rich): per-host view, failures, counts, unjudged checks, collection errors.
+
+rich is imported only when a table is built, so importing the reporter registry stays cheap.
+Every value goes in as rich Text, never as a markup string: tool output such as "[red]" or
+"[/]" is shown as written, not interpreted.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING
+
+from ..model import Report, Severity
+from ._common import (
+    failures,
+    format_actual,
+    host_rows,
+    not_verified,
+    status,
+    status_word,
+    summary_phrase,
+    visible,
+)
+from .base import Reporter
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+DEFAULT_WIDTH = 120
+
+_SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+_STATUS_STYLE = {"failed": "bold red", "incomplete": "bold yellow", "passed": "bold green", "empty": "bold"}
+_STATE_STYLE = {"failed": "red", "incomplete": "yellow", "passed": "green", "no results": "dim"}
+
+
+def renderables(report: Report) -> list[RenderableType]:
+    """The report as rich renderables, in reading order."""
+    from rich.table import Table
+    from rich.text import Text
+
+    def t(value: str, style: str = "") -> Text:
+        return Text(visible(value), style=style)
+
+    out: list[RenderableType] = []
+    s = report.summary
+    head = Text()
+    head.append(status_word(report), style=_STATUS_STYLE[status(report)])
+    head.append(f"  {summary_phrase(s)}")
+    out.append(head)
+    meta = "  ".join(
+        f"{label}: {value}"
+        for label, value in (
+            ("run", report.run_id),
+            ("baseline", report.baseline),
+            ("at", report.created_at),
+            ("fabricproof", report.tool_version),
+        )
+        if value
+    )
+    if meta:
+        out.append(t(meta, "dim"))
+
+    rows = host_rows(report)
+    if rows:
+        hosts = Table(title="Hosts", title_justify="left", expand=False)
+        for col in ("host", "state", "failed/total", "worst severity", "not verified", "collection error"):
+            hosts.add_column(col, overflow="fold")
+        for h in rows:
+            hosts.add_row(
+                t(h.host),
+                t(h.state, _STATE_STYLE[h.state]),
+                t(f"{h.failed}/{h.total}"),
+                t(h.worst.value, _SEVERITY_STYLE[h.worst]) if h.worst else t("-"),
+                t(str(h.not_verified)),
+                t(h.collection_error, "red"),
+            )
+        out.append(hosts)
+
+    fails = failures(report)
+    if fails:
+        table = Table(title=f"Failures ({len(fails)})", title_justify="left", show_lines=True)
+        for col in ("check", "host", "severity", "expected", "actual", "remediation"):
+            table.add_column(col, overflow="fold")
+        for r in fails:
+            table.add_row(
+                t(r.check_id),
+                t(r.host),
+                t(r.severity.value, _SEVERITY_STYLE[r.severity]),
+                t(r.expected),
+                t(format_actual(r.actual) + (f"\n{r.reason}" if r.reason else "")),
+                t(r.remediation),
+            )
+        out.append(table)
+
+    unjudged = not_verified(report)
+    if unjudged:
+        table = Table(title=f"Not verified ({len(unjudged)})", title_justify="left")
+        for col in ("check", "host", "outcome", "reason"):
+            table.add_column(col, overflow="fold")
+        for r in unjudged:
+            table.add_row(t(r.check_id), t(r.host), t(r.outcome.value, "yellow"), t(r.reason))
+        out.append(table)
+
+    if report.collection_errors:
+        table = Table(title=f"Collection errors ({len(report.collection_errors)})", title_justify="left")
+        table.add_column("host", overflow="fold")
+        table.add_column("reason", overflow="fold")
+        for host, reason in sorted(report.collection_errors.items()):
+            table.add_row(t(host), t(reason, "red"))
+        out.append(table)
+
+    if report.unapplied:
+        table = Table(title=f"Unapplied checks ({len(report.unapplied)})", title_justify="left")
+        table.add_column("check", overflow="fold")
+        table.add_column("reason", overflow="fold")
+        for cov in report.unapplied:
+            table.add_row(t(cov.check_id), t(cov.reason))
+        out.append(table)
+    return out
+
+
+def print_to(console: Console, report: Report) -> None:
+    """Print the report on a console the CLI owns (colours when it is a terminal)."""
+    for item in renderables(report):
+        console.print(item)
+
+
+def render(report: Report, width: int = DEFAULT_WIDTH) -> str:
+    """The tables as plain text, without colour codes, for files and pipes."""
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        width=width,
+        color_system=None,
+        force_terminal=False,
+        no_color=True,
+        highlight=False,
+        emoji=False,
+        soft_wrap=False,
+    )
+    print_to(console, report)
+    return buffer.getvalue()
+
+
+REPORTER = Reporter(
+    name="table",
+    extension="txt",
+    description="Human-readable tables: hosts, failures, counts, unjudged checks, collection errors.",
+    render=render,
+)

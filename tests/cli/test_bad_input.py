@@ -1,0 +1,121 @@
+"""Every class of bad input exits 2 with one clear message naming file:line or the JSON path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .helpers import H100_BASELINE, run, write_facts
+
+
+@pytest.fixture
+def facts_dir(tmp_path: Path) -> Path:
+    write_facts(tmp_path / "facts")
+    return tmp_path / "facts"
+
+
+def _validate(facts: Path, baseline: Path, *extra: str):
+    return run("validate", "--facts", facts, "--baseline", baseline, *extra)
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path, facts_dir):
+    bad = tmp_path / "b.yaml"
+    bad.write_text("apiVersion: fabricproof/v1\nkind: Baseline\nmetadata: {name: x\nspec: {}\n")
+    res = _validate(facts_dir, bad)
+    assert res.exit_code == 2
+    assert f"{bad}:" in res.stderr and "YAML syntax error" in res.stderr
+    line = int(res.stderr.split(f"{bad}:")[1].split(":")[0])
+    assert line in (3, 4)
+
+
+def test_schema_violation_names_line_and_json_path(tmp_path, facts_dir):
+    bad = tmp_path / "b.yaml"
+    bad.write_text(
+        "apiVersion: fabricproof/v1\nkind: Baseline\nmetadata:\n  name: x\nspec:\n  defaults:\n    nvlink:\n"
+        "      links_per_gpu: eighteen\n"
+    )
+    res = _validate(facts_dir, bad)
+    assert res.exit_code == 2
+    assert f"{bad}:8: at /spec/defaults/nvlink/links_per_gpu" in res.stderr
+    assert "not of type 'integer'" in res.stderr
+
+
+def test_unknown_key_is_an_error_with_a_suggestion(tmp_path, facts_dir):
+    bad = tmp_path / "b.yaml"
+    bad.write_text(
+        "apiVersion: fabricproof/v1\nkind: Baseline\nmetadata:\n  name: x\nspec:\n  defaults:\n    nvlink:\n"
+        "      link_per_gpu: 18\n"
+    )
+    res = run("baseline", "lint", bad)
+    assert res.exit_code == 2
+    assert f"{bad}:8: at /spec/defaults/nvlink/link_per_gpu unknown key 'link_per_gpu'; did you mean 'links_per_gpu'?" in res.stderr
+
+
+def test_duplicate_key_is_an_error(tmp_path):
+    bad = tmp_path / "b.yaml"
+    bad.write_text("apiVersion: fabricproof/v1\nkind: Baseline\nmetadata:\n  name: x\n  name: y\nspec: {defaults: {}}\n")
+    res = run("baseline", "lint", bad)
+    assert res.exit_code == 2 and f"{bad}:5: at /metadata/name duplicate key 'name'" in res.stderr
+
+
+def test_missing_baseline_file(tmp_path, facts_dir):
+    res = _validate(facts_dir, tmp_path / "nope.yaml")
+    assert res.exit_code == 2 and "nope.yaml: file not found" in res.stderr
+
+
+def test_unknown_check_glob(facts_dir):
+    res = _validate(facts_dir, H100_BASELINE, "--checks", "nvlnk.*")
+    assert res.exit_code == 2 and "--checks 'nvlnk.*' matches no check id" in res.stderr
+
+
+def test_unknown_check_id_in_show():
+    res = run("checks", "show", "nvlink.links_activ")
+    assert res.exit_code == 2 and "did you mean nvlink.links_active" in res.stderr
+
+
+def test_empty_facts_dir(tmp_path):
+    (tmp_path / "empty").mkdir()
+    res = _validate(tmp_path / "empty", H100_BASELINE)
+    assert res.exit_code == 2 and "no facts (*.json) in this directory" in res.stderr
+
+
+def test_missing_facts_dir(tmp_path):
+    res = _validate(tmp_path / "absent", H100_BASELINE)
+    assert res.exit_code == 2 and "facts directory not found" in res.stderr
+
+
+def test_facts_failing_the_schema_name_file_line_and_path(tmp_path):
+    d = tmp_path / "facts"
+    write_facts(d, nvlink={"status": {"supported": "yes"}})
+    res = _validate(d, H100_BASELINE)
+    assert res.exit_code == 2
+    assert f"{d / 'node1.json'}:" in res.stderr and "at /nvlink/status/supported" in res.stderr
+
+
+def test_facts_with_json_syntax_error(tmp_path):
+    d = tmp_path / "facts"
+    d.mkdir()
+    (d / "n.json").write_text('{"host": "n",\n "kind": }\n')
+    res = _validate(d, H100_BASELINE)
+    assert res.exit_code == 2 and f"{d / 'n.json'}:2: JSON syntax error" in res.stderr
+
+
+def test_bad_check_file_in_a_catalog_is_reported_with_its_line(tmp_path):
+    from fabricproof.catalog import load
+    from fabricproof.errors import InputError
+
+    (tmp_path / "nvlink").mkdir()
+    (tmp_path / "nvlink" / "nvlink.x.yaml").write_text(
+        "id: nvlink.x\ntitle: A title here\nfamily: nvlink\nseverity: critical\nscope: host\nsubject: s s s\n"
+        "collector: nvlink_status\nfact: /nvlink/status/links_active_total\nassert: {op: equals, expected: 1}\n"
+        "rationale: because it matters\nremediation: do the thing now\nreferences: [x]\n"
+    )
+    with pytest.raises(InputError) as exc:
+        load(tmp_path)
+    assert "nvlink.x.yaml:9: at /assert/op" in str(exc.value)
+
+
+def test_several_formats_to_stdout_is_a_usage_error(facts_dir):
+    res = _validate(facts_dir, H100_BASELINE, "-f", "json", "-f", "tap")
+    assert res.exit_code == 2 and "only one --format can go to stdout" in res.stderr

@@ -1,0 +1,1 @@
+"""Collector parser tests against the real-output corpus and documented formats."""

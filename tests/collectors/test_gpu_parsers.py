@@ -1,0 +1,372 @@
+"""nvidia-smi -q / -q -x / --query-gpu and /proc/driver/nvidia/version parsers against the real-output corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from fabricproof.collectors.base import read_host_file
+from fabricproof.collectors import nvidia_smi
+from fabricproof.collectors.base import ParseError
+
+# Same location as the `corpus` fixture (tests/conftest.py); only used to list files at collection time.
+_CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+COLLECTORS = {c.id: c for c in nvidia_smi.COLLECTORS}
+
+
+def _names(family: str, pattern: str = "*") -> list[str]:
+    folder = _CORPUS / family
+    return sorted(p.name for p in folder.glob(pattern)) if folder.is_dir() else []
+
+
+def _read(corpus: Path, family: str, name: str) -> str:
+    return (corpus / family / name).read_text(encoding="utf-8")
+
+
+def _assert_valid(schema: dict[str, Any], fragment: Any) -> None:
+    json.dumps(fragment)  # facts are JSON documents
+    errors = sorted(Draft202012Validator(schema).iter_errors(fragment), key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{e.json_path}: {e.message}" for e in errors[:5])
+
+
+def _gpu_fragment(text_parser, corpus: Path, family: str, name: str) -> dict[str, Any]:
+    fragment = text_parser(_read(corpus, family, name))
+    _assert_valid(nvidia_smi.GPU_SCHEMA, fragment)
+    return fragment
+
+
+# --- every corpus file parses and matches the fragment schema ------------------------------------
+
+
+@pytest.mark.parametrize("name", _names("nvidia-smi-q"))
+def test_every_q_text_file_parses(corpus: Path, name: str) -> None:
+    fragment = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)
+    assert fragment["count"] == len(fragment["gpus"]) >= 1
+    assert [g["index"] for g in fragment["gpus"]] == list(range(fragment["count"]))
+
+
+@pytest.mark.parametrize("name", _names("nvidia-smi-q-xml"))
+def test_every_q_xml_file_parses(corpus: Path, name: str) -> None:
+    fragment = _gpu_fragment(nvidia_smi.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
+    assert fragment["count"] >= 1
+    assert all(g["name"] and g["uuid"] and g["bus_id"] for g in fragment["gpus"])
+
+
+@pytest.mark.parametrize("name", _names("misc", "query-gpu-csv-*"))
+def test_every_query_gpu_csv_file_parses(corpus: Path, name: str) -> None:
+    fragment = _gpu_fragment(nvidia_smi.parse_query_gpu_csv, corpus, "misc", name)
+    assert fragment["count"] >= 1
+    assert all(g["name"] and g["bus_id"] for g in fragment["gpus"])
+
+
+@pytest.mark.parametrize("name", _names("misc", "proc-driver-nvidia-version-*"))
+def test_every_proc_driver_version_file_parses(corpus: Path, name: str) -> None:
+    fragment = nvidia_smi.parse_driver_version(_read(corpus, "misc", name))
+    _assert_valid(nvidia_smi.DRIVER_SCHEMA, fragment)
+    # The file names carry the flavour and version the file itself shows.
+    assert fragment["kernel_module"] in name
+    assert fragment["version"] in name
+
+
+# --- anchors from the corpus README and the files themselves -------------------------------------
+
+
+def test_h100_535_161_08_q_eight_gpus_fabric_completed(corpus: Path) -> None:
+    name = "h100-80gb-hbm3-8gpu-driver535.161.08-fabric-completed.txt"
+    fragment = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)
+    assert fragment["count"] == fragment["attached_gpus"] == 8
+    assert fragment["driver_version"] == "535.161.08"
+    assert fragment["cuda_version"] == "12.2"
+    assert {(g["fabric"]["state"], g["fabric"]["status"]) for g in fragment["gpus"]} == {("Completed", "Success")}
+    # 535 prints State/Status only: no clique, cluster or health lines.
+    assert all(g["fabric"]["clique_id"] is None and g["fabric"]["cluster_uuid"] is None for g in fragment["gpus"])
+    gpu0 = fragment["gpus"][0]
+    assert gpu0["bus_id"] == "00000000:19:00.0"
+    assert gpu0["uuid"] == "GPU-ee7954ec-da95-fd7a-ddfd-c6b32cc2f8aa"  # same host as the fabricmanager log
+    assert gpu0["name"] == "NVIDIA H100 80GB HBM3"
+    assert gpu0["vbios"] == "96.00.74.00.0D"
+    assert (gpu0["persistence_mode"], gpu0["ecc_mode"]) == ("Enabled", "Enabled")
+    assert gpu0["power_limit_w"] == 700.0
+    assert (gpu0["pcie_gen"], gpu0["pcie_width"]) == (5, 16)
+    assert gpu0["remapped_rows"] == {"pending": False, "failure": False, "uncorrectable": 0}
+    # "HW Slowdown: Active" with the nested "HW Power Brake Slowdown: Active" under it.
+    assert gpu0["throttle_reasons"] == ["hw_slowdown", "hw_power_brake_slowdown"]
+
+
+def test_clocks_throttle_reasons_block_reads_like_clocks_event_reasons(corpus: Path) -> None:
+    # Drivers before 535 title the same block "Clocks Throttle Reasons".
+    text = _read(corpus, "nvidia-smi-q", "h100-80gb-hbm3-8gpu-driver535.161.08-fabric-completed.txt")
+    old = nvidia_smi.parse_q(text.replace("Clocks Event Reasons", "Clocks Throttle Reasons"))
+    new = nvidia_smi.parse_q(text)
+    assert [g["throttle_reasons"] for g in old["gpus"]] == [g["throttle_reasons"] for g in new["gpus"]]
+    assert old["gpus"][0]["throttle_reasons"] == ["hw_slowdown", "hw_power_brake_slowdown"]
+
+
+def test_590_q_fabric_health_block(corpus: Path) -> None:
+    name = "q-h100-80gb-hbm3-1gpu-vm-590.48.01-idle-fabric-health-block.txt"
+    gpu = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)["gpus"][0]
+    assert gpu["fabric"]["state"] == "Completed"
+    assert gpu["fabric"]["clique_id"] == 0
+    assert gpu["fabric"]["cluster_uuid"] == ZERO_UUID
+    assert set(gpu["fabric"]["health"]) >= {"summary", "bandwidth", "route_unhealthy", "incorrect_configuration"}
+    assert all(v is None for v in gpu["fabric"]["health"].values())  # all N/A on this VM
+    assert gpu["throttle_reasons"] == ["gpu_idle"]
+
+
+def test_560_q_fabric_block_all_na(corpus: Path) -> None:
+    name = "titan-v-1gpu-driver560.35.03-fabric-cliqueid-na.txt"
+    gpu = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)["gpus"][0]
+    assert gpu["fabric"]["state"] is gpu["fabric"]["clique_id"] is gpu["fabric"]["health"]["bandwidth"] is None
+    assert gpu["remapped_rows"] is None  # "Remapped Rows : N/A" on Volta
+    assert gpu["ecc_mode"] is None
+
+
+def test_q_mig_mode_counts_mig_devices(corpus: Path) -> None:
+    name = "q-h200-mig-1gpu-vm-590.48.01-idle-fabric-health-block.txt"
+    gpu = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)["gpus"][0]
+    assert (gpu["mig_mode"], gpu["mig_devices"]) == ("Enabled", 5)
+
+
+def test_azure_gb_fabric_excerpt_is_one_unhealthy_gpu(corpus: Path) -> None:
+    name = "fabric-excerpt-azure-gb-node-insufficient-resources.txt"
+    fragment = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)
+    assert fragment["count"] == 1
+    assert fragment["driver_version"] is None
+    assert any("no 'GPU <bus id>' header" in n for n in fragment["notes"])
+    gpu = fragment["gpus"][0]
+    assert gpu["index"] == 0 and gpu["name"] is None
+    assert gpu["fabric"]["state"] == "Completed"
+    assert gpu["fabric"]["status"] == "Insufficient Resources"
+    assert gpu["fabric"]["clique_id"] == 0
+    assert gpu["fabric"]["cluster_uuid"] == ZERO_UUID
+
+
+def test_q_d_page_retirement_keeps_gpus_without_names(corpus: Path) -> None:
+    name = "q-d-page_retirement-8gpu-azure-driver535.86.10.txt"
+    fragment = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)
+    assert fragment["count"] == 8 and fragment["driver_version"] == "535.86.10"
+    assert [g["bus_id"] for g in fragment["gpus"]][:2] == ["00000001:00:00.0", "00000002:00:00.0"]
+    assert all(g["name"] is None and g["mig_devices"] is None for g in fragment["gpus"])
+    assert any("partial output" in n for n in fragment["notes"])
+
+
+def test_rtx4090_q_has_no_fabric(corpus: Path) -> None:
+    fragment = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", "rtx4090-8gpu-driver535.154.05-fabric-na.txt")
+    assert fragment["count"] == 8
+    assert all(g["fabric"]["state"] is None and g["fabric"]["status"] is None for g in fragment["gpus"])
+
+
+def test_gb200_xml_clique_2_healthy_full(corpus: Path) -> None:
+    name = "k8s-test-infra-real-gb200-driver580.173.02-scrubbed-ids.xml"
+    fragment = _gpu_fragment(nvidia_smi.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
+    assert fragment["count"] == 4
+    assert fragment["driver_version"] == "580.173.02" and fragment["cuda_version"] == "13.0"
+    for gpu in fragment["gpus"]:
+        assert (gpu["fabric"]["state"], gpu["fabric"]["status"]) == ("Completed", "Success")
+        assert gpu["fabric"]["clique_id"] == 2
+        assert gpu["fabric"]["cluster_uuid"] != ZERO_UUID
+        assert (gpu["fabric"]["health"]["summary"], gpu["fabric"]["health"]["bandwidth"]) == ("Healthy", "Full")
+        assert gpu["fabric"]["health"]["route_unhealthy"] == "False"
+    assert fragment["gpus"][0]["power_limit_w"] == 1200.0
+
+
+def test_gb300_xml_clique_32766_keeps_none_state(corpus: Path) -> None:
+    name = "k8s-test-infra-real-gb300-driver580.173.02-scrubbed-ids.xml"
+    fragment = _gpu_fragment(nvidia_smi.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
+    assert {g["fabric"]["clique_id"] for g in fragment["gpus"]} == {32766}
+    # "None" is a state (no misconfiguration), not a missing value.
+    assert {g["fabric"]["health"]["incorrect_configuration"] for g in fragment["gpus"]} == {"None"}
+
+
+@pytest.mark.parametrize(
+    ("name", "count"),
+    [
+        ("k8s-test-infra-real-h100-driver580.105.08-scrubbed-ids.xml", 8),
+        ("k8s-test-infra-real-b200-driver580.105.08-scrubbed-ids.xml", 8),
+    ],
+)
+def test_single_node_nvswitch_xml_clique_0_zero_cluster(corpus: Path, name: str, count: int) -> None:
+    fragment = _gpu_fragment(nvidia_smi.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
+    assert fragment["count"] == count
+    for gpu in fragment["gpus"]:
+        assert (gpu["fabric"]["state"], gpu["fabric"]["status"]) == ("Completed", "Success")
+        assert gpu["fabric"]["clique_id"] == 0
+        assert gpu["fabric"]["cluster_uuid"] == ZERO_UUID
+
+
+def test_trimmed_a100_xml_notes_attached_count_mismatch(corpus: Path) -> None:
+    name = "a100-sxm4-80gb-4gpu-mig-driver535-v12.xml"
+    fragment = _gpu_fragment(nvidia_smi.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
+    assert (fragment["count"], fragment["attached_gpus"]) == (1, 4)
+    assert any("4 attached GPUs but lists 1" in n for n in fragment["notes"])
+    gpu = fragment["gpus"][0]
+    assert (gpu["mig_mode"], gpu["mig_devices"]) == ("Enabled", 4)
+    assert gpu["remapped_rows"] is None  # "<remapped_rows>N/A</remapped_rows>"
+    assert gpu["fabric"]["state"] is None
+
+
+def test_xml_and_text_give_the_same_shape(corpus: Path) -> None:
+    q_name = "q-h100-80gb-hbm3-1gpu-vm-590.48.01-idle-fabric-health-block.txt"
+    xml_name = "k8s-test-infra-real-h100-driver580.105.08-scrubbed-ids.xml"
+    text = nvidia_smi.parse_q(_read(corpus, "nvidia-smi-q", q_name))
+    xml = nvidia_smi.parse_q_xml(_read(corpus, "nvidia-smi-q-xml", xml_name))
+    assert set(text) == set(xml)
+    assert set(text["gpus"][0]) == set(xml["gpus"][0])
+    assert text["gpus"][0]["fabric"].keys() == xml["gpus"][0]["fabric"].keys()
+
+
+def test_query_gpu_csv_all_fields_h100(corpus: Path) -> None:
+    name = "query-gpu-csv-allfields-incl-fabric-h100-80gb-hbm3-1gpu-vm-590.48.01-idle.txt"
+    fragment = _gpu_fragment(nvidia_smi.parse_query_gpu_csv, corpus, "misc", name)
+    assert (fragment["count"], fragment["attached_gpus"]) == (1, 1)
+    assert fragment["driver_version"] == "590.48.01" and fragment["cuda_version"] is None
+    gpu = fragment["gpus"][0]
+    assert gpu["bus_id"] == "00000000:00:09.0" and gpu["vbios"] == "96.00.A5.00.01"
+    assert gpu["power_limit_w"] == 700.0  # header "power.limit [W]", cell "700.00 W"
+    assert gpu["throttle_reasons"] == ["gpu_idle"]  # clocks_event_reasons.active 0x...01
+    assert (gpu["pcie_gen"], gpu["pcie_width"]) == (5, 16)
+    assert gpu["remapped_rows"] == {"pending": False, "failure": False, "uncorrectable": 0}
+    assert gpu["fabric"]["state"] == "Completed" and gpu["fabric"]["clique_id"] == 0
+    assert gpu["fabric"]["cluster_uuid"] == ZERO_UUID
+    assert gpu["fabric"]["health"]["summary"] is None  # "N/A"
+
+
+def test_query_gpu_csv_excerpt_with_elided_rows(corpus: Path) -> None:
+    name = "query-gpu-csv-name-busid-vbios-h100-excerpt-mlengineering.txt"
+    fragment = _gpu_fragment(nvidia_smi.parse_query_gpu_csv, corpus, "misc", name)
+    assert [g["bus_id"] for g in fragment["gpus"]] == ["00000000:04:00.0", "00000000:8B:00.0"]
+    assert {g["vbios"] for g in fragment["gpus"]} == {"96.00.89.00.01"}
+    assert any("elided" in n for n in fragment["notes"])
+
+
+def test_query_gpu_csv_in_the_collector_field_order() -> None:
+    # Header as nvidia-smi prints it for the collector's --query-gpu list; cells in the spellings
+    # the corpus shows ([Not Supported], [N/A], units after numbers).
+    header = ", ".join(f + (" [W]" if f == "power.limit" else "") for f in nvidia_smi.QUERY_GPU_FIELDS)
+    rows = [
+        "0, 00000000:19:00.0, NVIDIA H100 80GB HBM3, GPU-1, 535.161.08, 96.00.74.00.0D, Enabled, Enabled, "
+        "700.00 W, 0x0000000000000048, 5, 16, Completed, Success",
+        "1, 00000000:3B:00.0, NVIDIA H100 80GB HBM3, GPU-2, 535.161.08, 96.00.74.00.0D, Disabled, [N/A], "
+        "[Not Supported], [Not Supported], 4, 8, In Progress, [N/A]",
+    ]
+    fragment = nvidia_smi.parse_query_gpu_csv("\n".join([header, *rows]) + "\n")
+    _assert_valid(nvidia_smi.GPU_SCHEMA, fragment)
+    first, second = fragment["gpus"]
+    assert first["throttle_reasons"] == ["hw_slowdown", "hw_thermal_slowdown"]  # 0x8 | 0x40
+    assert first["power_limit_w"] == 700.0
+    assert (first["fabric"]["state"], first["fabric"]["status"]) == ("Completed", "Success")
+    assert second["index"] == 1 and second["persistence_mode"] == "Disabled" and second["ecc_mode"] is None
+    assert second["power_limit_w"] is None and second["throttle_reasons"] == []
+    assert (second["pcie_gen"], second["pcie_width"]) == (4, 8)
+    assert (second["fabric"]["state"], second["fabric"]["status"]) == ("In Progress", None)
+
+
+@pytest.mark.parametrize(
+    ("mask", "reasons"),
+    [
+        ("0x0000000000000000", []),
+        ("0x0000000000000001", ["gpu_idle"]),
+        ("0x00000000000000A4", ["sw_power_cap", "sw_thermal_slowdown", "hw_power_brake_slowdown"]),
+        ("0x0000000000000112", ["applications_clocks_setting", "sync_boost", "display_clocks_setting"]),
+    ],
+)
+def test_throttle_mask_bits(mask: str, reasons: list[str]) -> None:
+    fragment = nvidia_smi.parse_query_gpu_csv(f"index, clocks_throttle_reasons.active\n0, {mask}\n")
+    assert fragment["gpus"][0]["throttle_reasons"] == reasons
+
+
+def test_proc_driver_version_open_and_proprietary(corpus: Path) -> None:
+    name = "proc-driver-nvidia-version-open-570.195.03-ubuntu22.txt"
+    open_570 = nvidia_smi.parse_driver_version(_read(corpus, "misc", name))
+    assert open_570["version"] == "570.195.03" and open_570["kernel_module"] == "open"
+    assert open_570["arch"] == "x86_64" and open_570["gcc_version"] == "12.3.0"
+    assert open_570["build"].startswith("Release Build")
+    closed = nvidia_smi.parse_driver_version(
+        _read(corpus, "misc", "proc-driver-nvidia-version-proprietary-440.95.01-ubuntu18.txt")
+    )
+    assert (closed["version"], closed["kernel_module"]) == ("440.95.01", "proprietary")
+    assert closed["build"] == "Thu May 28 07:03:08 UTC 2020"
+    assert closed["gcc_version"] == "7.5.0"
+
+
+# --- unreadable output raises ParseError ---------------------------------------------------------
+
+GARBAGE = [
+    "bash: nvidia-smi: command not found\n",
+    "",
+    "\x8f\x02\xffrandom\x00bytes\x1b[0m\n\x07",
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n",
+]
+
+
+@pytest.mark.parametrize(
+    "parse",
+    [nvidia_smi.parse_q, nvidia_smi.parse_q_xml, nvidia_smi.parse_query_gpu_csv, nvidia_smi.parse_driver_version],
+    ids=lambda f: f.__name__,
+)
+@pytest.mark.parametrize("text", GARBAGE, ids=["not-found", "empty", "bytes", "smi-failed"])
+def test_garbage_raises_parse_error(parse, text: str) -> None:
+    with pytest.raises(ParseError):
+        parse(text)
+
+
+def test_xml_entity_expansion_is_refused() -> None:
+    bomb = '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><nvidia_smi_log>&a;</nvidia_smi_log>'
+    with pytest.raises(ParseError):
+        nvidia_smi.parse_q_xml(bomb)
+
+
+def test_xml_with_other_root_is_refused() -> None:
+    with pytest.raises(ParseError, match="root"):
+        nvidia_smi.parse_q_xml("<html><body/></html>")
+
+
+# --- collector table --------------------------------------------------------------------------
+
+
+def test_collector_table_matches_contract() -> None:
+    assert {cid: (c.argv, c.provides, c.default) for cid, c in COLLECTORS.items()} == {
+        "nvidia_smi_q": (("nvidia-smi", "-q"), "/gpu", True),
+        "nvidia_smi_q_xml": (("nvidia-smi", "-q", "-x"), "/gpu", False),
+        "nvidia_smi_query_gpu": (
+            (
+                "nvidia-smi",
+                "--query-gpu=index,pci.bus_id,name,uuid,driver_version,vbios_version,persistence_mode,"
+                "ecc.mode.current,power.limit,clocks_throttle_reasons.active,pcie.link.gen.current,"
+                "pcie.link.width.current,fabric.state,fabric.status",
+                "--format=csv",
+            ),
+            "/gpu",
+            False,
+        ),
+        "driver_version": (read_host_file("/proc/driver/nvidia/version"), "/driver", True),
+    }
+    # The three /gpu front-ends are interchangeable: one fragment schema.
+    schemas = {id(COLLECTORS[cid].schema) for cid in ("nvidia_smi_q", "nvidia_smi_q_xml", "nvidia_smi_query_gpu")}
+    assert len(schemas) == 1
+
+
+def _objects(schema: Any) -> list[dict[str, Any]]:
+    found = []
+    if isinstance(schema, dict):
+        if "properties" in schema:
+            found.append(schema)
+        for value in schema.values():
+            found.extend(_objects(value))
+    elif isinstance(schema, list):
+        for value in schema:
+            found.extend(_objects(value))
+    return found
+
+
+@pytest.mark.parametrize("collector", nvidia_smi.COLLECTORS, ids=lambda c: c.id)
+def test_schema_is_closed_and_described(collector) -> None:
+    Draft202012Validator.check_schema(collector.schema)
+    for obj in _objects(collector.schema):
+        assert obj["additionalProperties"] is False
+        assert all("description" in prop for prop in obj["properties"].values())

@@ -1,0 +1,286 @@
+"""nvidia-smi nvlink -s / -e / -c / -info parsers against the real-output corpus."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from fabricproof.collectors import nvlink
+from fabricproof.collectors.base import ParseError
+
+# Same location as the `corpus` fixture (tests/conftest.py); only used to list files at collection time.
+_CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+FAMILY = "nvidia-smi-nvlink"
+SCHEMAS = {
+    nvlink.parse_status: nvlink.STATUS_SCHEMA,
+    nvlink.parse_errors: nvlink.ERRORS_SCHEMA,
+    nvlink.parse_caps: nvlink.CAPS_SCHEMA,
+    nvlink.parse_info: nvlink.INFO_SCHEMA,
+}
+
+
+def _parsers_for(name: str) -> list[Callable[[str], dict[str, Any]]]:
+    """Which sub-command printed a corpus file, from its name.
+
+    Known exception (PROVENANCE.md): nvlink-status-i0-then-capabilities-i0-... holds `--status`
+    followed by `--capabilities` as pasted; both parsers read it, each its own lines.
+    """
+    if "then-capabilities" in name:
+        return [nvlink.parse_status, nvlink.parse_caps]
+    if "capabilities" in name:
+        return [nvlink.parse_caps]
+    if name.startswith("nvlink-e-"):
+        return [nvlink.parse_errors]
+    if name.startswith("nvlink-info-"):
+        return [nvlink.parse_info]
+    return [nvlink.parse_status]
+
+
+def _cases() -> list[tuple[str, Callable[[str], dict[str, Any]]]]:
+    folder = _CORPUS / FAMILY
+    names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    return [(name, parse) for name in names for parse in _parsers_for(name)]
+
+
+def _parse(parse: Callable[[str], dict[str, Any]], text: str) -> dict[str, Any]:
+    fragment = parse(text)
+    json.dumps(fragment)
+    errors = sorted(Draft202012Validator(SCHEMAS[parse]).iter_errors(fragment), key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{e.json_path}: {e.message}" for e in errors[:5])
+    return fragment
+
+
+def _file(corpus: Path, parse: Callable[[str], dict[str, Any]], name: str) -> dict[str, Any]:
+    return _parse(parse, (corpus / FAMILY / name).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(("name", "parse"), _cases(), ids=lambda v: getattr(v, "__name__", v))
+def test_every_nvlink_file_parses(corpus: Path, name: str, parse) -> None:
+    fragment = _file(corpus, parse, name)
+    assert fragment["gpus"], "every file names at least one GPU (or an implicit GPU 0)"
+
+
+# --- nvlink -s -------------------------------------------------------------------------------
+
+
+def test_a100_eight_gpus_twelve_links_at_25(corpus: Path) -> None:
+    status = _file(corpus, nvlink.parse_status, "nvlink-status-a100-sxm4-80gb-azure-8gpu-12links.txt")
+    assert status["supported"] is True
+    assert [g["index"] for g in status["gpus"]] == list(range(8))
+    assert {(g["links_total"], g["links_active"], g["gbps_min"]) for g in status["gpus"]} == {(12, 12, 25.0)}
+    assert len(status["links"]) == status["links_active_total"] == 96
+    assert (status["links_per_gpu_min"], status["gbps_min"], status["gbps_max"]) == (12, 25.0, 25.0)
+    assert status["gpus"][0]["uuid"] == "GPU-5269b708-678a-b1a8-60f0-c90406537486"
+    assert status["gpus"][0]["name"] == "NVIDIA A100-SXM4-80GB"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nvlink-s-h100-80gb-hbm3-1gpu-vm-590.48.01.txt",
+        "nvlink-status-h100-80gb-hbm3-gpu0-1-bottlerocket-4418-excerpt.txt",
+    ],
+)
+def test_h100_eighteen_links_at_26_562(corpus: Path, name: str) -> None:
+    status = _file(corpus, nvlink.parse_status, name)
+    assert all(g["links_active"] == 18 and g["links_inactive"] == 0 for g in status["gpus"])
+    assert status["links_per_gpu_min"] == 18
+    assert status["gbps_min"] == status["gbps_max"] == 26.562
+
+
+def test_gb200_eighteen_links_at_53_125_with_truncated_second_gpu(corpus: Path) -> None:
+    status = _file(corpus, nvlink.parse_status, "nvlink-s-gb200-18links-53.125-excerpt-k8s-test-infra-371.txt")
+    gpu0, gpu1 = status["gpus"]
+    assert (gpu0["links_active"], gpu0["gbps_min"]) == (18, 53.125)
+    assert gpu1["links_active"] == 2  # the author cut GPU 1 short with "..."
+    assert status["elided"] is True
+    assert any("elided" in n for n in status["notes"])
+
+
+def test_tab_indented_single_gpu_keeps_its_index(corpus: Path) -> None:
+    status = _file(corpus, nvlink.parse_status, "nvlink-status-a100-gpu7-single-gpu-tabs-azurehpc.txt")
+    assert [(g["index"], g["links_active"]) for g in status["gpus"]] == [(7, 12)]
+    assert {link["gpu"] for link in status["links"]} == {7}
+
+
+def test_inactive_links_are_listed(corpus: Path) -> None:
+    status = _file(corpus, nvlink.parse_status, "nvlink-status-i0-h100-pcie-some-links-inactive.txt")
+    gpu = status["gpus"][0]
+    assert (gpu["links_total"], gpu["links_active"], gpu["links_inactive"]) == (17, 12, 5)
+    assert gpu["inactive_links"] == [4, 9, 10, 15, 16]
+    assert status["links_inactive_total"] == 5
+    link4 = next(link for link in status["links"] if link["link"] == 4)
+    assert link4 == {"gpu": 0, "link": 4, "active": False, "gbps": None}
+
+
+def test_all_links_inactive_gpu_has_zero_active_links(corpus: Path) -> None:
+    status = _file(corpus, nvlink.parse_status, "nvlink-status-a100-gpu6-all-links-inactive-azurehpc.txt")
+    gpu = status["gpus"][0]
+    assert gpu["index"] == 6 and gpu["supported"] is True
+    assert (gpu["links_total"], gpu["links_active"]) == (0, 0)
+    assert "all links are inactive" in gpu["note"]
+    assert status["links"] == [] and status["links_active_total"] == 0
+    assert status["links_per_gpu_min"] == 0  # fails a links-per-GPU check instead of skipping it
+
+
+def test_mig_mode_is_unsupported_not_an_error(corpus: Path) -> None:
+    status = _file(corpus, nvlink.parse_status, "nvlink-s-h200-mig-1gpu-vm-590.48.01.txt")
+    assert status["supported"] is False
+    assert status["gpus"][0]["supported"] is False
+    assert "MIG mode" in status["gpus"][0]["note"]
+    assert status["links_per_gpu_min"] is None and status["gbps_min"] is None
+
+
+def test_elided_status_excerpt(corpus: Path) -> None:
+    status = _file(corpus, nvlink.parse_status, "nvlink-status-h100-excerpt-elided-mlengineering.txt")
+    assert [link["link"] for link in status["links"]] == [0, 17]
+    assert status["elided"] is True
+
+
+def test_status_then_capabilities_file_reads_only_status_lines(corpus: Path) -> None:
+    name = "nvlink-status-i0-then-capabilities-i0-h100-80gb-hbm3-18links.txt"
+    status = _file(corpus, nvlink.parse_status, name)
+    assert len(status["gpus"]) == 1  # the repeated "GPU 0:" header is the same GPU
+    assert status["gpus"][0]["links_active"] == 18 and status["gpus"][0]["note"] is None
+    assert any("108 lines of another nvlink sub-command" in n for n in status["notes"])
+
+
+def test_device_without_nvlink_is_unsupported() -> None:
+    # Driver 595+ prints this with exit 0 on boards without NVLink (canonical/checkbox#2727).
+    text = (
+        "GPU 0: NVIDIA JMJWOA-Generic-GPU (UUID: GPU-483cccbe-9d80-0d7b-5c48-12e6c8696e50)\n"
+        "Device does not have or support Nvlink\n"
+    )
+    status = _parse(nvlink.parse_status, text)
+    assert status["supported"] is False and status["gpus"][0]["links_total"] == 0
+
+
+# --- nvlink -e -------------------------------------------------------------------------------
+
+
+def test_errors_excerpt_counts_listed_links(corpus: Path) -> None:
+    errors = _file(corpus, nvlink.parse_errors, "nvlink-e-h100-excerpt-elided-mlengineering.txt")
+    assert [(link["gpu"], link["link"]) for link in errors["links"]] == [(0, 0), (0, 1), (0, 17)]
+    assert all(link["replay"] == link["recovery"] == link["crc"] == 0 for link in errors["links"])
+    assert errors["totals"] == {"replay": 0, "recovery": 0, "crc": 0}
+    assert errors["elided"] is True
+
+
+def test_errors_totals_and_header_without_uuid() -> None:
+    text = (
+        "GPU 0: NVIDIA GB300\n"
+        "\t Link 0: Replay Errors: 3\n\t Link 0: Recovery Errors: 1\n\t Link 0: CRC Errors: 7\n\n"
+        "\t Link 1: Replay Errors: 2\n\t Link 1: Recovery Errors: 0\n\t Link 1: CRC Errors: N/A\n"
+    )
+    errors = _parse(nvlink.parse_errors, text)
+    assert errors["gpus"][0]["name"] == "NVIDIA GB300" and errors["gpus"][0]["uuid"] is None
+    assert errors["links"][1]["crc"] is None
+    assert errors["totals"] == {"replay": 5, "recovery": 1, "crc": 7}
+
+
+def test_errors_split_flit_and_data_crc_add_up() -> None:
+    text = (
+        "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-x)\n"
+        "         Link 0: Replay Errors: 1\n         Link 0: Recovery Errors: 0\n"
+        "         Link 0: CRC Flit Errors: 5\n         Link 0: CRC Data Errors: 2\n"
+        "         Link 0: ECC Errors: 4\n"
+    )
+    link = _parse(nvlink.parse_errors, text)["links"][0]
+    assert (link["gpu"], link["crc_flit"], link["crc_data"], link["crc"]) == (1, 5, 2, 7)
+    assert link["counters"]["ECC Errors"] == 4
+
+
+# --- nvlink -c -------------------------------------------------------------------------------
+
+
+def test_capabilities_of_the_combined_file(corpus: Path) -> None:
+    caps = _file(corpus, nvlink.parse_caps, "nvlink-status-i0-then-capabilities-i0-h100-80gb-hbm3-18links.txt")
+    assert [link["link"] for link in caps["links"]] == list(range(18))
+    assert caps["p2p_all"] is True
+    assert all(link["link_supported"] and link["sysmem_atomics_supported"] for link in caps["links"])
+    assert any("18 lines of another nvlink sub-command" in n for n in caps["notes"])
+
+
+def test_capabilities_excerpt_without_gpu_header(corpus: Path) -> None:
+    caps = _file(corpus, nvlink.parse_caps, "nvlink-capabilities-i1-no-gpu-header-links0-3-excerpt.txt")
+    assert len(caps["links"]) == 4 and {link["gpu"] for link in caps["links"]} == {0}
+    assert caps["p2p_all"] is True
+    assert {link["link_supported"] for link in caps["links"]} == {False}
+    assert {link["sli_supported"] for link in caps["links"]} == {False}
+    assert any("no 'GPU N:' header" in n for n in caps["notes"])
+
+
+def test_p2p_all_false_when_one_link_lacks_p2p() -> None:
+    text = "GPU 0: X (UUID: GPU-y)\n\t Link 0, P2P is supported: true\n\t Link 1, P2P is supported: false\n"
+    assert _parse(nvlink.parse_caps, text)["p2p_all"] is False
+
+
+# --- nvlink -info ----------------------------------------------------------------------------
+
+
+def test_info_firmware_versions(corpus: Path) -> None:
+    info = _file(corpus, nvlink.parse_info, "nvlink-info-gb200-nvle-firmware-excerpt-k8s-test-infra-371.txt")
+    assert [(g["index"], g["nvle"]) for g in info["gpus"]] == [(0, "disabled"), (1, "disabled")]
+    assert info["gpus"][0]["firmware"]["NETIR"] == "36:2014:1862"
+    assert info["firmware_versions"]["MSE"] == ["14:4:0"]
+    assert len(info["firmware"]) == 10
+
+
+# --- unreadable output -----------------------------------------------------------------------
+
+GARBAGE = ["bash: nvidia-smi: command not found\n", "", "\x8f\x02\xffrandom\x00bytes\n\x07",
+           "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"]
+
+
+@pytest.mark.parametrize("parse", list(SCHEMAS), ids=lambda f: f.__name__)
+@pytest.mark.parametrize("text", GARBAGE, ids=["not-found", "empty", "bytes", "smi-failed"])
+def test_garbage_raises_parse_error(parse, text: str) -> None:
+    with pytest.raises(ParseError):
+        parse(text)
+
+
+def test_output_of_another_sub_command_is_refused(corpus: Path) -> None:
+    text = (corpus / FAMILY / "nvlink-status-a100-sxm4-80gb-azure-8gpu-12links.txt").read_text(encoding="utf-8")
+    with pytest.raises(ParseError):
+        nvlink.parse_errors(text)
+    with pytest.raises(ParseError):
+        nvlink.parse_caps(text)
+
+
+# --- collector table --------------------------------------------------------------------------
+
+
+def test_collector_table_matches_contract() -> None:
+    table = {c.id: (c.argv, c.provides, c.default) for c in nvlink.COLLECTORS}
+    assert table == {
+        "nvlink_status": (("nvidia-smi", "nvlink", "-s"), "/nvlink/status", True),
+        "nvlink_errors": (("nvidia-smi", "nvlink", "-e"), "/nvlink/errors", True),
+        "nvlink_caps": (("nvidia-smi", "nvlink", "-c"), "/nvlink/caps", True),
+        "nvlink_info": (("nvidia-smi", "nvlink", "-info"), "/nvlink/info", False),
+    }
+
+
+def _objects(schema: Any) -> list[dict[str, Any]]:
+    found = []
+    if isinstance(schema, dict):
+        if "properties" in schema:
+            found.append(schema)
+        for value in schema.values():
+            found.extend(_objects(value))
+    elif isinstance(schema, list):
+        for value in schema:
+            found.extend(_objects(value))
+    return found
+
+
+@pytest.mark.parametrize("collector", nvlink.COLLECTORS, ids=lambda c: c.id)
+def test_schema_is_closed_and_described(collector) -> None:
+    Draft202012Validator.check_schema(collector.schema)
+    for obj in _objects(collector.schema):
+        assert obj["additionalProperties"] is False
+        assert all("description" in prop for prop in obj["properties"].values())

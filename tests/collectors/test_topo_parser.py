@@ -1,0 +1,171 @@
+"""nvidia-smi topo -m / -mp parser against the real-output corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from fabricproof.collectors import topo
+from fabricproof.collectors.base import ParseError
+
+# Same location as the `corpus` fixture (tests/conftest.py); only used to list files at collection time.
+_CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+FAMILY = "nvidia-smi-topo"
+
+
+def _names() -> list[str]:
+    folder = _CORPUS / FAMILY
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def _parse(text: str) -> dict[str, Any]:
+    fragment = topo.parse_topo(text)
+    json.dumps(fragment)
+    errors = sorted(Draft202012Validator(topo.TOPO_SCHEMA).iter_errors(fragment), key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{e.json_path}: {e.message}" for e in errors[:5])
+    return fragment
+
+
+def _file(corpus: Path, name: str) -> dict[str, Any]:
+    return _parse((corpus / FAMILY / name).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name", _names())
+def test_every_topo_file_parses(corpus: Path, name: str) -> None:
+    fragment = _file(corpus, name)
+    gpus = fragment["gpus"]
+    assert gpus and gpus == [f"GPU{i}" for i in range(len(gpus))]
+    # A full square matrix with "X" on the diagonal: no column shifted by TABs, spaces or ANSI codes.
+    devices = gpus + fragment["nics"]
+    assert set(fragment["matrix"]) == set(devices)
+    for row in devices:
+        assert list(fragment["matrix"][row]) == devices
+        assert fragment["matrix"][row][row] == "X"
+    assert len(fragment["gpu_pairs"]) == len(gpus) * (len(gpus) - 1) // 2
+    assert [a["gpu"] for a in fragment["gpu_affinity"]] == gpus
+    assert all(a["cpu_affinity"] for a in fragment["gpu_affinity"])
+
+
+def test_h100_nv18_twelve_nics_each_gpu_has_a_pix_nic(corpus: Path) -> None:
+    fragment = _file(corpus, "h100-8gpu-nv18-12nic-cx7-mooncake-issue2039.txt")
+    assert len(fragment["gpus"]) == 8
+    assert fragment["nics"] == [f"NIC{i}" for i in range(12)]
+    assert fragment["nic_names"]["NIC11"] == "mlx5_11"
+    assert {p["link"] for p in fragment["gpu_pairs"]} == {"NV18"}
+    assert fragment["nvlink_bonds_min"] == 18
+    nearest = {n["gpu"]: (n["nic"], n["nic_name"], n["link"]) for n in fragment["gpu_nearest_nic"]}
+    assert {link for _, _, link in nearest.values()} == {"PIX"}
+    assert nearest["GPU0"] == ("NIC0", "mlx5_0", "PIX")  # NIC0..2 tie at PIX: the lowest wins
+    assert nearest["GPU5"] == ("NIC9", "mlx5_9", "PIX")
+    assert fragment["gpu_affinity"][4] == {
+        "gpu": "GPU4", "cpu_affinity": "1,3,5,7,9,11", "numa_affinity": "1", "gpu_numa_id": None,
+    }
+
+
+def test_a100_oci_nv12_eighteen_nics_nearest_is_pxb(corpus: Path) -> None:
+    fragment = _file(corpus, "a100-8gpu-nv12-18nic-8numa-oci-bm-gpu-a100.txt")
+    assert fragment["nvlink_bonds_min"] == 12
+    assert len(fragment["nics"]) == len(fragment["nic_names"]) == 18
+    assert {n["link"] for n in fragment["gpu_nearest_nic"]} == {"PXB"}
+    assert fragment["gpu_nearest_nic"][0]["nic_name"] == "mlx5_5"
+    assert fragment["gpu_affinity"][4]["cpu_affinity"] == "112-127"
+    assert fragment["gpu_affinity"][4]["numa_affinity"] == "7"
+
+
+def test_compacted_spacing_without_nics(corpus: Path) -> None:
+    fragment = _file(corpus, "a100-8gpu-nv12-2numa-compacted-spacing-mlengineering.txt")
+    assert fragment["nvlink_bonds_min"] == 12
+    assert fragment["nics"] == [] and fragment["gpu_nearest_nic"] == [] and fragment["nic_names"] == {}
+    assert fragment["gpu_affinity"][7]["cpu_affinity"] == "24-47"
+
+
+def test_ansi_underlined_header_single_gpu(corpus: Path) -> None:
+    fragment = _file(corpus, "topo-m-h100-80gb-hbm3-1gpu-vm-590.48.01-ansi-underline-header.txt")
+    assert fragment["gpus"] == ["GPU0"] and fragment["nics"] == []
+    assert fragment["gpu_pairs"] == [] and fragment["nvlink_bonds_min"] is None
+    assert fragment["gpu_affinity"] == [
+        {"gpu": "GPU0", "cpu_affinity": "0-19", "numa_affinity": "0", "gpu_numa_id": None}
+    ]
+
+
+def test_mp_pcie_only_matrix_has_no_nvlink(corpus: Path) -> None:
+    fragment = _file(corpus, "topo-mp-8gpu-12nic-dell-cx7-native-tabs-deepep-issue.txt")
+    assert "NV#" not in fragment["legend"] and "PIX" in fragment["legend"]
+    assert fragment["nvlink_bonds_min"] == 0  # -mp shows GPU pairs as NODE/SYS
+    assert fragment["matrix"]["GPU0"]["GPU4"] == "SYS"
+    assert fragment["matrix"]["NIC11"]["NIC11"] == "X"  # trailing empty TAB columns on NIC rows
+    assert {n["link"] for n in fragment["gpu_nearest_nic"]} == {"PIX"}
+
+
+def test_vm_all_phb(corpus: Path) -> None:
+    fragment = _file(corpus, "h100-4gpu-vm-nv18-8nic-all-phb.txt")
+    assert fragment["nvlink_bonds_min"] == 18
+    assert [(n["gpu"], n["nic"], n["link"]) for n in fragment["gpu_nearest_nic"]] == [
+        (f"GPU{i}", "NIC0", "PHB") for i in range(4)
+    ]
+
+
+def test_one_pcie_pair_makes_bonds_min_zero() -> None:
+    text = (
+        "\tGPU0\tGPU1\tGPU2\tCPU Affinity\tNUMA Affinity\n"
+        "GPU0\t X \tNV4\tPHB\t0-7\t0\n"
+        "GPU1\tNV4\t X \tNV4\t0-7\t0\n"
+        "GPU2\tPHB\tNV4\t X \t0-7\t0\n"
+    )
+    fragment = _parse(text)
+    assert fragment["gpu_pairs"] == [
+        {"a": "GPU0", "b": "GPU1", "link": "NV4"},
+        {"a": "GPU0", "b": "GPU2", "link": "PHB"},
+        {"a": "GPU1", "b": "GPU2", "link": "NV4"},
+    ]
+    assert fragment["nvlink_bonds_min"] == 0
+
+
+@pytest.mark.parametrize(
+    ("cell", "order"),
+    [("X", 0), ("NV18", 1), ("NV4", 1), ("PIX", 2), ("PXB", 3), ("PHB", 4), ("NODE", 5), ("SYS", 6), ("SOC", 6)],
+)
+def test_rank_orders_connections(cell: str, order: int) -> None:
+    assert topo.rank(cell) == order
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["bash: nvidia-smi: command not found\n", "", "\x8f\x02\xffrandom\x00bytes\n\x07", "No devices were found\n",
+     "\tGPU0\tCPU Affinity\n\nLegend:\n"],
+    ids=["not-found", "empty", "bytes", "no-devices", "header-only"],
+)
+def test_garbage_raises_parse_error(text: str) -> None:
+    with pytest.raises(ParseError):
+        topo.parse_topo(text)
+
+
+def test_collector_matches_contract() -> None:
+    (collector,) = topo.COLLECTORS
+    assert (collector.id, collector.argv, collector.provides, collector.default) == (
+        "topo", ("nvidia-smi", "topo", "-m"), "/topo", True,
+    )
+    Draft202012Validator.check_schema(collector.schema)
+
+
+def _objects(schema: Any) -> list[dict[str, Any]]:
+    found = []
+    if isinstance(schema, dict):
+        if "properties" in schema:
+            found.append(schema)
+        for value in schema.values():
+            found.extend(_objects(value))
+    elif isinstance(schema, list):
+        for value in schema:
+            found.extend(_objects(value))
+    return found
+
+
+def test_schema_is_closed_and_described() -> None:
+    for obj in _objects(topo.TOPO_SCHEMA):
+        assert obj["additionalProperties"] is False
+        assert all("description" in prop for prop in obj["properties"].values())
