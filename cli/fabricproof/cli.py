@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from . import __version__
-from .commands import baseline, checks, collectors, schema, validate
+from .commands import baseline, checks, collectors, lab, schema, validate
 
 app = typer.Typer(
     name="fabricproof",
@@ -41,3 +41,4 @@ app.add_typer(checks.app, name="checks")
 app.add_typer(baseline.app, name="baseline")
 app.add_typer(collectors.app, name="collectors")
 app.add_typer(schema.app, name="schema")
+app.add_typer(lab.app, name="lab")

@@ -311,7 +311,12 @@ def _judge_fleet(check: Check, hosts: list[str], facts_by_host: Mapping[str, Fac
         if problem:
             results[host] = _result(check, host, problem[0], text, reason=problem[1])
             continue
-        found, _ = _resolve(facts, segs)
+        try:
+            where = _where(check, values, facts, ev)
+        except _Skip as exc:
+            results[host] = _result(check, host, Outcome.SKIP, text, reason=str(exc))
+            continue
+        found, _ = _resolve(facts, segs, where)
         vals = [f.value for f in found if f.value is not None]
         if not vals:
             results[host] = _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=_evidence(facts, check))

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from fabricproof.baseline import Baseline
 from fabricproof.catalog import Check
 from fabricproof.evaluate import evaluate

@@ -6,7 +6,6 @@ import json
 from collections import Counter
 
 import pytest
-
 from fabricproof import documents, factschema
 from fabricproof.baseline import lookup
 from fabricproof.catalog import load

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from fabricproof.catalog import load
 from fabricproof.model import Outcome
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
 from fabricproof.cli import app
+from typer.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[2]
 H100_BASELINE = REPO / "inventories" / "dgx-h100" / "baseline.yaml"

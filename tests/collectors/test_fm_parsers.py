@@ -7,12 +7,15 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
-from jsonschema import Draft202012Validator
-
-from fabricproof.collectors.base import read_host_file
 from fabricproof.collectors import COLLECTORS
-from fabricproof.collectors.base import ParseError
-from fabricproof.collectors.fabricmanager import parse_fm_config, parse_fm_log, parse_fm_version, parse_systemd_unit
+from fabricproof.collectors.base import ParseError, read_host_file
+from fabricproof.collectors.fabricmanager import (
+    parse_fm_config,
+    parse_fm_log,
+    parse_fm_version,
+    parse_systemd_unit,
+)
+from jsonschema import Draft202012Validator
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 FAMILY = "fabricmanager"
@@ -310,3 +313,14 @@ def test_fm_config_tolerates_crlf_and_spaces() -> None:
 def test_fm_config_rejects_garbage(text: str) -> None:
     with pytest.raises(ParseError):
         parse_fm_config(text)
+
+
+def test_a_later_successful_start_clears_the_version_mismatch() -> None:
+    broken = (
+        "Nov 30 10:00:01 n1 nv-fabricmanager[811]: fabric manager NVIDIA GPU driver interface version 530.30.02 "
+        "don't match with driver version 530.41.03. Please update with matching NVIDIA driver package.\n"
+        "Nov 30 10:00:01 n1 systemd[1]: nvidia-fabricmanager.service: Control process exited, code=exited, status=1/FAILURE\n"
+    )
+    assert parse_fm_log(broken)["version_mismatch"] == {"fm_version": "530.30.02", "driver_version": "530.41.03"}
+    fixed = broken + "Nov 30 10:20:11 n1 systemd[1]: Started NVIDIA fabric manager service.\n"
+    assert parse_fm_log(fixed)["version_mismatch"] is None

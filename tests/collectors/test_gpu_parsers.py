@@ -7,11 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonschema import Draft202012Validator
-
-from fabricproof.collectors.base import read_host_file
 from fabricproof.collectors import nvidia_smi
-from fabricproof.collectors.base import ParseError
+from fabricproof.collectors.base import ParseError, read_host_file
+from jsonschema import Draft202012Validator
 
 # Same location as the `corpus` fixture (tests/conftest.py); only used to list files at collection time.
 _CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from jsonschema import Draft202012Validator
-
 from fabricproof.collectors import COLLECTORS
 from fabricproof.collectors.base import ParseError
 from fabricproof.collectors.fabricmanager import SERVICE_SCHEMA, parse_systemd_unit
 from fabricproof.collectors.imex import parse_imex_nodes
+from jsonschema import Draft202012Validator
 
 
 def validate(collector_id: str, fragment: object) -> None:

@@ -5,12 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from jsonschema import Draft202012Validator
-
-from fabricproof.collectors.base import read_host_file
 from fabricproof.collectors import COLLECTORS
-from fabricproof.collectors.base import ParseError
+from fabricproof.collectors.base import ParseError, read_host_file
 from fabricproof.collectors.kernel import parse_cmdline, parse_kernel_log, parse_lsmod
+from jsonschema import Draft202012Validator
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 

@@ -7,11 +7,10 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
-from jsonschema import Draft202012Validator
-
 from fabricproof.collectors import COLLECTORS
 from fabricproof.collectors.base import ParseError
 from fabricproof.collectors.nvswitch import parse_nvfwupd, parse_nvswitch_pci
+from jsonschema import Draft202012Validator
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 

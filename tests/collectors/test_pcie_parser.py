@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from jsonschema import Draft202012Validator
-
 from fabricproof.collectors import COLLECTORS
 from fabricproof.collectors.base import ParseError
 from fabricproof.collectors.pcie import parse_lspci_vvv, split_bdf
+from jsonschema import Draft202012Validator
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 HGX_VVV = "lspci/lspci-vvv-hgx-h100-excerpt-pex890xx-acs-off-pmc-sierra-acs-on-nvswitch-22a3.txt"

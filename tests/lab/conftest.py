@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from fabricproof.lab import manager, procs, sshd
 from fabricproof.lab import state as lab_state
 

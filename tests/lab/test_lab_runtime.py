@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING
 
 import paramiko
 import pytest
-from typer.testing import CliRunner
-
 from fabricproof.commands.lab import app
 from fabricproof.lab import manager, netstat, procs
 from fabricproof.lab.errors import LabError
 from fabricproof.lab.user import LAB_USER
+from typer.testing import CliRunner
 
 if TYPE_CHECKING:  # fixtures come from conftest.py; imported for the annotations only
     from .conftest import LabFactory, RunningLab

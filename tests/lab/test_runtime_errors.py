@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from fabricproof.commands.lab import app
 from fabricproof.lab import manager, sshd
 from fabricproof.lab.state import LabState, SshdGroup, save
 from fabricproof.lab.topology import plan_hosts
+from typer.testing import CliRunner
 
 runner = CliRunner()
 

@@ -8,10 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from fabricproof.lab import netstat, procs, sshd
 from fabricproof.lab.errors import LabError
-from fabricproof.lab.inventory import known_hosts_entry, render_inventory, render_known_hosts, render_ssh_config
+from fabricproof.lab.inventory import (
+    known_hosts_entry,
+    render_inventory,
+    render_known_hosts,
+    render_ssh_config,
+)
 from fabricproof.lab.layout import ROOT_DEFAULT_DIR, LabLayout, default_lab_dir
 from fabricproof.lab.state import LabState, SshdGroup
 from fabricproof.lab.topology import MAX_NODES, node_address, plan_hosts, validate_shape

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from fabricproof.errors import InputError
 from fabricproof.inventory import from_list_json, limit
 

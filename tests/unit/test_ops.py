@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from fabricproof.ops import OPERATORS, render_value, version_key
 
 

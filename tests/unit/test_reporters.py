@@ -15,10 +15,19 @@ import defusedxml.ElementTree as SafeET
 import jsonschema
 import pytest
 import yaml
-
 from fabricproof.model import CheckCoverage, Outcome, Report, Result, Severity
-from fabricproof.reporters import REPORTERS, Reporter
-from fabricproof.reporters import html_report, json_report, junit, markdown, prometheus, sarif, table, tap
+from fabricproof.reporters import (
+    REPORTERS,
+    Reporter,
+    html_report,
+    json_report,
+    junit,
+    markdown,
+    prometheus,
+    sarif,
+    table,
+    tap,
+)
 from fabricproof.reporters._common import format_actual, host_rows, status, visible
 
 SARIF_SCHEMA = Path(__file__).resolve().parent.parent / "fixtures" / "sarif" / "sarif-schema-2.1.0.json"

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from . import fabricmanager, ib, imex, kernel, mellanox_fw, nvidia_smi, nvlink, nvswitch, pcie, topo
+from . import (
+    fabricmanager,
+    ib,
+    imex,
+    kernel,
+    mellanox_fw,
+    nvidia_smi,
+    nvlink,
+    nvswitch,
+    pcie,
+    topo,
+)
 from .base import Collector, ParseError
 
 _MODULES = (nvidia_smi, nvlink, topo, fabricmanager, imex, nvswitch, kernel, pcie, ib, mellanox_fw)

@@ -177,6 +177,9 @@ _INVENTORY = re.compile(
 _CONFIGURED = "Successfully configured all the available NVSwitches"
 
 
+_STARTED_OK = re.compile(r"\bStarted\b.*fabric ?manager", re.IGNORECASE)
+
+
 def parse_fm_log(text: str) -> dict[str, Any]:
     """Evidence from /var/log/fabricmanager.log or the nvidia-fabricmanager journal (same lines).
 
@@ -201,6 +204,8 @@ def parse_fm_log(text: str) -> dict[str, Any]:
     for line in content:
         if m := _MISMATCH.search(line):
             mismatch = {"fm_version": m.group(1), "driver_version": m.group(2)}  # the latest one wins
+        elif _RUNNING.search(line) or _STARTED_OK.search(line):
+            mismatch = None  # a later successful start means the mismatch was fixed in this boot
         if m := _NVSW_ERROR.search(line):
             bdf, port = _NVSW_BDF.search(line), _NVSW_PORT.search(line[m.end() :])
             errors.append(

@@ -9,7 +9,8 @@ import typer
 import yaml
 
 from .. import baseline as baseline_mod
-from .. import documents, facts as facts_mod
+from .. import documents
+from .. import facts as facts_mod
 from ..capture import capture as capture_values
 from ..errors import InputError
 from ..fsutil import atomic_write_text

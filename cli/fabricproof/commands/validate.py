@@ -7,9 +7,10 @@ from typing import Annotated
 
 import typer
 
+from .. import __version__, catalog
 from .. import baseline as baseline_mod
-from .. import catalog, facts as facts_mod, inventory as inventory_mod
-from .. import __version__
+from .. import facts as facts_mod
+from .. import inventory as inventory_mod
 from ..evaluate import evaluate, exit_code
 from ..timeutil import utc_now
 from ._common import emit_report, input_errors, pair_outputs

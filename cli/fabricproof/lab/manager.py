@@ -12,11 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fabricproof.fsutil import atomic_write_text
 from fabricproof.lab import emu, netstat, procs, sshd
 from fabricproof.lab import state as lab_state
 from fabricproof.lab.errors import LabError
-from fabricproof.fsutil import atomic_write_text
-from fabricproof.lab.inventory import dump_inventory, render_inventory, render_known_hosts, render_ssh_config
+from fabricproof.lab.inventory import (
+    dump_inventory,
+    render_inventory,
+    render_known_hosts,
+    render_ssh_config,
+)
 from fabricproof.lab.layout import LAB_HOME, LabLayout
 from fabricproof.lab.state import LabState, SshdGroup
 from fabricproof.lab.topology import LabHost, chunk, plan_hosts, validate_shape

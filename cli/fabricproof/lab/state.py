@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from fabricproof.lab.errors import LabError
 from fabricproof.fsutil import atomic_write_text
+from fabricproof.lab.errors import LabError
 from fabricproof.lab.topology import LabHost
 
 FORMAT_VERSION = 1

@@ -6,7 +6,7 @@ import copy
 import hashlib
 from typing import Any
 
-from .profiles import PROFILES, KERNEL_MODULES, packages_for, rack_fabric
+from .profiles import KERNEL_MODULES, PROFILES, packages_for, rack_fabric
 
 #: Bump when the layout of the state dict changes; load() refuses other versions.
 SCHEMA_VERSION = 1
@@ -58,7 +58,7 @@ def _gpus(profile: dict, hostname: str, index: int, rack: int | None) -> list[di
     g = profile["gpu"]
     nv = profile["nvlink"]
     domains = g.get("domains") or ("0000",) * g["count"]
-    fabric = rack_fabric(profile["name"], rack or 0) if rack is not None else None
+    fabric = rack_fabric(profile["name"], rack if rack is not None else 0)
     gpus = []
     for i in range(g["count"]):
         bus = g["buses"][i]
@@ -255,6 +255,8 @@ def new_node(profile_name: str, index: int, rack: int | None, hostname: str, add
     clock = EPOCH + (index * 37) % 3600
     services: dict[str, dict[str, Any]] = {
         "nvidia-persistenced": _service("active", "enabled"),
+        "nvidia-dcgm": _service("active", "enabled"),  # a GPU client playbooks stop before a driver change
+        "slurmd": _service("active", "enabled"),
     }
     if profile["fm"]["present"]:
         services["nvidia-fabricmanager"] = _service("active", "enabled")

@@ -72,6 +72,21 @@ DRIVER_RELEASES: dict[str, tuple[str, ...]] = {
     "580": ("580.65.06", "580.82.07", "580.95.05", "580.105.08"),
 }
 
+#: HGX firmware packages an emulated `nvfwupd update_fw -p <package>` knows (file name -> component versions;
+#: GPU VBIOS per GPU model). A package file that holds JSON {"nvswitch": "...", "gpu": {...}} works as well.
+FW_PACKAGES: dict[str, dict] = {
+    "nvfw_HGX-A100x8_0009_241015.1.0.fwpkg": {"nvswitch": "92.10.18.00.01",
+                                              "gpu": {"NVIDIA A100-SXM4-80GB": "92.00.45.00.03"}},
+    "nvfw_DGX-HGX-H100-H200x8_0012_250115.1.0.fwpkg": {
+        "nvswitch": "96.10.6D.00.01",
+        "gpu": {"NVIDIA H100 80GB HBM3": "96.00.74.00.0D", "NVIDIA H200": "96.00.A5.00.03"}},
+    "nvfw_DGX-HGX-H100-H200x8_0014_250724.1.0.fwpkg": {
+        "nvswitch": "96.10.73.00.01",
+        "gpu": {"NVIDIA H100 80GB HBM3": "96.00.A5.00.01", "NVIDIA H200": "96.00.A5.00.05"}},
+    "nvfw_GB200-P4975_0004_250325.1.0_prod-signed.fwpkg": {"nvswitch": None,
+                                                           "gpu": {"NVIDIA GB200": "97.00.B9.00.69"}},
+}
+
 #: CUDA version nvidia-smi prints for each driver branch.
 CUDA_BY_BRANCH: dict[str, str] = {"535": "12.2", "550": "12.4", "570": "12.8", "580": "13.0"}
 

@@ -1,0 +1,686 @@
+"""The fault catalog: named, stable faults a lab node can carry, and the checks that must catch each.
+
+Three kinds of fault:
+* overlay: the stored state stays healthy; every render applies the fault to a copy (hardware that
+  stays broken until the fault is cleared: a dead link, a degraded port);
+* state: injecting changes the stored state the way the real failure would (a package at the wrong
+  version, a service that died, a module unloaded), so the real remediation (apt-get, systemctl,
+  modprobe, setpci, a firmware burn) fixes it; clearing restores the healthy value;
+* trigger: arms a behaviour of a mutating tool (upgrade-breaks-fm), consumed when it fires.
+
+`catches` lists exactly the host checks that fail on one snapshot of a node with the fault against its
+profile's baseline, on every profile the fault applies to; `catches_by_profile` gives the exact list per
+profile where it differs (fabric checks do not exist on A100). `catches_over_time` are the counter-delta
+checks (two snapshots). `catches_fleet` are the fleet checks that fail once the faulty node is compared
+with healthy peers. `breaks` names collectors whose command hangs or prints garbage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import model
+from .model import Node
+from .profiles import DRIVER_RELEASES, PROFILES, deb_version
+
+ALL = ("dgx-a100", "dgx-h100", "hgx-h200", "gb200-nvl72")
+FM_PROFILES = ("dgx-a100", "dgx-h100", "hgx-h200")
+FABRIC_PROFILES = ("dgx-h100", "hgx-h200", "gb200-nvl72")
+X86 = FM_PROFILES
+
+NVSMI_COLLECTORS = ("nvidia_smi_q", "nvidia_smi_q_xml", "nvidia_smi_query_gpu", "nvlink_status", "nvlink_errors",
+                    "nvlink_caps", "nvlink_info", "topo")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One catalog entry (see the module docstring for the meaning of each list)."""
+
+    name: str
+    description: str
+    kind: str  # overlay | state | trigger
+    profiles: tuple[str, ...] = ALL
+    catches: tuple[str, ...] = ()
+    catches_by_profile: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    catches_over_time: tuple[str, ...] = ()
+    catches_fleet: tuple[str, ...] = ()
+    breaks: tuple[str, ...] = ()
+    apply: Callable[[Node], None] | None = None  # overlay: change the render view
+    inject: Callable[[Node], None] | None = None  # state: change the stored node
+    clear: Callable[[Node], None] | None = None  # state: put the healthy value back
+
+    def catches_for(self, profile: str) -> tuple[str, ...]:
+        """Exact single-snapshot checks that fail on a node of `profile` with this fault."""
+        return self.catches_by_profile.get(profile, self.catches)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for `lab fault list --format json`."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "kind": self.kind,
+            "profiles": list(self.profiles),
+            "catches": list(self.catches),
+            "catches_by_profile": {p: list(self.catches_for(p)) for p in self.profiles},
+            "catches_over_time": list(self.catches_over_time),
+            "catches_fleet": list(self.catches_fleet),
+            "breaks": list(self.breaks),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+
+def _profile(node: Node) -> dict[str, Any]:
+    return PROFILES[node["profile"]]
+
+
+def _compute_ib(node: Node) -> list[dict[str, Any]]:
+    return [h for h in node["hcas"] if h["role"] == "compute"]
+
+
+def _port(node: Node, n: int) -> dict[str, Any]:
+    hcas = _compute_ib(node)
+    return hcas[n % len(hcas)]["ports"][0]
+
+
+def _other_release(version: str, step: int) -> str:
+    """Another release of the same branch: step -1 = the one before (or after, at the oldest)."""
+    rel = DRIVER_RELEASES[model.branch_of(version)]
+    i = rel.index(version) if version in rel else 0
+    j = i + step
+    if not 0 <= j < len(rel):
+        j = i - step
+    return rel[j]
+
+
+def _set_branch_pkg(node: Node, stem: str, version: str) -> None:
+    br = model.branch_of(version)
+    for name in [n for n in node["packages"] if n.startswith(stem)]:
+        del node["packages"][name]
+    name = f"{stem}{br}"
+    node["packages"][name] = deb_version(name, version)
+
+
+def _healthy(node: Node) -> Node:
+    return model.new_node(node["profile"], node["index"], node["rack"], node["hostname"], node["address"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Fabric Manager
+# ---------------------------------------------------------------------------------------------
+
+def _fm_down(node: Node) -> None:
+    svc = node["services"]["nvidia-fabricmanager"]
+    model.advance(node, 5)
+    model.journal(node, "fm", "systemd[1]",
+                  "nvidia-fabricmanager.service: Main process exited, code=killed, status=9/KILL")
+    model.journal(node, "fm", "systemd[1]", "nvidia-fabricmanager.service: Failed with result 'signal'.")
+    svc.update(active="failed", sub="failed", result="signal", exit_status=9, since=node["clock"])
+
+
+def _fm_restart(node: Node) -> None:
+    model.advance(node, 5)
+    model.fm_stop(node)
+    model.fm_start(node)
+
+
+def _fm_mismatch(node: Node) -> None:
+    fm = model.installed_fm(node) or node["driver"]["loaded"]
+    old = _other_release(fm, -1)
+    _set_branch_pkg(node, "nvidia-fabricmanager-", old)
+    _fm_restart(node)
+
+
+def _fm_mismatch_clear(node: Node) -> None:
+    _set_branch_pkg(node, "nvidia-fabricmanager-", node["driver"]["loaded"])
+    _fm_restart(node)
+
+
+def _fm_restarts(node: Node) -> None:
+    node["services"]["nvidia-fabricmanager"]["restarts"] = 3
+
+
+def _fm_restarts_clear(node: Node) -> None:
+    node["services"]["nvidia-fabricmanager"]["restarts"] = 0
+
+
+def _fm_config_drift(node: Node) -> None:
+    node["fm_config"].update(FABRIC_MODE="1", FM_STAY_RESIDENT_ON_FAILURES="1")
+
+
+def _fm_config_clear(node: Node) -> None:
+    node["fm_config"] = dict(_profile(node)["fm"]["config"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Fabric state (overlays)
+# ---------------------------------------------------------------------------------------------
+
+def _fabric_in_progress(view: Node) -> None:
+    for gpu in view["gpus"]:
+        gpu["fabric"].update(state="In Progress", status="N/A")
+
+
+def _insufficient(view: Node) -> None:
+    for gpu in view["gpus"]:
+        gpu["fabric"].update(state="Completed", status="Insufficient Resources", clique_id=0,
+                             cluster_uuid="00000000-0000-0000-0000-000000000000")
+
+
+def _cluster_mismatch(view: Node) -> None:
+    other = model.rack_fabric(view["profile"], (view["rack"] or 0) + 1)
+    assert other is not None  # the fault only applies to per-rack (GB200) profiles
+    for gpu in view["gpus"]:
+        gpu["fabric"]["cluster_uuid"] = other[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# NVLink / NVSwitch
+# ---------------------------------------------------------------------------------------------
+
+def _nvlink_inactive(view: Node) -> None:
+    links = view["gpus"][1]["nvlinks"]
+    for n in (3, 7):
+        links[n].update(active=False, gbps=None)
+
+
+def _nvlink_slow(view: Node) -> None:
+    for link in view["gpus"][2]["nvlinks"]:
+        link["gbps"] = round(link["gbps"] / 2, 3)
+
+
+# Per read of `nvidia-smi nvlink -e`, GPU 0 link 4 gains these errors (enough to cross any
+# per-soak threshold: CRC > 10 is CRITICAL per domain.md A.2).
+ERROR_STEP = {"replay": 2, "recovery": 1, "crc_flit": 24, "crc_data": 6}
+
+
+def _nvlink_errors(view: Node) -> None:
+    link = view["gpus"][0]["nvlinks"][4]
+    for key, step in ERROR_STEP.items():
+        link[key] += step * (1 + view["ticks"])
+
+
+def _switch_links(node: Node, switch: int) -> list[int]:
+    """GPU link numbers wired to one NVSwitch (H100/H200: 4+5+5+4 over 4; A100: 2 per switch over 6)."""
+    per = len(node["gpus"][0]["nvlinks"])
+    count = len(node["nvswitches"])
+    if per == 18 and count == 4:
+        split = (4, 5, 5, 4)
+    else:
+        split = tuple([per // count] * count)
+    start = sum(split[:switch])
+    return list(range(start, start + split[switch]))
+
+
+MISSING_SWITCH = 2
+
+
+def _nvswitch_missing(node: Node) -> None:
+    sw = node["nvswitches"][MISSING_SWITCH]
+    sw["present"] = False
+    for dev in node["pcie"]:
+        if dev["bdf"] == sw["bdf"]:
+            dev["present"] = False
+    for gpu in node["gpus"]:
+        for n in _switch_links(node, MISSING_SWITCH):
+            gpu["nvlinks"][n].update(active=False, gbps=None)
+    _fm_restart(node)
+
+
+def _nvswitch_missing_clear(node: Node) -> None:
+    sw = node["nvswitches"][MISSING_SWITCH]
+    sw["present"] = True
+    gbps = _profile(node)["nvlink"]["gbps"]
+    for dev in node["pcie"]:
+        dev.pop("present", None)
+    for gpu in node["gpus"]:
+        for n in _switch_links(node, MISSING_SWITCH):
+            gpu["nvlinks"][n].update(active=True, gbps=gbps)
+    _fm_restart(node)
+
+
+_OLD_NVSWITCH_FW = {"92.10.18.00.01": "92.10.14.00.01", "96.10.6D.00.01": "96.10.55.00.01",
+                    "96.10.73.00.01": "96.10.6D.00.01"}
+
+
+def _nvswitch_fw_drift(node: Node) -> None:
+    sw = node["nvswitches"][1]
+    sw["firmware"] = _OLD_NVSWITCH_FW.get(sw["firmware"], "96.10.55.00.01")
+
+
+def _nvswitch_fw_clear(node: Node) -> None:
+    for sw in node["nvswitches"]:
+        sw["firmware"], sw["firmware_pending"] = _profile(node)["nvswitch"]["firmware"], None
+
+
+def _sxid_fatal(node: Node) -> None:
+    sw = node["nvswitches"][1]
+    model.advance(node, 30)
+    bus = f"{sw['bdf']}"
+    model.journal(node, "kernel", "kernel",
+                  f"nvidia-nvswitch{sw['index']}: SXid (PCI:{bus}): 24007, Fatal, Link 44 sourcetrack timeout error "
+                  "(First)")
+    model.journal(node, "kernel", "kernel",
+                  f"nvidia-nvswitch{sw['index']}: SXid (PCI:{bus}): 24007, Severity 1 Engine instance 44 "
+                  "Sub-engine instance 00")
+    model.fm_log(node, "ERROR", f"detected NVSwitch fatal error 24007 on fid 0 on NVSwitch pci bus id "
+                                f"00000000:{sw['bus'].upper()}:00.0 physical id {sw['index']} port 44")
+
+
+def _drop_log(node: Node, unit: str, needle: str) -> None:
+    node["journal"][unit] = [r for r in node["journal"][unit] if needle not in r[2]]
+
+
+def _sxid_clear(node: Node) -> None:
+    _drop_log(node, "kernel", "SXid")
+    node["fm_log"] = [r for r in node["fm_log"] if "fatal error" not in r[2]]
+
+
+# ---------------------------------------------------------------------------------------------
+# InfiniBand
+# ---------------------------------------------------------------------------------------------
+
+def _ib_down(view: Node) -> None:
+    _port(view, 2).update(state="Down", phys_state="Disabled", rate=10, width="4X SDR", base_lid=65535, sm_lid=0)
+
+
+def _ib_polling(view: Node) -> None:
+    _port(view, 2).update(state="Down", phys_state="Polling", rate=10, width="4X SDR", base_lid=65535, sm_lid=0)
+
+
+def _ib_no_sm(view: Node) -> None:
+    for hca in view["hcas"]:
+        for port in hca["ports"]:
+            if port["link_layer"] == "InfiniBand":
+                port.update(state="Initializing", base_lid=0, sm_lid=0)
+
+
+def _ib_slow(view: Node) -> None:
+    port = _port(view, 1)
+    if port["rate"] >= 400:
+        port.update(rate=200, width="4X HDR")
+    else:
+        port.update(rate=100, width="4X EDR")
+
+
+def _mtu(view: Node) -> None:
+    for hca in _compute_ib(view):
+        hca["ports"][0]["active_mtu"] = 2048
+
+
+_OLD_HCA_FW = {"20.39.1002": "20.37.1700", "28.41.1000": "28.39.2048", "28.42.1000": "28.40.1000",
+               "28.44.1036": "28.42.1000"}
+
+
+def _hca_fw_drift(node: Node) -> None:
+    hca = _compute_ib(node)[3]
+    hca["fw"] = _OLD_HCA_FW.get(hca["fw"], "28.39.2048")
+    hca["fw_pending"] = None
+
+
+def _hca_restore(node: Node) -> None:
+    healthy = {h["name"]: h for h in _healthy(node)["hcas"]}
+    for hca in node["hcas"]:
+        ref = healthy[hca["name"]]
+        hca.update(fw=ref["fw"], fw_pending=None, psid=ref["psid"])
+
+
+def _psid_change(node: Node) -> None:
+    _compute_ib(node)[4 % len(_compute_ib(node))]["psid"] = "DEL0000000036"  # an OEM PSID (corpus ibv_devinfo)
+
+
+def _link_flap(node: Node) -> None:
+    hca = _compute_ib(node)[1]
+    nd = hca["ports"][0]["netdev"]
+    for _ in range(3):
+        model.advance(node, 40)
+        model.journal(node, "kernel", "kernel", f"mlx5_core {hca['bdf']} {nd}: lost carrier")
+        model.advance(node, 2)
+        model.journal(node, "kernel", "kernel", f"mlx5_core {hca['bdf']} {nd}: carrier on")
+
+
+def _link_flap_clear(node: Node) -> None:
+    _drop_log(node, "kernel", "carrier")
+
+
+# ---------------------------------------------------------------------------------------------
+# RDMA / PCIe / host
+# ---------------------------------------------------------------------------------------------
+
+def _peermem_missing(node: Node) -> None:
+    if "nvidia_peermem" in node["modules"]:
+        node["modules"].remove("nvidia_peermem")
+
+
+def _peermem_restore(node: Node) -> None:
+    if "nvidia_peermem" not in node["modules"]:
+        node["modules"].insert(0, "nvidia_peermem")
+
+
+def _legacy_peermem(node: Node) -> None:
+    if "nv_peer_mem" not in node["modules"]:
+        node["modules"].insert(0, "nv_peer_mem")
+
+
+def _legacy_clear(node: Node) -> None:
+    if "nv_peer_mem" in node["modules"]:
+        node["modules"].remove("nv_peer_mem")
+
+
+def acs_target(node: Node) -> dict[str, Any]:
+    """The bridge right above GPU 0 (switch downstream port on x86, Grace root port on GB200)."""
+    gpu = node["gpus"][0]
+    bdf = f"{gpu['domain'].lower()}:{gpu['bus']}:00.0"
+    parent = next(d for d in node["pcie"] if d["bdf"] == bdf)["parent"]
+    return next(d for d in node["pcie"] if d["bdf"] == parent)
+
+
+def _acs_on(node: Node) -> None:
+    dev = acs_target(node)
+    on = dict(dev["acs"], SrcValid=True, ReqRedir=True, CmpltRedir=True, UpstreamFwd=True)
+    dev["acs"], dev["acs_boot"] = dict(on), dict(on)
+
+
+def _acs_off(node: Node) -> None:
+    dev = acs_target(node)
+    off = dict.fromkeys(dev["acs"], False)
+    dev["acs"], dev["acs_boot"] = dict(off), dict(off)
+
+
+def _affinity(view: Node) -> None:
+    """Rail 0's NIC sits in a slot of the other socket's root complex instead of GPU 0's PCIe switch."""
+    hca = _compute_ib(view)[0]
+    new_bus = 0xF4
+    root = f"0000:{new_bus - 1:02x}:01.0"
+    new_bdf = f"0000:{new_bus:02x}:00.0"
+    for dev in view["pcie"]:
+        if dev["bdf"] == hca["bdf"]:
+            dev.update(bdf=new_bdf, parent=root, numa=1)
+    view["pcie"].append({"bdf": root, "kind": "root_port", "name": _profile(view)["pcie"]["root_port"],
+                         "parent": None, "secondary": new_bus, "subordinate": new_bus,
+                         "acs": dict.fromkeys(("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd",
+                                               "EgressCtrl", "DirectTrans"), False),
+                         "acs_boot": None, "numa": 1, "speed": _profile(view)["pcie"]["link_speed"], "width": 16})
+    view["pcie"].sort(key=lambda d: d["bdf"])
+    hca["bdf"] = new_bdf
+
+
+def _driver_drift(node: Node) -> None:
+    ver = _other_release(node["driver"]["loaded"], +1)
+    _set_versions(node, ver)
+
+
+def _set_versions(node: Node, ver: str) -> None:
+    for stem in ("nvidia-driver-", "libnvidia-nscq-"):
+        _set_branch_pkg(node, stem, ver)
+    if _profile(node)["fm"]["present"]:
+        _set_branch_pkg(node, "nvidia-fabricmanager-", ver)
+        _set_branch_pkg(node, "cuda-drivers-fabricmanager-", ver)
+    if _profile(node)["imex"]["present"]:
+        _set_branch_pkg(node, "nvidia-imex-", ver)
+    node["driver"]["loaded"] = ver
+    if "nvidia-fabricmanager" in node["services"]:
+        _fm_restart(node)
+
+
+def _driver_restore(node: Node) -> None:
+    _set_versions(node, _profile(node)["driver"]["version"])
+
+
+def _imex_not_ready(view: Node) -> None:
+    peers = view["imex_peers"] or [view["address"]]
+    others = [p for p in peers if p != view["address"]]
+    view["imex_unready"] = (others[-2:] if others else [view["address"]])
+
+
+def _imex_down(node: Node) -> None:
+    model.advance(node, 5)
+    model.journal(node, "imex", "systemd[1]", "nvidia-imex.service: Main process exited, code=exited, status=1/FAILURE")
+    model.journal(node, "imex", "systemd[1]", "nvidia-imex.service: Failed with result 'exit-code'.")
+    node["services"]["nvidia-imex"].update(active="failed", sub="failed", result="exit-code", exit_status=1,
+                                           since=node["clock"])
+
+
+def _imex_up(node: Node) -> None:
+    model.advance(node, 5)
+    model.journal(node, "imex", "systemd[1]", "Started nvidia-imex.service - NVIDIA IMEX service.")
+    node["services"]["nvidia-imex"].update(active="active", sub="running", result="success", exit_status=0,
+                                           since=node["clock"])
+
+
+def _xid79(node: Node) -> None:
+    gpu = node["gpus"][4 % len(node["gpus"])]
+    model.advance(node, 60)
+    bus = gpu["bus_id"][4:-2].lower()  # 00000000:9B:00.0 -> 0000:9b:00
+    model.journal(node, "kernel", "kernel",
+                  f"NVRM: Xid (PCI:{bus}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
+
+
+def _xid_clear(node: Node) -> None:
+    _drop_log(node, "kernel", "NVRM: Xid")
+
+
+def _remap_pending(view: Node) -> None:
+    view["gpus"][5 % len(view["gpus"])]["remapped_rows"].update(pending=True, uncorrectable=1)
+
+
+def _throttle(view: Node) -> None:
+    gpu = view["gpus"][-1]
+    gpu["throttle_reasons"] = ["hw_slowdown", "hw_power_brake_slowdown"]
+
+
+def _persistence_off(node: Node) -> None:
+    svc = node["services"]["nvidia-persistenced"]
+    svc.update(active="inactive", sub="dead", since=node["clock"])
+    for gpu in node["gpus"]:
+        gpu["persistence_mode"] = "Disabled"
+
+
+def _persistence_on(node: Node) -> None:
+    node["services"]["nvidia-persistenced"].update(active="active", sub="running", since=node["clock"])
+    for gpu in node["gpus"]:
+        gpu["persistence_mode"] = "Enabled"
+
+
+def _pcie_down(view: Node) -> None:
+    gpu = view["gpus"][3 % len(view["gpus"])]
+    gpu["pcie_gen"], gpu["pcie_width"] = gpu["pcie_gen"] - 1, 8
+
+
+def _iommu(node: Node) -> None:
+    node["cmdline"] = node["cmdline"].replace(" iommu=pt", "")
+
+
+def _iommu_clear(node: Node) -> None:
+    node["cmdline"] = _healthy(node)["cmdline"]
+
+
+# ---------------------------------------------------------------------------------------------
+# tools
+# ---------------------------------------------------------------------------------------------
+
+def garbage(seed: str, size: int = 600) -> str:
+    """Deterministic binary-looking noise (what a tool with a corrupted library or terminal prints)."""
+    raw = b""
+    block = seed.encode()
+    while len(raw) < size:
+        block = hashlib.sha256(block).digest()
+        raw += block
+    return raw[:size].decode("latin-1")
+
+
+def _noop(_: Node) -> None:
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# the catalog
+# ---------------------------------------------------------------------------------------------
+
+_FM_MISMATCH = ("fm.service_active", "fm.version_matches_driver", "fm.version", "fm.log_version_mismatch")
+
+CATALOG: tuple[Fault, ...] = (
+    Fault("fm-down", "nvidia-fabricmanager was killed after the fabric came up: unit failed, GPUs keep their "
+          "registration (State Completed); `systemctl start nvidia-fabricmanager` brings it back.",
+          "state", FM_PROFILES, catches=("fm.service_active",), inject=_fm_down, clear=_fm_restart),
+    Fault("fm-driver-mismatch", "The Fabric Manager package is one release behind the loaded driver; FM refuses "
+          "to start with the real 'don't match' line and GPUs stay In Progress. Fix: install the matching FM.",
+          "state", FM_PROFILES, catches=_FM_MISMATCH,
+          catches_by_profile={"dgx-h100": _FM_MISMATCH + ("fabric.state_completed",),
+                              "hgx-h200": _FM_MISMATCH + ("fabric.state_completed",)},
+          catches_fleet=("fm.version_consistent",), inject=_fm_mismatch, clear=_fm_mismatch_clear),
+    Fault("fm-restarts", "systemd restarted nvidia-fabricmanager 3 times since boot (NRestarts=3).",
+          "state", FM_PROFILES, catches=("fm.restarts",), inject=_fm_restarts, clear=_fm_restarts_clear),
+    Fault("fm-config-drift", "fabricmanager.cfg edited: FABRIC_MODE=1 (shared NVSwitch) and "
+          "FM_STAY_RESIDENT_ON_FAILURES=1.", "state", FM_PROFILES,
+          catches=("fm.config_fabric_mode", "fm.config_stay_resident"), inject=_fm_config_drift,
+          clear=_fm_config_clear),
+    Fault("fabric-in-progress", "GPU fabric registration stuck: every GPU shows State In Progress, Status N/A.",
+          "overlay", FABRIC_PROFILES, catches=("fabric.state_completed",), apply=_fabric_in_progress),
+    Fault("fabric-insufficient-resources", "GB200 tray completed registration with an error: Status Insufficient "
+          "Resources, CliqueId 0, all-zero ClusterUUID (Azure GB node sample).", "overlay", ("gb200-nvl72",),
+          catches=("fabric.status_success", "fabric.clique_id_set", "fabric.cluster_uuid_set"),
+          catches_fleet=("fabric.cluster_uuid_consistent", "fabric.clique_id_consistent"), apply=_insufficient),
+    Fault("cluster-uuid-mismatch", "This tray reports another rack's ClusterUUID (valid, non-zero): only the fleet "
+          "comparison within the rack can see it.", "overlay", ("gb200-nvl72",),
+          catches_fleet=("fabric.cluster_uuid_consistent",), apply=_cluster_mismatch),
+    Fault("nvlink-inactive", "GPU 1 has NVLinks 3 and 7 <inactive>; its GPU pairs drop below the baseline NV#.",
+          "overlay", catches=("nvlink.links_active", "nvlink.topology"), apply=_nvlink_inactive),
+    Fault("nvlink-speed-degraded", "Every NVLink of GPU 2 trained at half the platform rate.", "overlay",
+          catches=("nvlink.speed",), apply=_nvlink_slow),
+    Fault("nvlink-errors-growing", "GPU 0 link 4: replay, recovery and CRC counters grow on every read of "
+          "`nvidia-smi nvlink -e` (only counter deltas between two snapshots show it).", "overlay", FM_PROFILES,
+          catches_over_time=("nvlink.recovery_errors", "nvlink.crc_errors", "nvlink.crc_errors_burst",
+                             "nvlink.replay_errors"), apply=_nvlink_errors),
+    Fault("nvswitch-missing", "NVSwitch 2 is not on the PCI bus: its GPU links are inactive and Fabric Manager "
+          "aborts (NVSwitch count matches no known topology).", "state", FM_PROFILES,
+          catches=("nvswitch.count", "fm.service_active", "nvlink.links_active", "nvlink.topology"),
+          catches_by_profile={p: ("nvswitch.count", "fm.service_active", "nvlink.links_active", "nvlink.topology",
+                                  "fabric.state_completed") for p in ("dgx-h100", "hgx-h200")},
+          inject=_nvswitch_missing, clear=_nvswitch_missing_clear),
+    Fault("nvswitch-fw-drift", "NVSwitch 1 runs an older firmware than its peers (nvfwupd show_version).", "state",
+          FM_PROFILES, catches=("nvswitch.firmware",), catches_fleet=("nvswitch.firmware_consistent",),
+          inject=_nvswitch_fw_drift, clear=_nvswitch_fw_clear),
+    Fault("nvswitch-sxid-fatal", "NVSwitch 1 reported fatal SXid 24007 (kernel log) and FM logged the fatal error.",
+          "state", FM_PROFILES, catches=("nvswitch.sxid_fatal", "fm.log_nvswitch_fatal"), inject=_sxid_fatal,
+          clear=_sxid_clear),
+    Fault("ib-port-down", "mlx5_2 port 1: State Down, Physical state Disabled (no LID, no SM, rate falls back).",
+          "overlay", catches=("ib.port_active", "ib.phys_linkup", "ib.rate", "ib.sm_present"), apply=_ib_down),
+    Fault("ib-port-polling", "mlx5_2 port 1: State Down, Physical state Polling (no peer: cable or switch port).",
+          "overlay", catches=("ib.port_active", "ib.phys_linkup", "ib.rate", "ib.sm_present"), apply=_ib_polling),
+    Fault("ib-no-sm", "No subnet manager: every InfiniBand port is Initializing/LinkUp with SM lid 0.", "overlay",
+          catches=("ib.port_active", "ib.sm_present"), apply=_ib_no_sm),
+    Fault("ib-rate-degraded", "mlx5_1 trained at half rate (200 on a 400 fabric; 100 on HDR).", "overlay",
+          catches=("ib.rate",), apply=_ib_slow),
+    Fault("ib-link-flap", "ib1 lost carrier three times since boot (kernel log).", "state",
+          catches=("ib.link_flap",), inject=_link_flap, clear=_link_flap_clear),
+    Fault("hca-fw-drift", "mlx5_3 runs an older ConnectX firmware than the baseline; fix with mlxfwmanager -u "
+          "(or flint burn) then mlxfwreset.", "state", catches=("ib.fw_version",), catches_fleet=("ib.fw_consistent",),
+          inject=_hca_fw_drift, clear=_hca_restore),
+    Fault("psid-change", "mlx5_4 carries an OEM PSID (DEL0000000036) instead of the baseline PSID.", "state",
+          catches=("ib.psid",), inject=_psid_change, clear=_hca_restore),
+    Fault("mtu-wrong", "Every compute port runs active_mtu 2048 instead of 4096.", "overlay", catches=("ib.mtu",),
+          apply=_mtu),
+    Fault("peermem-missing", "nvidia_peermem is not loaded (GPUDirect RDMA off); `modprobe nvidia_peermem` fixes it.",
+          "state", catches=("rdma.peermem_loaded",), inject=_peermem_missing, clear=_peermem_restore),
+    Fault("legacy-peermem", "The deprecated nv_peer_mem module is loaded.", "state",
+          catches=("rdma.legacy_peer_mem_absent",), inject=_legacy_peermem, clear=_legacy_clear),
+    Fault("acs-enabled", "ACS is on (SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+) on the bridge above GPU 0, in the "
+          "BIOS default too: `setpci ... ECAP_ACS+0x6.w=0000` fixes it until the next reboot.", "state",
+          catches=("pcie.acs_disabled",), inject=_acs_on, clear=_acs_off),
+    Fault("gpu-nic-affinity", "Rail 0's NIC sits in a slot of the other socket: GPU 0's nearest NIC is NODE, not PIX.",
+          "overlay", X86, catches=("topo.gpu_nic_affinity",), apply=_affinity),
+    Fault("driver-drift", "This node runs the next driver release of the branch (with matching FM/IMEX).", "state",
+          catches=("driver.version",),
+          catches_by_profile={p: ("driver.version", "fm.version") for p in FM_PROFILES},
+          catches_fleet=("driver.version_consistent", "fm.version_consistent"), inject=_driver_drift,
+          clear=_driver_restore),
+    Fault("imex-not-ready", "Two IMEX peers of the rack are UNAVAILABLE (domain DEGRADED).", "overlay",
+          ("gb200-nvl72",), catches=("imex.nodes_ready",), apply=_imex_not_ready),
+    Fault("imex-down", "nvidia-imex exited with status 1; nvidia-imex-ctl cannot reach it.", "state",
+          ("gb200-nvl72",), catches=("imex.service_active",), breaks=("imex_nodes",), inject=_imex_down,
+          clear=_imex_up),
+    Fault("gpu-xid-79", "Kernel log: Xid 79 (GPU has fallen off the bus) on GPU 4 since boot.", "state",
+          catches=("gpu.xid",), inject=_xid79, clear=_xid_clear),
+    Fault("remapped-rows-pending", "GPU 5 has a row remapping pending (reset required).", "overlay",
+          catches=("gpu.remapped_rows_pending",), apply=_remap_pending),
+    Fault("gpu-throttle", "The last GPU is held by HW Slowdown / HW Power Brake.", "overlay",
+          catches=("gpu.throttle",), apply=_throttle),
+    Fault("persistence-off", "nvidia-persistenced stopped: persistence mode Disabled on every GPU.", "state",
+          catches=("gpu.persistence",), inject=_persistence_off, clear=_persistence_on),
+    Fault("pcie-downtrained", "GPU 3's PCIe link trained one generation lower at x8.", "overlay",
+          catches=("gpu.pcie_link_gen", "gpu.pcie_link_width"), apply=_pcie_down),
+    Fault("iommu-translated", "Kernel command line lost iommu=pt: the IOMMU translates (can force ACS on).", "state",
+          X86, catches=("iommu.mode",), inject=_iommu, clear=_iommu_clear),
+)
+
+_TOOL_FAULTS = (
+    Fault("tool-hangs", "`nvidia-smi` (every subcommand) hangs for an hour, as on a GPU stuck in a bad state; the "
+          "process exits when its SSH session goes away.", "overlay", catches=(), breaks=NVSMI_COLLECTORS,
+          apply=_noop),
+    Fault("tool-garbage", "`ibstat` prints binary garbage and exits 0.", "overlay", breaks=("ibstat",), apply=_noop),
+    Fault("upgrade-breaks-fm", "The next apt-get run that upgrades the NVIDIA driver leaves the Fabric Manager "
+          "package at its old version (as a stale mirror would); after the reboot FM fails with the version-mismatch "
+          "line. For rehearsing a failed pilot.", "trigger", FM_PROFILES, apply=_noop),
+)
+
+FAULTS: dict[str, Fault] = {f.name: f for f in CATALOG + _TOOL_FAULTS}
+
+#: What a node with upgrade-breaks-fm fails after the upgrade and reboot (for rehearsal tests).
+UPGRADE_BREAKS_FM_CATCHES = {"dgx-a100": _FM_MISMATCH, "dgx-h100": _FM_MISMATCH + ("fabric.state_completed",),
+                             "hgx-h200": _FM_MISMATCH + ("fabric.state_completed",)}
+
+
+class FaultError(ValueError):
+    """Unknown fault, or a fault that does not apply to the node's profile."""
+
+
+def check_applicable(node: Node, name: str) -> Fault:
+    """The fault, if it exists and applies to this node's profile."""
+    fault = FAULTS.get(name)
+    if fault is None:
+        raise FaultError(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
+    if node["profile"] not in fault.profiles:
+        raise FaultError(f"fault {name!r} does not apply to profile {node['profile']} "
+                         f"(applies to: {', '.join(fault.profiles)})")
+    return fault
+
+
+def inject(node: Node, name: str) -> None:
+    """Give the stored node a fault (idempotent)."""
+    fault = check_applicable(node, name)
+    if name in node["faults"]:
+        return
+    if fault.inject is not None:
+        fault.inject(node)
+    node["faults"][name] = {"since": node["clock"]}
+
+
+def clear(node: Node, name: str | None = None) -> list[str]:
+    """Remove one fault (or all) and restore the healthy state; returns the names cleared."""
+    names = [name] if name is not None else sorted(node["faults"])
+    for n in names:
+        fault = FAULTS.get(n)
+        if fault is None:
+            raise FaultError(f"unknown fault {n!r}")
+        if n not in node["faults"]:
+            continue
+        if fault.clear is not None:
+            fault.clear(node)
+        del node["faults"][n]
+    return names
+
+
+def view(node: Node) -> Node:
+    """The node as the tools show it: a copy with every overlay fault applied."""
+    v = model.copy_node(node)
+    for name in sorted(node["faults"]):
+        fault = FAULTS.get(name)
+        if fault is not None and fault.kind == "overlay" and fault.apply is not None:
+            fault.apply(v)
+    return v

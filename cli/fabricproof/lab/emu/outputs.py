@@ -1,0 +1,258 @@
+"""The read-only command table and the pre-rendered files of a node (out/ and the fake host root/)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from . import faults, render_fabric, render_gpu, render_ib, render_links, render_sys
+from .model import Node, installed_driver, installed_fm, nvml_mismatch, profile_of
+
+SHOW_PROPS = "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"
+QUERY_GPU = "--query-gpu=" + ",".join(render_gpu.QUERY_GPU_FIELDS) + " --format=csv"
+NVFWUPD_CONFIG = "/etc/fabricproof/nvfwupd.yaml"
+
+
+@dataclass(frozen=True)
+class Out:
+    """What one command invocation does: print stdout/stderr and exit rc; or hang; or render on every call."""
+
+    stdout: str = ""
+    stderr: str = ""
+    rc: int = 0
+    special: str | None = None  # "hang" | "dynamic"
+
+    @property
+    def plain(self) -> bool:
+        """True when `cat` of the stdout file reproduces the command exactly."""
+        return self.rc == 0 and not self.stderr and self.special is None
+
+
+#: (tool, "$*" as the tool's sh script sees it, output key). Several spellings may share a key.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("nvidia-smi", "-q", "nvsmi_q"),
+    ("nvidia-smi", "-q -x", "nvsmi_q_x"),
+    ("nvidia-smi", QUERY_GPU, "nvsmi_query"),
+    ("nvidia-smi", "-L", "nvsmi_list"),
+    ("nvidia-smi", "nvlink -s", "nvlink_s"),
+    ("nvidia-smi", "nvlink --status", "nvlink_s"),
+    ("nvidia-smi", "nvlink -e", "nvlink_e"),
+    ("nvidia-smi", "nvlink --errorcounters", "nvlink_e"),
+    ("nvidia-smi", "nvlink -c", "nvlink_c"),
+    ("nvidia-smi", "nvlink --capabilities", "nvlink_c"),
+    ("nvidia-smi", "nvlink -info", "nvlink_info"),
+    ("nvidia-smi", "topo -m", "topo_m"),
+    ("nv-fabricmanager", "--version", "fm_version"),
+    ("nv-fabricmanager", "-v", "fm_version"),
+    ("systemctl", f"show nvidia-fabricmanager {SHOW_PROPS}", "svc_fm"),
+    ("systemctl", f"show nvidia-imex {SHOW_PROPS}", "svc_imex"),
+    ("systemctl", "is-active nvidia-fabricmanager", "active_fm"),
+    ("systemctl", "is-active nvidia-imex", "active_imex"),
+    ("journalctl", "-u nvidia-fabricmanager -b --no-pager", "journal_fm"),
+    ("journalctl", "-u nvidia-imex -b --no-pager", "journal_imex"),
+    ("journalctl", "-k -b --no-pager", "journal_kernel"),
+    ("nvidia-imex-ctl", "-N -j", "imex_nodes"),
+    ("lspci", "-n -d 10de:", "lspci_nvidia"),
+    ("lspci", "-vvv", "lspci_vvv"),
+    ("lspci", "-D -d 15b3:", "lspci_mellanox"),
+    ("nvfwupd", f"-c {NVFWUPD_CONFIG} show_version", "nvfwupd"),
+    ("nvfwupd", "show_version", "nvfwupd"),
+    ("lsmod", "", "lsmod"),
+    ("ibstat", "", "ibstat"),
+    ("ibstatus", "", "ibstatus"),
+    ("ibv_devinfo", "-v", "ibv_devinfo"),
+    ("ibdev2netdev", "", "ibdev2netdev"),
+    ("mlxfwmanager", "--query", "mlxfwmanager"),
+    ("ofed_info", "-s", "ofed_info"),
+    ("show_gids", "", "show_gids"),
+    ("rdma", "link show", "rdma_link"),
+    ("apt-mark", "showhold", "showhold"),
+)
+
+_BY_ARGS = {(tool, args): key for tool, args, key in COMMANDS}
+KEY_TOOL = {key: tool for tool, _args, key in COMMANDS}
+
+#: Host files the collectors read, relative to FABRICPROOF_HOST_ROOT (the lab's `cat`/`tail` map these too).
+ROOT_FILES = ("proc/driver/nvidia/version", "proc/cmdline", "proc/sys/kernel/random/boot_id",
+              "usr/share/nvidia/nvswitch/fabricmanager.cfg", "var/log/fabricmanager.log",
+              "etc/nvidia-imex/nodes_config.cfg", "etc/hostname")
+
+
+def key_for(tool: str, args: list[str]) -> str | None:
+    """The output key of a read-only invocation, or None."""
+    return _BY_ARGS.get((tool, " ".join(args)))
+
+
+def not_found(tool: str) -> Out:
+    """What /bin/sh (dash) prints for a command that is not installed."""
+    return Out("", f"sh: 1: {tool}: not found\n", 127)
+
+
+def command_present(view: Node, tool: str) -> bool:
+    """Tools that come with packages the node may not have."""
+    if tool == "nvidia-smi":
+        return installed_driver(view) is not None
+    if tool == "nv-fabricmanager":
+        return installed_fm(view) is not None
+    if tool == "nvidia-imex-ctl":
+        return profile_of(view)["imex"]["present"]
+    return True
+
+
+def _nvlink_info(view: Node) -> str:
+    out = []
+    for gpu in view["gpus"]:
+        out.append(f"GPU {gpu['index']}: {profile_of(view)['gpu']['model']} (UUID: {gpu['uuid']})")
+        if profile_of(view)["gpu"]["architecture"] == "Blackwell":
+            out += ["\t NVLE: disabled", "\t Firmware Version:", "\t     MSE: 14:4:0", "\t     NETIR: 36:2014:1862",
+                    "\t     NETIR UPHY: 7:0:0", "\t     NETIR CLN: 0:9:0", "\t     NETIR DLN: 0:9:0"]
+        else:
+            out.append("\t NVLE: N/A")
+    return "\n".join(out) + "\n"
+
+
+_RENDERERS: dict[str, Callable[[Node], str]] = {
+    "nvsmi_q": render_gpu.render_q,
+    "nvsmi_q_x": render_gpu.render_q_xml,
+    "nvsmi_query": render_gpu.render_query_gpu,
+    "nvsmi_list": render_gpu.render_list,
+    "nvlink_s": render_links.render_nvlink_status,
+    "nvlink_e": render_links.render_nvlink_errors,
+    "nvlink_c": render_links.render_nvlink_caps,
+    "nvlink_info": _nvlink_info,
+    "topo_m": render_links.render_topo,
+    "fm_version": render_fabric.render_fm_version,
+    "svc_fm": lambda v: render_fabric.render_systemctl_show(
+        v, "nvidia-fabricmanager", ("LoadState", "ActiveState", "SubState", "UnitFileState", "NRestarts")),
+    "svc_imex": lambda v: render_fabric.render_systemctl_show(
+        v, "nvidia-imex", ("LoadState", "ActiveState", "SubState", "UnitFileState", "NRestarts")),
+    "journal_fm": lambda v: render_fabric.render_journal(v, "fm"),
+    "journal_imex": lambda v: render_fabric.render_journal(v, "imex"),
+    "journal_kernel": lambda v: render_fabric.render_journal(v, "kernel"),
+    "lspci_nvidia": render_sys.render_lspci_nvidia,
+    "lspci_vvv": render_sys.render_lspci_vvv,
+    "lspci_mellanox": render_ib.lspci_mellanox,
+    "nvfwupd": render_fabric.render_nvfwupd,
+    "lsmod": render_sys.render_lsmod,
+    "ibstat": render_ib.render_ibstat,
+    "ibstatus": render_ib.render_ibstatus,
+    "ibv_devinfo": render_ib.render_ibv_devinfo,
+    "ibdev2netdev": render_ib.render_ibdev2netdev,
+    "mlxfwmanager": render_ib.render_mlxfwmanager,
+    "ofed_info": render_ib.render_ofed_info,
+    "show_gids": render_ib.render_show_gids,
+    "rdma_link": render_ib.render_rdma_link,
+    "showhold": render_sys.render_showhold,
+}
+
+
+def render_key(view: Node, key: str) -> Out:
+    """One output of the view, including what tool faults and a half-done driver upgrade do to it."""
+    tool = KEY_TOOL[key]
+    if not command_present(view, tool):
+        return not_found(tool)
+    if tool == "nvidia-smi":
+        if "tool-hangs" in view["faults"]:
+            return Out(special="hang")
+        if nvml_mismatch(view):
+            # The new user-space library meets the old kernel module until the node reboots.
+            return Out(render_gpu.NVML_MISMATCH, "", 18)
+    if key == "ibstat" and "tool-garbage" in view["faults"]:
+        return Out(faults.garbage(view["hostname"] + "/ibstat"))
+    if key == "nvlink_e" and "nvlink-errors-growing" in view["faults"]:
+        return Out(special="dynamic")
+    if key in ("active_fm", "active_imex"):
+        text, rc = render_fabric.is_active(view, "nvidia-fabricmanager" if key == "active_fm" else "nvidia-imex")
+        return Out(text, "", rc)
+    if key == "imex_nodes":
+        stdout, stderr, rc = render_fabric.render_imex_nodes(view)
+        return Out(stdout, stderr, rc)
+    return Out(_RENDERERS[key](view))
+
+
+def render_outputs(view: Node) -> dict[str, Out]:
+    """Every read-only output of a node, keyed by output key."""
+    return {key: render_key(view, key) for key in KEY_TOOL}
+
+
+def root_files(view: Node) -> dict[str, str | None]:
+    """Host files under the fake root (None: the file must not exist on this node)."""
+    p = profile_of(view)
+    files: dict[str, str | None] = {
+        "proc/driver/nvidia/version": render_gpu.render_proc_version(view),
+        "proc/cmdline": render_sys.render_cmdline(view),
+        "proc/sys/kernel/random/boot_id": boot_id(view) + "\n",
+        "usr/share/nvidia/nvswitch/fabricmanager.cfg": render_fabric.render_fm_config(view) if view["fm_config"] else None,
+        "var/log/fabricmanager.log": render_fabric.render_fm_log(view) if p["fm"]["present"] else None,
+        "etc/nvidia-imex/nodes_config.cfg": ("\n".join(view["imex_peers"] or [view["address"]]) + "\n")
+        if p["imex"]["present"] else None,
+        "etc/hostname": view["hostname"] + "\n",
+    }
+    files.update(render_ib.sysfs_files(view))
+    return files
+
+
+def boot_id(view: Node) -> str:
+    """A boot id that changes on every (emulated) reboot, as Ansible's reboot module expects."""
+    import hashlib
+
+    h = hashlib.sha256(f"{view['hostname']}/boot/{view['boot_count']}".encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+# ---------------------------------------------------------------------------------------------
+
+def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
+    """Write via a temp file and rename, so a concurrent `cat` sees the old or the new file, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    payload = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, payload)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def write_outputs(node_dir: Path, outs: dict[str, Out]) -> None:
+    """out/<key> for plain outputs; out/<key>.json for the rest (the sh tools fall back to Python for those)."""
+    out_dir = node_dir / "out"
+    for key, out in outs.items():
+        plain, spec = out_dir / key, out_dir / f"{key}.json"
+        if out.plain:
+            write_atomic(plain, out.stdout)
+            if spec.exists():
+                spec.unlink()
+        else:
+            write_atomic(spec, json.dumps(asdict(out)))
+            if plain.exists():
+                plain.unlink()
+
+
+def write_root(node_dir: Path, view: Node, made: set[str] | None = None) -> None:
+    """The fake host root (FABRICPROOF_HOST_ROOT) of a node."""
+    root = node_dir / "root"
+    made = set() if made is None else made
+    for rel, text in root_files(view).items():
+        path = root / rel
+        parent = str(path.parent)
+        if text is None:
+            if path.exists():
+                path.unlink()
+            continue
+        if parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.add(parent)
+        write_atomic(path, text)
+
+
+def render_node(node_dir: Path, node: Node) -> None:
+    """Re-render every output and host file of a node from its stored state."""
+    view = faults.view(node)
+    write_outputs(node_dir, render_outputs(view))
+    write_root(node_dir, view)
