@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from .base import Collector, ParseError, read_host_file
+from .fragments import array, boolean, integer, mapping, obj, string
 from .textutil import strip_ansi
 
 FM_PLATFORMS = ("a100", "h100", "h200", "b200")  # GB200 compute trays run no FM (NMX on the switch trays does)
@@ -81,6 +82,8 @@ def _unit_record(
 
 
 def _int_or_none(value: str | None) -> int | None:
+    # Not textutil.to_int: systemd prints these properties as bare decimals, so anything else (a sign, a
+    # suffix, "[not set]") is not a count or PID and stays null instead of being read up to its first digit.
     return int(value) if value is not None and re.fullmatch(r"\d+", value) else None
 
 
@@ -262,126 +265,92 @@ def parse_fm_log(text: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- schemas
 
+FM_VERSION_SCHEMA: dict[str, Any] = string(
+    "Fabric Manager version as printed by nv-fabricmanager --version, e.g. 535.161.08.", pattern=r"^\d+(\.\d+)+$"
+)
 
-def _s(description: str, nullable: bool = False) -> dict[str, Any]:
-    return {"type": ["string", "null"] if nullable else "string", "description": description}
-
-
-def _i(description: str, nullable: bool = False) -> dict[str, Any]:
-    return {"type": ["integer", "null"] if nullable else "integer", "description": description}
-
-
-def _b(description: str) -> dict[str, Any]:
-    return {"type": "boolean", "description": description}
-
-
-def _obj(description: str, properties: dict[str, Any], nullable: bool = False) -> dict[str, Any]:
-    return {
-        "type": ["object", "null"] if nullable else "object",
-        "description": description,
-        "additionalProperties": False,
-        "required": list(properties),
-        "properties": properties,
-    }
-
-
-FM_VERSION_SCHEMA: dict[str, Any] = {
-    "type": "string",
-    "pattern": r"^\d+(\.\d+)+$",
-    "description": "Fabric Manager version as printed by nv-fabricmanager --version, e.g. 535.161.08.",
-}
-
-SERVICE_SCHEMA: dict[str, Any] = _obj(
+SERVICE_SCHEMA: dict[str, Any] = obj(
     "State of a systemd unit.",
     {
-        "unit": _s("Unit name when the output names it.", True),
-        "load_state": _s("LoadState: loaded, not-found, masked...", True),
-        "active_state": _s("ActiveState: active, inactive, failed, activating...", True),
-        "sub_state": _s("SubState: running, exited, dead, failed, auto-restart...", True),
-        "unit_file_state": _s("UnitFileState: enabled, disabled, static, masked...", True),
-        "restarts": _i("NRestarts: automatic restarts since the unit was loaded (null when not printed).", True),
-        "main_pid": _i("Main PID when running.", True),
-        "active": _b("ActiveState is exactly 'active'."),
+        "unit": string("Unit name when the output names it.", True),
+        "load_state": string("LoadState: loaded, not-found, masked...", True),
+        "active_state": string("ActiveState: active, inactive, failed, activating...", True),
+        "sub_state": string("SubState: running, exited, dead, failed, auto-restart...", True),
+        "unit_file_state": string("UnitFileState: enabled, disabled, static, masked...", True),
+        "restarts": integer("NRestarts: automatic restarts since the unit was loaded (null when not printed).", True),
+        "main_pid": integer("Main PID when running.", True),
+        "active": boolean("ActiveState is exactly 'active'."),
     },
 )
 
-FM_CONFIG_SCHEMA: dict[str, Any] = _obj(
+FM_CONFIG_SCHEMA: dict[str, Any] = obj(
     "fabricmanager.cfg as loaded by FM.",
     {
-        "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "SHA-256 of the raw file text."},
-        "settings": {
-            "type": "object",
-            "description": "KEY -> VALUE as written (values unparsed strings).",
-            "additionalProperties": _s("Setting value as written."),
-        },
-        "ignored_lines": {
-            "type": "array",
-            "description": "Non-comment lines that are not KEY=VALUE.",
-            "items": _s("Line text."),
-        },
+        "sha256": string("SHA-256 of the raw file text.", pattern="^[0-9a-f]{64}$"),
+        "settings": mapping("KEY -> VALUE as written (values unparsed strings).", string("Setting value as written.")),
+        "ignored_lines": array("Non-comment lines that are not KEY=VALUE.", string("Line text.")),
     },
 )
 
-FM_LOG_SCHEMA: dict[str, Any] = _obj(
+FM_LOG_SCHEMA: dict[str, Any] = obj(
     "Fabric Manager failure evidence from its log file or journal.",
     {
-        "lines": _i("Number of non-empty log lines read."),
-        "version_mismatch": _obj(
+        "lines": integer("Number of non-empty log lines read."),
+        "version_mismatch": obj(
             "FM/driver version mismatch reported by FM (the latest one), or null.",
             {
-                "fm_version": _s("FM's driver interface version."),
-                "driver_version": _s("Loaded driver version."),
+                "fm_version": string("FM's driver interface version."),
+                "driver_version": string("Loaded driver version."),
             },
             nullable=True,
         ),
-        "nvswitch_errors": {
-            "type": "array",
-            "description": "'detected NVSwitch fatal/non-fatal error N' lines.",
-            "items": _obj(
+        "nvswitch_errors": array(
+            "'detected NVSwitch fatal/non-fatal error N' lines.",
+            obj(
                 "One NVSwitch error report.",
                 {
-                    "fatal": _b("Reported as fatal."),
-                    "code": _i("SXid error code."),
-                    "bdf": _s("NVSwitch PCI bus id.", True),
-                    "port": _i("NVSwitch port.", True),
-                    "line": _s("The log line."),
+                    "fatal": boolean("Reported as fatal."),
+                    "code": integer("SXid error code."),
+                    "bdf": string("NVSwitch PCI bus id.", True),
+                    "port": integer("NVSwitch port.", True),
+                    "line": string("The log line."),
                 },
             ),
-        },
-        "nvswitch_fatal_count": _i("Fatal NVSwitch error lines."),
-        "nvswitch_nonfatal_count": _i("Non-fatal NVSwitch error lines."),
-        "nothing_to_do": _b("NV_WARN_NOTHING_TO_DO: FM found no NVSwitch to manage."),
-        "unknown_option": _b("The start script rejected an option ('Unknown option:'), as after the 570.158 script change."),
-        "unknown_option_value": _s("The rejected option.", True),
-        "invalid_config_items": {
-            "type": "array",
-            "description": "Config items FM reported as having an invalid value.",
-            "items": _s("Config item name."),
-        },
-        "startups": _i("FM launches seen."),
-        "running_version": _s("Version in the latest 'Fabric Manager version X is running' banner.", True),
-        "nvswitches": {
-            "type": "array",
-            "description": "NVSwitch inventory dumped by FM at its latest start.",
-            "items": _obj(
+        ),
+        "nvswitch_fatal_count": integer("Fatal NVSwitch error lines."),
+        "nvswitch_nonfatal_count": integer("Non-fatal NVSwitch error lines."),
+        "nothing_to_do": boolean("NV_WARN_NOTHING_TO_DO: FM found no NVSwitch to manage."),
+        "unknown_option": boolean(
+            "The start script rejected an option ('Unknown option:'), as after the 570.158 script change."
+        ),
+        "unknown_option_value": string("The rejected option.", True),
+        "invalid_config_items": array(
+            "Config items FM reported as having an invalid value.", string("Config item name.")
+        ),
+        "startups": integer("FM launches seen."),
+        "running_version": string("Version in the latest 'Fabric Manager version X is running' banner.", True),
+        "nvswitches": array(
+            "NVSwitch inventory dumped by FM at its latest start.",
+            obj(
                 "One detected NVSwitch.",
                 {
-                    "index": _i("FM index."),
-                    "physical_id": _i("Physical id."),
-                    "bdf": _s("PCI bus id."),
-                    "enabled_link_mask": _s("Enabled link mask (hex)."),
-                    "arch_type": _i("NVSwitch architecture type."),
-                    "uuid": _s("NVSwitch UUID (SWX-...)."),
+                    "index": integer("FM index."),
+                    "physical_id": integer("Physical id."),
+                    "bdf": string("PCI bus id."),
+                    "enabled_link_mask": string("Enabled link mask (hex)."),
+                    "arch_type": integer("NVSwitch architecture type."),
+                    "uuid": string("NVSwitch UUID (SWX-...)."),
                 },
             ),
-        },
-        "switches_configured": _b("FM logged 'Successfully configured all the available NVSwitches'."),
+        ),
+        "switches_configured": boolean("FM logged 'Successfully configured all the available NVSwitches'."),
     },
 )
 
 # ---------------------------------------------------------------- collectors
 
-_SHOW_PROPERTIES = "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"
+# The `systemctl show` properties parse_systemd_unit reads (IMEX uses them for nvidia-imex too).
+SHOW_PROPERTIES = "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"
 
 FM_VERSION = Collector(
     id="fm_version",
@@ -397,7 +366,7 @@ FM_VERSION = Collector(
 
 FM_SERVICE = Collector(
     id="fm_service",
-    argv=("systemctl", "show", "nvidia-fabricmanager", _SHOW_PROPERTIES),
+    argv=("systemctl", "show", "nvidia-fabricmanager", SHOW_PROPERTIES),
     parse=parse_systemd_unit,
     provides="/fm/service",
     schema=SERVICE_SCHEMA,

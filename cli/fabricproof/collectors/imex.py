@@ -7,7 +7,8 @@ import re
 from typing import Any
 
 from .base import Collector, ParseError
-from .fabricmanager import SERVICE_SCHEMA, parse_systemd_unit
+from .fabricmanager import SERVICE_SCHEMA, SHOW_PROPERTIES, parse_systemd_unit
+from .fragments import array, boolean, integer, obj, string
 from .textutil import strip_ansi
 
 IMEX_PLATFORMS = ("gb200",)
@@ -146,65 +147,46 @@ def _from_text(body: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], s
     return nodes, connections, domain, timestamp
 
 
-def _s(description: str, nullable: bool = False) -> dict[str, Any]:
-    return {"type": ["string", "null"] if nullable else "string", "description": description}
-
-
-def _i(description: str, nullable: bool = False) -> dict[str, Any]:
-    return {"type": ["integer", "null"] if nullable else "integer", "description": description}
-
-
-IMEX_NODES_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "IMEX domain membership and readiness as seen from this node.",
-    "additionalProperties": False,
-    "required": ["domain_state", "timestamp", "nodes", "connections", "total", "ready", "all_ready", "connections_not_connected"],
-    "properties": {
-        "domain_state": _s("Domain status: UP, DOWN or DEGRADED.", True),
-        "timestamp": _s("Timestamp printed by nvidia-imex-ctl.", True),
-        "nodes": {
-            "type": "array",
-            "description": "Every node of nodes_config.cfg, in index order.",
-            "items": {
-                "type": "object",
-                "description": "One IMEX node.",
-                "additionalProperties": False,
-                "required": ["index", "address", "hostname", "status", "version"],
-                "properties": {
-                    "index": _i("Node index in nodes_config.cfg.", True),
-                    "address": _s("Node IP address."),
-                    "hostname": _s("Host name (with -H).", True),
-                    "status": _s("Node status as printed: READY, WAITING_FOR_PEERS, UNAVAILABLE..."),
-                    "version": _s("IMEX/driver version the node reports.", True),
+IMEX_NODES_SCHEMA: dict[str, Any] = obj(
+    "IMEX domain membership and readiness as seen from this node.",
+    {
+        "domain_state": string("Domain status: UP, DOWN or DEGRADED.", True),
+        "timestamp": string("Timestamp printed by nvidia-imex-ctl.", True),
+        "nodes": array(
+            "Every node of nodes_config.cfg, in index order.",
+            obj(
+                "One IMEX node.",
+                {
+                    "index": integer("Node index in nodes_config.cfg.", True),
+                    "address": string("Node IP address."),
+                    "hostname": string("Host name (with -H).", True),
+                    "status": string("Node status as printed: READY, WAITING_FOR_PEERS, UNAVAILABLE..."),
+                    "version": string("IMEX/driver version the node reports.", True),
                 },
-            },
-        },
-        "connections": {
-            "type": "array",
-            "description": "Connection state from each node to each peer.",
-            "items": {
-                "type": "object",
-                "description": "One directed node-to-node connection.",
-                "additionalProperties": False,
-                "required": ["from_index", "to_index", "to_address", "status"],
-                "properties": {
-                    "from_index": _i("Reporting node index.", True),
-                    "to_index": _i("Peer node index.", True),
-                    "to_address": _s("Peer IP address.", True),
-                    "status": _s("CONNECTED, INVALID, DISCONNECTED, RECOVERING, NEVER_CONNECTED..."),
+            ),
+        ),
+        "connections": array(
+            "Connection state from each node to each peer.",
+            obj(
+                "One directed node-to-node connection.",
+                {
+                    "from_index": integer("Reporting node index.", True),
+                    "to_index": integer("Peer node index.", True),
+                    "to_address": string("Peer IP address.", True),
+                    "status": string("CONNECTED, INVALID, DISCONNECTED, RECOVERING, NEVER_CONNECTED..."),
                 },
-            },
-        },
-        "total": _i("Number of nodes in the domain."),
-        "ready": _i("Nodes whose status is READY."),
-        "all_ready": {"type": "boolean", "description": "At least one node and every node READY."},
-        "connections_not_connected": _i("Connections whose state is not CONNECTED."),
+            ),
+        ),
+        "total": integer("Number of nodes in the domain."),
+        "ready": integer("Nodes whose status is READY."),
+        "all_ready": boolean("At least one node and every node READY."),
+        "connections_not_connected": integer("Connections whose state is not CONNECTED."),
     },
-}
+)
 
 IMEX_SERVICE = Collector(
     id="imex_service",
-    argv=("systemctl", "show", "nvidia-imex", "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"),
+    argv=("systemctl", "show", "nvidia-imex", SHOW_PROPERTIES),
     parse=parse_systemd_unit,
     provides="/imex/service",
     schema=SERVICE_SCHEMA,

@@ -7,6 +7,7 @@ import shlex
 from typing import Any
 
 from .base import Collector, ParseError, read_host_file
+from .fragments import array, boolean, choice, integer, mapping, obj, string
 from .textutil import strip_ansi
 
 # ---------------------------------------------------------------- kernel log
@@ -170,106 +171,76 @@ def _iommu_mode(params: dict[str, str]) -> str:
 
 # ---------------------------------------------------------------- schemas
 
-
-def _s(description: str, nullable: bool = False) -> dict[str, Any]:
-    return {"type": ["string", "null"] if nullable else "string", "description": description}
-
-
-def _i(description: str, nullable: bool = False) -> dict[str, Any]:
-    return {"type": ["integer", "null"] if nullable else "integer", "description": description}
-
-
-def _ints(description: str) -> dict[str, Any]:
-    return {"type": "array", "description": description, "items": {"type": "integer", "description": "Error code."}}
-
-
-def _obj(description: str, properties: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "description": description,
-        "additionalProperties": False,
-        "required": list(properties),
-        "properties": properties,
-    }
-
-
-KERNEL_LOG_SCHEMA = _obj(
+KERNEL_LOG_SCHEMA = obj(
     "GPU, NVSwitch and InfiniBand events in the kernel log since boot.",
     {
-        "lines": _i("Non-empty log lines read."),
-        "xids": {
-            "type": "array",
-            "description": "NVRM Xid reports.",
-            "items": _obj(
+        "lines": integer("Non-empty log lines read."),
+        "xids": array(
+            "NVRM Xid reports.",
+            obj(
                 "One Xid.",
                 {
-                    "bdf": _s("GPU PCI address as printed (e.g. 0000:34:00)."),
-                    "code": _i("Xid code."),
-                    "line": _s("The log line."),
+                    "bdf": string("GPU PCI address as printed (e.g. 0000:34:00)."),
+                    "code": integer("Xid code."),
+                    "line": string("The log line."),
                 },
             ),
-        },
-        "xid_codes": _ints("Distinct Xid codes, sorted."),
-        "sxids": {
-            "type": "array",
-            "description": "NVSwitch SXid events.",
-            "items": _obj(
+        ),
+        "xid_codes": array("Distinct Xid codes, sorted.", integer("Error code.")),
+        "sxids": array(
+            "NVSwitch SXid events.",
+            obj(
                 "One SXid event.",
                 {
-                    "device": _s("Kernel device name, e.g. nvidia-nvswitch3."),
-                    "bdf": _s("NVSwitch PCI address.", True),
-                    "code": _i("SXid code."),
-                    "fatal": {"type": "boolean", "description": "Reported as Fatal."},
-                    "severity": _s("'Fatal' or 'Non-fatal' as printed; null when the log shows no severity line.", True),
-                    "link": _i("NVLink port named by the event.", True),
-                    "line": _s("The log line."),
+                    "device": string("Kernel device name, e.g. nvidia-nvswitch3."),
+                    "bdf": string("NVSwitch PCI address.", True),
+                    "code": integer("SXid code."),
+                    "fatal": boolean("Reported as Fatal."),
+                    "severity": string(
+                        "'Fatal' or 'Non-fatal' as printed; null when the log shows no severity line.", True
+                    ),
+                    "link": integer("NVLink port named by the event.", True),
+                    "line": string("The log line."),
                 },
             ),
-        },
-        "sxid_codes": _ints("Distinct SXid codes, sorted."),
-        "sxid_fatal_count": _i("Fatal SXid events."),
-        "sxid_nonfatal_count": _i("Non-fatal SXid events."),
-        "ib_lost_carrier": _i("'lost carrier' messages of ib* interfaces (link flaps)."),
-        "ib_lost_carrier_by_netdev": {
-            "type": "object",
-            "description": "lost carrier count per interface.",
-            "additionalProperties": _i("Count."),
-        },
+        ),
+        "sxid_codes": array("Distinct SXid codes, sorted.", integer("Error code.")),
+        "sxid_fatal_count": integer("Fatal SXid events."),
+        "sxid_nonfatal_count": integer("Non-fatal SXid events."),
+        "ib_lost_carrier": integer("'lost carrier' messages of ib* interfaces (link flaps)."),
+        "ib_lost_carrier_by_netdev": mapping("lost carrier count per interface.", integer("Count.")),
     },
 )
 
-LSMOD_SCHEMA = _obj(
+LSMOD_SCHEMA = obj(
     "Loaded kernel modules.",
     {
-        "loaded": {"type": "array", "description": "Module names in listing order.", "items": _s("Module name.")},
-        "modules": {
-            "type": "array",
-            "description": "Module rows.",
-            "items": _obj(
+        "loaded": array("Module names in listing order.", string("Module name.")),
+        "modules": array(
+            "Module rows.",
+            obj(
                 "One module.",
                 {
-                    "name": _s("Module name."),
-                    "size": _i("Size in bytes."),
-                    "refcount": _i("Use count ('-' when not applicable).", True),
-                    "used_by": {"type": "array", "description": "Modules using this one.", "items": _s("Module name.")},
+                    "name": string("Module name."),
+                    "size": integer("Size in bytes."),
+                    "refcount": integer("Use count ('-' when not applicable).", True),
+                    "used_by": array("Modules using this one.", string("Module name.")),
                 },
             ),
-        },
-        "nvidia_peermem": {"type": "boolean", "description": "nvidia_peermem (GPUDirect RDMA) is loaded."},
-        "nv_peer_mem": {"type": "boolean", "description": "Legacy nv_peer_mem (deprecated) is loaded."},
+        ),
+        "nvidia_peermem": boolean("nvidia_peermem (GPUDirect RDMA) is loaded."),
+        "nv_peer_mem": boolean("Legacy nv_peer_mem (deprecated) is loaded."),
     },
 )
 
-CMDLINE_SCHEMA = _obj(
+CMDLINE_SCHEMA = obj(
     "Kernel boot command line.",
     {
-        "raw": _s("/proc/cmdline as read."),
-        "iommu": {"enum": ["off", "pt", "on", "default"], "description": "IOMMU mode selected by the parameters."},
-        "params": {
-            "type": "object",
-            "description": "Parameter -> value (empty string for flags without '='); the last occurrence wins.",
-            "additionalProperties": _s("Value."),
-        },
+        "raw": string("/proc/cmdline as read."),
+        "iommu": choice("IOMMU mode selected by the parameters.", ["off", "pt", "on", "default"]),
+        "params": mapping(
+            "Parameter -> value (empty string for flags without '='); the last occurrence wins.", string("Value.")
+        ),
     },
 )
 

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from .base import Collector, ParseError
+from .fragments import array, boolean, choice, integer, mapping, obj, string
 from .pcie import is_gpu, is_nvidia, parse_lspci_header
 from .textutil import strip_ansi
 
@@ -52,6 +53,8 @@ _NA = {"", "N/A", "NA", "NONE", "-"}
 
 
 def _na(value: Any) -> str | None:
+    # Not textutil.na_to_none: values also come from JSON (numbers, null), nvfwupd prints "-" for an empty
+    # cell, and a bracketed value is a real version string here, not nvidia-smi's "[N/A]".
     if value is None:
         return None
     v = str(value).strip()
@@ -168,80 +171,51 @@ def _from_json(doc: Any) -> tuple[list[dict[str, Any]], str | None, str]:
     return comps, None, "redfish"
 
 
-def _s(description: str, nullable: bool = False) -> dict[str, Any]:
-    return {"type": ["string", "null"] if nullable else "string", "description": description}
-
-
-NVSWITCH_PCI_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "NVSwitch PCI functions visible to the host.",
-    "additionalProperties": False,
-    "required": ["count", "devices", "device_ids", "gpu_count"],
-    "properties": {
-        "count": {
-            "type": "integer",
-            "description": "Number of NVIDIA class-0680 bridges (NVSwitches); 0 on GB200 compute trays.",
-        },
-        "devices": {
-            "type": "array",
-            "description": "One record per NVSwitch function.",
-            "items": {
-                "type": "object",
-                "description": "An NVSwitch PCI function.",
-                "additionalProperties": False,
-                "required": ["bdf", "device_id"],
-                "properties": {
-                    "bdf": _s("PCI address as printed."),
-                    "device_id": _s(
+NVSWITCH_PCI_SCHEMA: dict[str, Any] = obj(
+    "NVSwitch PCI functions visible to the host.",
+    {
+        "count": integer("Number of NVIDIA class-0680 bridges (NVSwitches); 0 on GB200 compute trays."),
+        "devices": array(
+            "One record per NVSwitch function.",
+            obj(
+                "An NVSwitch PCI function.",
+                {
+                    "bdf": string("PCI address as printed."),
+                    "device_id": string(
                         "PCI device id, e.g. '1af1' (A100) or '22a3' (H100); null when lspci printed a name only.", True
                     ),
                 },
-            },
-        },
-        "device_ids": {"type": "array", "description": "Distinct NVSwitch device ids.", "items": _s("PCI device id.")},
-        "gpu_count": {"type": "integer", "description": "NVIDIA 3D/VGA controllers in the same listing."},
+            ),
+        ),
+        "device_ids": array("Distinct NVSwitch device ids.", string("PCI device id.")),
+        "gpu_count": integer("NVIDIA 3D/VGA controllers in the same listing."),
     },
-}
+)
 
-_COMPONENT = {
-    "type": "object",
-    "description": "One firmware component.",
-    "additionalProperties": False,
-    "required": ["name", "version", "package_version", "up_to_date"],
-    "properties": {
-        "name": _s("Component name (nvfwupd AP Name or Redfish Id), e.g. HGX_FW_NVSwitch_0."),
-        "version": _s("Installed version ('Sys Version' / Redfish Version).", True),
-        "package_version": _s("Version in the compared package; null without a package or when N/A.", True),
-        "up_to_date": {"type": ["boolean", "null"], "description": "nvfwupd 'Up-To-Date' Yes/No; null when not compared."},
+_COMPONENT = obj(
+    "One firmware component.",
+    {
+        "name": string("Component name (nvfwupd AP Name or Redfish Id), e.g. HGX_FW_NVSwitch_0."),
+        "version": string("Installed version ('Sys Version' / Redfish Version).", True),
+        "package_version": string("Version in the compared package; null without a package or when N/A.", True),
+        "up_to_date": boolean("nvfwupd 'Up-To-Date' Yes/No; null when not compared.", True),
     },
-}
+)
 
-NVSWITCH_FIRMWARE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "HGX baseboard firmware inventory.",
-    "additionalProperties": False,
-    "required": ["source", "system_model", "components", "versions", "nvswitch_versions", "gpu_versions"],
-    "properties": {
-        "source": {"enum": ["nvfwupd", "redfish"], "description": "Which format the inventory came in."},
-        "system_model": _s("nvfwupd 'System Model' (e.g. DGXH100).", True),
-        "components": {"type": "array", "description": "Components in natural name order.", "items": _COMPONENT},
-        "versions": {
-            "type": "object",
-            "description": "Installed version per component name (baseline key fw.hgx.<component>).",
-            "additionalProperties": _s("Installed version.", True),
-        },
-        "nvswitch_versions": {
-            "type": "array",
-            "description": "Installed versions of the HGX_FW_NVSwitch_* components.",
-            "items": _s("Version."),
-        },
-        "gpu_versions": {
-            "type": "array",
-            "description": "Installed versions of the HGX_FW_GPU_* components.",
-            "items": _s("Version."),
-        },
+NVSWITCH_FIRMWARE_SCHEMA: dict[str, Any] = obj(
+    "HGX baseboard firmware inventory.",
+    {
+        "source": choice("Which format the inventory came in.", ["nvfwupd", "redfish"]),
+        "system_model": string("nvfwupd 'System Model' (e.g. DGXH100).", True),
+        "components": array("Components in natural name order.", _COMPONENT),
+        "versions": mapping(
+            "Installed version per component name (baseline key fw.hgx.<component>).",
+            string("Installed version.", True),
+        ),
+        "nvswitch_versions": array("Installed versions of the HGX_FW_NVSwitch_* components.", string("Version.")),
+        "gpu_versions": array("Installed versions of the HGX_FW_GPU_* components.", string("Version.")),
     },
-}
+)
 
 NVSWITCH_PCI = Collector(
     id="nvswitch_pci",

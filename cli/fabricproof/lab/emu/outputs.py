@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -219,40 +220,57 @@ def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
     os.replace(tmp, path)
 
 
-def write_outputs(node_dir: Path, outs: dict[str, Out]) -> None:
-    """out/<key> for plain outputs; out/<key>.json for the rest (the sh tools fall back to Python for those)."""
-    out_dir = node_dir / "out"
-    for key, out in outs.items():
-        plain, spec = out_dir / key, out_dir / f"{key}.json"
+MANIFEST = ".rendered.json"
+
+
+def rendered_files(view: Node) -> dict[str, str | None]:
+    """Every file a node's tools read, relative to the node dir: out/<key>, out/<key>.json and root/...
+
+    None marks a file that must not exist (a plain output turned special, a host file the node lacks).
+    """
+    files: dict[str, str | None] = {}
+    for key, out in render_outputs(view).items():
         if out.plain:
-            write_atomic(plain, out.stdout)
-            if spec.exists():
-                spec.unlink()
+            files[f"out/{key}"], files[f"out/{key}.json"] = out.stdout, None
         else:
-            write_atomic(spec, json.dumps(asdict(out)))
-            if plain.exists():
-                plain.unlink()
-
-
-def write_root(node_dir: Path, view: Node, made: set[str] | None = None) -> None:
-    """The fake host root (FABRICPROOF_HOST_ROOT) of a node."""
-    root = node_dir / "root"
-    made = set() if made is None else made
+            files[f"out/{key}"], files[f"out/{key}.json"] = None, json.dumps(asdict(out))
     for rel, text in root_files(view).items():
-        path = root / rel
-        parent = str(path.parent)
-        if text is None:
-            if path.exists():
-                path.unlink()
-            continue
-        if parent not in made:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            made.add(parent)
-        write_atomic(path, text)
+        files[f"root/{rel}"] = text
+    return files
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
 
 
 def render_node(node_dir: Path, node: Node) -> None:
-    """Re-render every output and host file of a node from its stored state."""
-    view = faults.view(node)
-    write_outputs(node_dir, render_outputs(view))
-    write_root(node_dir, view)
+    """Re-render a node's files from its stored state, writing only those whose content changed.
+
+    A manifest of content digests (<node>/.rendered.json) makes a mutation cost a few writes instead of
+    hundreds (the sysfs tree alone is ~40 files per port).
+    """
+    files = rendered_files(faults.view(node))
+    try:
+        old: dict[str, str] = json.loads((node_dir / MANIFEST).read_text())
+    except (FileNotFoundError, ValueError):
+        old = {}
+    new: dict[str, str] = {}
+    made: set[Path] = set()
+    for rel, text in files.items():
+        path = node_dir / rel
+        if text is None:
+            if rel in old or not old:
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    pass
+            continue
+        digest = _digest(text)
+        new[rel] = digest
+        if old.get(rel) == digest:
+            continue
+        if path.parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.add(path.parent)
+        write_atomic(path, text)
+    write_atomic(node_dir / MANIFEST, json.dumps(new, separators=(",", ":")))

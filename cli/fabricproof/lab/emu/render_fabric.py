@@ -13,12 +13,27 @@ UNIT_DESCRIPTIONS = {
     "nvidia-fabricmanager": "NVIDIA fabric manager service",
     "nvidia-imex": "NVIDIA IMEX service",
     "nvidia-persistenced": "NVIDIA Persistence Daemon",
+    "nvidia-dcgm": "NVIDIA DCGM service",
+    "slurmd": "Slurm node daemon",
 }
 UNIT_EXEC = {
     "nvidia-fabricmanager": "/usr/bin/nvidia-fabricmanager-start.sh --mode start",
     "nvidia-imex": "/usr/bin/nvidia-imex -c /etc/nvidia-imex/config.cfg",
     "nvidia-persistenced": "/usr/bin/nvidia-persistenced --user nvidia-persistenced",
+    "nvidia-dcgm": "/usr/bin/nv-hostengine -n --service-account nvidia-dcgm",
+    "slurmd": "/usr/sbin/slurmd --systemd",
 }
+
+
+def unit_exists(view: Node, name: str) -> bool:
+    """A unit file exists while its package is installed (FM and IMEX units come with their packages)."""
+    if name not in view["services"]:
+        return False
+    if name == "nvidia-fabricmanager":
+        return installed_fm(view) is not None
+    if name == "nvidia-imex":
+        return installed_imex(view) is not None
+    return True
 
 
 def unit_name(name: str) -> str:
@@ -39,7 +54,7 @@ def _stamp(t: int | None) -> str:
 
 def unit_properties(view: Node, name: str) -> list[tuple[str, str]]:
     """The properties `systemctl show <unit>` prints (service-specific ones first, as systemd does)."""
-    svc = view["services"].get(name)
+    svc = view["services"].get(name) if unit_exists(view, name) else None
     if svc is None:
         return [("Type", "simple"), ("Restart", "no"), ("NRestarts", "0"), ("MainPID", "0"), ("Result", "success"),
                 ("Id", f"{name}.service"), ("Names", f"{name}.service"), ("Description", f"{name}.service"),
@@ -71,7 +86,7 @@ def render_systemctl_show(view: Node, name: str, properties: tuple[str, ...] | N
 
 def is_active(view: Node, name: str) -> tuple[str, int]:
     """`systemctl is-active <unit>`: the word and the exit status (0 only when active)."""
-    svc = view["services"].get(name)
+    svc = view["services"].get(name) if unit_exists(view, name) else None
     state = "inactive" if svc is None else svc["active"]
     return state + "\n", 0 if state == "active" else 3
 

@@ -1,0 +1,1 @@
+"""Staged rollouts: plans and waves, gates and soak, the executor, its state, decisions and locks."""

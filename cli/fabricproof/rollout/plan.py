@@ -1,0 +1,407 @@
+"""Rollout plans: load and validate a plan (file:line errors), and compute its waves from an inventory. Pure
+apart from reading the plan and the files it names."""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import baseline as baseline_mod
+from .. import documents
+from ..catalog import Check
+from ..errors import InputError, Problem
+from ..inventory import Inventory, limit
+from ..paths import playbooks_dir
+
+DEFAULT_SOAK_CHECKS = ("nvlink.crc_errors", "nvlink.replay_errors", "nvlink.recovery_errors", "ib.symbol_errors",
+                       "ib.link_downed")
+DEFAULT_RETRY_INTERVAL_S = 10
+DEFAULT_GATE_TIMEOUT_S = 300
+POLICIES = ("rollback_wave", "rollback_all", "halt")
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_duration(value: int | str) -> int:
+    """Seconds from 90, '90s', '5m' or '1h30m' (the schema has already checked the form)."""
+    if isinstance(value, int):
+        return value
+    m = _DURATION.match(value)
+    if not m or not value:
+        raise ValueError(f"not a duration: {value!r} (use seconds, or e.g. 90s, 5m, 1h30m)")
+    h, mi, s = (int(g) if g else 0 for g in m.groups())
+    return h * 3600 + mi * 60 + s
+
+
+def format_duration(seconds: float) -> str:
+    """5400 -> '1h30m'; 45 -> '45s' (for plan summaries)."""
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    out = (f"{h}h" if h else "") + (f"{m}m" if m else "") + (f"{s}s" if s or not (h or m) else "")
+    return out
+
+
+# ------------------------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The most failed hosts a wave may have and still proceed.
+
+    Boundary: both limits are inclusive ("at most"). A wave of N hosts with F failed passes when
+    F <= max_failed_hosts and, if max_failed_percent is set, F * 100 <= max_failed_percent * N.
+    So 0 tolerates no failure; 10% of 10 hosts tolerates 1; 10% of 9 hosts tolerates none (1/9 = 11.1%).
+    """
+
+    max_failed_hosts: int = 0
+    max_failed_percent: float | None = None
+
+    def allows(self, failed: int, total: int) -> bool:
+        if failed <= 0:
+            return True
+        if failed > self.max_failed_hosts:
+            return False
+        return self.max_failed_percent is None or failed * 100 <= self.max_failed_percent * total
+
+    def tolerated(self, total: int) -> int:
+        """How many of `total` hosts may fail."""
+        return max((f for f in range(total + 1) if self.allows(f, total)), default=0)
+
+    def describe(self) -> str:
+        parts = [f"at most {self.max_failed_hosts} failed host{'s' if self.max_failed_hosts != 1 else ''}"]
+        if self.max_failed_percent is not None:
+            parts.append(f"at most {self.max_failed_percent:g}% of the wave")
+        return " and ".join(parts)
+
+
+@dataclass(frozen=True)
+class Playbook:
+    path: Path
+    vars: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Gates:
+    checks: tuple[str, ...]  # catalog patterns; empty = whole catalog
+    fail_on: str = "critical"
+    retry_interval_s: int = DEFAULT_RETRY_INTERVAL_S
+    timeout_s: int = DEFAULT_GATE_TIMEOUT_S
+    budget: Budget = Budget()
+
+
+@dataclass(frozen=True)
+class Soak:
+    duration_s: int
+    interval_s: int | None
+    checks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Drain:
+    scheduler: str  # slurm | kubernetes | none
+    drain: Path
+    undrain: Path
+    vars: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def enabled(self) -> bool:
+        return self.scheduler != "none"
+
+
+@dataclass(frozen=True)
+class WaveSpec:
+    """One wave as written: size is an int count, a float percent, 'rest', or ('pattern', P)."""
+
+    name: str
+    size: int | float | str | tuple[str, str]
+    batch: int | float | None = None  # int count or float percent of the wave
+    pause: bool = False
+    budget: Budget = Budget()
+    soak_s: int | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    source: Path
+    target: str
+    apply: Playbook
+    rollback: Playbook
+    before: Path
+    after: Path
+    waves: tuple[WaveSpec, ...]
+    gates: Gates
+    soak: Soak | None
+    on_failure: str = "rollback_wave"
+    drain: Drain | None = None
+    reports: tuple[str, ...] = ("json",)
+    inventory: Path | None = None
+    unit_group: str | None = None
+    description: str = ""
+    ticket: str = ""
+
+    def problem(self, message: str, line: int | None = None, pointer: str = "") -> Problem:
+        return Problem(message, str(self.source), line, pointer)
+
+
+@dataclass(frozen=True)
+class Wave:
+    """A computed wave: its units (tuples of hosts) and the batches they are applied in."""
+
+    index: int
+    name: str
+    units: tuple[tuple[str, ...], ...]
+    batches: tuple[tuple[str, ...], ...]
+    pause: bool
+    budget: Budget
+    soak_s: int | None
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(h for unit in self.units for h in unit)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "name": self.name, "hosts": list(self.hosts),
+                "units": [list(u) for u in self.units], "batches": [list(b) for b in self.batches],
+                "pause": self.pause, "max_failed_hosts": self.budget.max_failed_hosts,
+                "max_failed_percent": self.budget.max_failed_percent, "soak_s": self.soak_s}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Wave:
+        return cls(index=d["index"], name=d["name"], units=tuple(tuple(u) for u in d["units"]),
+                   batches=tuple(tuple(b) for b in d["batches"]), pause=d["pause"],
+                   budget=Budget(d["max_failed_hosts"], d["max_failed_percent"]), soak_s=d["soak_s"])
+
+
+# ------------------------------------------------------------------------------------------ loading
+
+
+def _percent(text: str) -> float:
+    return float(text.rstrip("%"))
+
+
+def _size(raw: Any) -> int | float | str | tuple[str, str]:
+    if isinstance(raw, dict):
+        return ("pattern", raw["pattern"])
+    if isinstance(raw, str) and raw.endswith("%"):
+        return _percent(raw)
+    return raw
+
+
+def resolve_playbook(name: str, base: Path) -> Path | None:
+    """A playbook next to the plan wins; otherwise the shipped playbooks/ directory."""
+    for root in (base, playbooks_dir()):
+        p = (root / name).resolve()
+        if p.is_file():
+            return p
+    return None
+
+
+def _catalog_matches(pattern: str, checks: Sequence[Check]) -> list[Check]:
+    return [c for c in checks if fnmatch.fnmatchcase(c.id, pattern) or c.family == pattern]
+
+
+def from_document(doc: documents.Document, catalog: Sequence[Check] | None = None) -> Plan:
+    """Validate a plan document (schema, then meaning) and resolve the files it names."""
+    documents.validate(doc, "rollout")
+    if catalog is None:
+        from .. import catalog as catalog_mod
+
+        catalog = catalog_mod.load()
+    d = doc.data
+    spec = d["spec"]
+    base = Path(doc.file).resolve().parent
+    problems: list[Problem] = []
+
+    def playbook_at(path: tuple[Any, ...], name: str) -> Path:
+        found = resolve_playbook(name, base)
+        if found is None:
+            problems.append(doc.problem(path, f"playbook {name!r} not found in {base} or {playbooks_dir()}"))
+            return base / name
+        return found
+
+    def file_at(path: tuple[Any, ...], name: str, what: str) -> Path:
+        p = (base / name).resolve()
+        if not p.is_file():
+            problems.append(doc.problem(path, f"{what} {name!r} not found (relative to {base})"))
+        return p
+
+    change = spec["change"]
+    apply = Playbook(playbook_at(("spec", "change", "apply", "playbook"), change["apply"]["playbook"]),
+                     dict(change["apply"].get("vars") or {}))
+    rollback = Playbook(playbook_at(("spec", "change", "rollback", "playbook"), change["rollback"]["playbook"]),
+                        dict(change["rollback"].get("vars") or {}))
+    before = file_at(("spec", "baseline", "before"), spec["baseline"]["before"], "baseline")
+    after = file_at(("spec", "baseline", "after"), spec["baseline"]["after"], "baseline")
+    for key, path in (("before", before), ("after", after)):
+        if path.is_file():
+            try:
+                baseline_mod.load(path)
+            except InputError as exc:
+                problems.extend(exc.problems)
+
+    g = spec["gates"]
+    for i, pat in enumerate(g.get("checks") or ()):
+        if not _catalog_matches(pat, catalog):
+            problems.append(doc.problem(("spec", "gates", "checks", i), f"{pat!r} matches no check id or family"))
+    budget = Budget(g.get("max_failed_hosts", 0), g.get("max_failed_percent"))
+    gates = Gates(checks=tuple(g.get("checks") or ()), fail_on=g.get("fail_on", "critical"),
+                  retry_interval_s=parse_duration(g.get("retry_interval", DEFAULT_RETRY_INTERVAL_S)),
+                  timeout_s=parse_duration(g.get("timeout", DEFAULT_GATE_TIMEOUT_S)), budget=budget)
+    if gates.retry_interval_s == 0 and gates.timeout_s > 0:
+        problems.append(doc.problem(("spec", "gates", "retry_interval"), "retry_interval must be at least 1s"))
+
+    soak = None
+    if "soak" in spec:
+        s = spec["soak"]
+        soak_checks = tuple(s.get("checks") or DEFAULT_SOAK_CHECKS)
+        for i, pat in enumerate(soak_checks):
+            where = ("spec", "soak", "checks", i) if s.get("checks") else ("spec", "soak")
+            hits = _catalog_matches(pat, catalog)
+            if not hits:
+                problems.append(doc.problem(where, f"{pat!r} matches no check id or family"))
+            for c in hits:
+                if c.op != "delta_le":
+                    problems.append(doc.problem(where, f"soak check {c.id} compares one snapshot ({c.op}); a soak "
+                                                       "needs counter-delta checks (op delta_le)"))
+        interval = parse_duration(s["interval"]) if "interval" in s else None
+        if interval == 0:
+            problems.append(doc.problem(("spec", "soak", "interval"), "interval must be at least 1s"))
+        soak = Soak(parse_duration(s["duration"]), interval, soak_checks)
+
+    waves: list[WaveSpec] = []
+    seen: dict[str, int] = {}
+    for i, w in enumerate(spec["waves"]):
+        at = ("spec", "waves", i)
+        if w["name"] in seen:
+            problems.append(doc.problem(at + ("name",), f"wave name {w['name']!r} is already used by wave {seen[w['name']] + 1}"))
+        seen.setdefault(w["name"], i)
+        size = _size(w["size"])
+        if isinstance(size, float) and size <= 0:
+            problems.append(doc.problem(at + ("size",), "a percentage size must be above 0%"))
+        batch = _size(w["batch"]) if "batch" in w else None
+        if isinstance(batch, float) and batch <= 0:
+            problems.append(doc.problem(at + ("batch",), "a percentage batch must be above 0%"))
+        wave_budget = Budget(w.get("max_failed_hosts", budget.max_failed_hosts),
+                             w.get("max_failed_percent", budget.max_failed_percent))
+        if soak is None and "soak" in w:
+            problems.append(doc.problem(at + ("soak",), "a wave soak needs spec.soak (which counters to watch)"))
+        soak_s = parse_duration(w["soak"]) if "soak" in w else (soak.duration_s if soak else None)
+        waves.append(WaveSpec(w["name"], size, batch, w.get("pause", False), wave_budget, soak_s,  # type: ignore[arg-type]
+                              doc.line(at)))
+    for i, w in enumerate(waves[:-1]):
+        if w.size == "rest":
+            problems.append(doc.problem(("spec", "waves", i, "size"), "'rest' takes every remaining unit: only the "
+                                                                       "last wave can use it"))
+    if waves and waves[0].pause:
+        problems.append(doc.problem(("spec", "waves", 0, "pause"), "the pilot cannot pause before itself: run "
+                                                                   "`rollout plan` to review it instead"))
+
+    drain = None
+    if "drain" in spec:
+        dr = spec["drain"]
+        scheduler = dr.get("scheduler", "none")
+        drain = Drain(scheduler,
+                      playbook_at(("spec", "drain", "drain"), dr.get("drain", "drain.yml")),
+                      playbook_at(("spec", "drain", "undrain"), dr.get("undrain", "undrain.yml")),
+                      dict(dr.get("vars") or {}))
+
+    if problems:
+        raise InputError(problems)
+    meta = d["metadata"]
+    return Plan(
+        name=meta["name"], description=meta.get("description", ""), ticket=meta.get("ticket", ""),
+        source=Path(doc.file).resolve(), target=spec["target"], apply=apply, rollback=rollback,
+        before=before, after=after, waves=tuple(waves), gates=gates, soak=soak,
+        on_failure=spec.get("on_failure", "rollback_wave"), drain=drain,
+        reports=tuple(spec.get("reports") or ("json",)),
+        inventory=(base / spec["inventory"]).resolve() if "inventory" in spec else None,
+        unit_group=(spec.get("units") or {}).get("group"),
+    )
+
+
+def load(path: Path, catalog: Sequence[Check] | None = None) -> Plan:
+    """Load and validate a plan file; InputError (exit 2) names file:line and JSON path."""
+    return from_document(documents.load_yaml(Path(path)), catalog)
+
+
+# -------------------------------------------------------------------------------------------- waves
+
+
+def units_of(hosts: Sequence[str], host_groups: Mapping[str, Iterable[str]], group_glob: str | None) -> list[tuple[str, ...]]:
+    """Hosts grouped into units, ordered by first host. With a glob, the hosts of each matching group form one
+    unit (a GB200 rack); a host in no matching group is its own unit; a host in two matching groups is an error."""
+    if not group_glob:
+        return [(h,) for h in sorted(hosts)]
+    by_group: dict[str, list[str]] = {}
+    problems: list[str] = []
+    for h in sorted(hosts):
+        groups = sorted(g for g in host_groups.get(h, ()) if fnmatch.fnmatchcase(g, group_glob))
+        if len(groups) > 1:
+            problems.append(f"host {h} is in {len(groups)} unit groups ({', '.join(groups)}); a host must belong to one unit")
+            continue
+        by_group.setdefault(groups[0] if groups else f"\0{h}", []).append(h)
+    if problems:
+        raise InputError([Problem(p) for p in problems])
+    return sorted((tuple(hs) for hs in by_group.values()), key=lambda u: u[0])
+
+
+def _take(count: int | float, total: int) -> int:
+    """Units a size stands for: a count, or a percent of all target units rounded down but at least 1."""
+    if isinstance(count, float):
+        return max(1, math.floor(total * count / 100 + 1e-9))
+    return count
+
+
+def _batches(units: Sequence[tuple[str, ...]], batch: int | float | None) -> tuple[tuple[str, ...], ...]:
+    if not units:
+        return ()
+    size = len(units) if batch is None else min(len(units), _take(batch, len(units)))
+    return tuple(tuple(h for u in units[i:i + size] for h in u) for i in range(0, len(units), size))
+
+
+def compute_waves(plan: Plan, inventory: Inventory, target: Sequence[str] | None = None) -> list[Wave]:
+    """Place every target unit in exactly one wave, pilot first. Errors name the plan file and the wave's line."""
+    hosts = list(target) if target is not None else limit(inventory, plan.target)
+    units = units_of(hosts, inventory.groups_of(), plan.unit_group)
+    remaining = list(units)
+    total = len(units)
+    out: list[Wave] = []
+    problems: list[Problem] = []
+    for i, spec in enumerate(plan.waves):
+        ptr = f"/spec/waves/{i}/size"
+        if spec.size == "rest":
+            chosen = list(remaining)
+        elif isinstance(spec.size, tuple):
+            try:
+                matching = set(limit(inventory, spec.size[1]))
+            except InputError as exc:
+                problems.append(plan.problem(f"wave {spec.name!r}: {exc}", spec.line, ptr))
+                continue
+            chosen = [u for u in remaining if matching.intersection(u)]
+        else:
+            chosen = remaining[:_take(spec.size, total)]
+        if not chosen:
+            why = "no remaining target unit matches its pattern" if isinstance(spec.size, tuple) else "no unit is left for it"
+            problems.append(plan.problem(f"wave {spec.name!r} is empty: {why}", spec.line, ptr))
+            continue
+        taken = set(chosen)
+        remaining = [u for u in remaining if u not in taken]
+        out.append(Wave(index=len(out), name=spec.name, units=tuple(chosen), batches=_batches(chosen, spec.batch),
+                        pause=spec.pause, budget=spec.budget, soak_s=spec.soak_s))
+    if remaining and not problems:
+        left = [h for u in remaining for h in u]
+        shown = ", ".join(left[:5]) + (f" (+{len(left) - 5} more)" if len(left) > 5 else "")
+        problems.append(plan.problem(f"the waves place {total - len(remaining)} of {total} target units; "
+                                     f"{shown} would never be changed: end with a wave of size 'rest' or 100%",
+                                     plan.waves[-1].line, f"/spec/waves/{len(plan.waves) - 1}"))
+    if problems:
+        raise InputError(problems)
+    return out

@@ -1,0 +1,174 @@
+"""Many commands in one remote exec: a POSIX sh script that frames each output with a per-run nonce, and its parser (pure)."""
+
+from __future__ import annotations
+
+import bisect
+import re
+import secrets
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..model import CommandResult
+
+#: GNU timeout sends SIGKILL this long after SIGTERM when the command ignores the TERM.
+KILL_AFTER_S = 2
+#: Exit statuses of GNU timeout when the command ran out of time (TERM, then KILL after -k).
+TIMEOUT_STATUSES = (124, 128 + 9)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One fixed collector argv and how long it may run on the host."""
+
+    argv: tuple[str, ...]
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class Section:
+    """What one framed command printed on one stream, and where in the stream it lies."""
+
+    index: int
+    data: bytes
+    status: int | None  # exit status from the END marker; None when the END marker never came
+    start: int  # offset of the first byte of output
+    end: int  # offset just past the last byte of output
+
+
+def new_nonce() -> str:
+    """128 random bits: unguessable by anything running on the host, fresh for every run."""
+    return secrets.token_hex(16)
+
+
+def timed_argv(argv: Sequence[str], timeout_s: float, become: Sequence[str] = ()) -> tuple[str, ...]:
+    """argv under GNU timeout (kills the command's whole process group), optionally through sudo."""
+    if not argv:
+        raise ValueError("empty argv")
+    if not timeout_s > 0:
+        raise ValueError(f"timeout must be positive, got {timeout_s!r}")
+    return ("timeout", "-k", str(KILL_AFTER_S), f"{timeout_s:g}", *become, *argv)
+
+
+def _begin(nonce: str, index: int) -> bytes:
+    return f"{nonce}:{index}:B\n".encode()
+
+
+def _end(nonce: str, index: int) -> bytes:
+    return f"\n{nonce}:{index}:E:".encode()
+
+
+def build_script(commands: Sequence[Command], nonce: str, become: Sequence[str] = ()) -> str:
+    """The script the host's /bin/sh reads on stdin.
+
+    Every command is framed on stdout AND stderr: a BEGIN line before it, and after it a newline
+    plus an END line carrying its exit status. The newline makes END start a line even when the
+    output does not end with one; the parser removes exactly that byte. Each command reads
+    /dev/null, so no tool can read the rest of the script (and the nonce) from stdin, and printf is
+    a shell builtin, so the nonce never shows up in a process list.
+    """
+    if not re.fullmatch(r"[0-9a-f]{16,}", nonce):
+        raise ValueError("nonce must be at least 16 lowercase hex digits")
+    lines = [f"N={nonce}"]
+    for i, cmd in enumerate(commands):
+        quoted = shlex.join(timed_argv(cmd.argv, cmd.timeout_s, become))
+        lines += [
+            f"printf '%s:%d:B\\n' \"$N\" {i}; printf '%s:%d:B\\n' \"$N\" {i} >&2",
+            f"{quoted} </dev/null",
+            f"r=$?; printf '\\n%s:%d:E:%d\\n' \"$N\" {i} \"$r\"; printf '\\n%s:%d:E:%d\\n' \"$N\" {i} \"$r\" >&2",
+        ]
+    lines.append("exit 0")
+    return "\n".join(lines) + "\n"
+
+
+def split_stream(stream: bytes, nonce: str, count: int) -> list[Section | None]:
+    """The section of each of `count` commands in one framed stream; None for a command that never began.
+
+    Bytes outside the frames (a login banner, a shell warning) are ignored. A section whose END
+    marker is missing runs to the next command's BEGIN or to the end of the stream.
+    """
+    out: list[Section | None] = []
+    pos = 0
+    for i in range(count):
+        begin = _begin(nonce, i)
+        b = stream.find(begin, pos)
+        if b < 0:
+            out.append(None)
+            continue
+        start = b + len(begin)
+        e = stream.find(_end(nonce, i), start)
+        status: int | None = None
+        if e >= 0:
+            tail = e + len(_end(nonce, i))
+            nl = stream.find(b"\n", tail)
+            digits = stream[tail:nl] if nl >= 0 else b""
+            if digits.isdigit() and len(digits) <= 3:
+                status = int(digits)
+                out.append(Section(i, stream[start:e], status, start, e))
+                pos = nl + 1
+                continue
+        # No (valid) END: the command was cut off. Stop at the next BEGIN if one exists.
+        nxt = stream.find(_begin(nonce, i + 1), start)
+        stop = nxt if nxt >= 0 else len(stream)
+        out.append(Section(i, stream[start:stop], None, start, stop))
+        pos = stop
+    return out
+
+
+def first_line(data: bytes, limit: int = 200) -> str:
+    """The first non-empty line of some output, for one-line error messages."""
+    for line in data.decode("utf-8", errors="replace").splitlines():
+        if line.strip():
+            return line.strip()[:limit]
+    return ""
+
+
+class Clock:
+    """When each byte offset of a stream arrived, from (end offset of a chunk, arrival time) pairs."""
+
+    def __init__(self, chunks: Sequence[tuple[int, float]] = ()):
+        self._ends = [c[0] for c in chunks]
+        self._times = [c[1] for c in chunks]
+
+    def at(self, offset: int) -> float | None:
+        k = bisect.bisect_right(self._ends, offset)
+        if k >= len(self._times):
+            return self._times[-1] if self._times else None
+        return self._times[k]
+
+
+def decode_results(commands: Sequence[Command], stdout: bytes, stderr: bytes, nonce: str, *,
+                   cut_reason: str = "the connection closed before the command finished",
+                   clock: Clock | None = None) -> list[CommandResult]:
+    """CommandResults of a framed run; `cut_reason` explains commands that did not finish."""
+    outs = split_stream(stdout, nonce, len(commands))
+    errs = split_stream(stderr, nonce, len(commands))
+    results: list[CommandResult] = []
+    for cmd, out, err in zip(commands, outs, errs, strict=True):
+        err_text = err.data.decode("utf-8", errors="replace") if err else ""
+        if out is None:
+            results.append(CommandResult(argv=cmd.argv, stdout="", stderr=err_text, exit_code=None,
+                                         error=f"not run: {cut_reason}"))
+            continue
+        text = out.data.decode("utf-8", errors="replace")
+        duration = 0.0
+        if clock is not None:
+            t0, t1 = clock.at(out.start - 1), clock.at(out.end)
+            if t0 is not None and t1 is not None:
+                duration = max(0.0, t1 - t0)
+        if out.status is None:
+            results.append(CommandResult(argv=cmd.argv, stdout=text, stderr=err_text, exit_code=None,
+                                         duration_s=duration, error=cut_reason))
+        elif out.status in TIMEOUT_STATUSES and (out.status == 124 or clock is None or duration >= cmd.timeout_s - 0.5):
+            results.append(CommandResult(argv=cmd.argv, stdout=text, stderr=err_text, exit_code=None,
+                                         duration_s=duration, error=f"timed out after {cmd.timeout_s:g} s"))
+        else:
+            results.append(CommandResult(argv=cmd.argv, stdout=text, stderr=err_text, exit_code=out.status,
+                                         duration_s=duration))
+    return results
+
+
+def preamble(stream: bytes, nonce: str) -> bytes:
+    """What a stream held before the first frame: a login banner, or the reason the script never ran."""
+    b = stream.find(_begin(nonce, 0))
+    return stream if b < 0 else stream[:b]

@@ -1,0 +1,173 @@
+"""OpenSSH known_hosts: parse, match a host (hashed names, wildcards, negation, @revoked), judge an offered key."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import hashlib
+import hmac
+import os
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+SYSTEM_FILES = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
+USER_FILES = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One known_hosts line."""
+
+    patterns: str  # as written: comma-separated patterns, or one |1|salt|hash
+    keytype: str
+    blob: bytes
+    marker: str = ""  # "", "@revoked" or "@cert-authority"
+    source: str = ""  # file:line, for messages
+
+    def matches(self, name: str) -> bool:
+        return match_patterns(self.patterns, name)
+
+
+def host_id(hostname: str, port: int) -> str:
+    """How OpenSSH names a host in known_hosts: bare on port 22, `[host]:port` otherwise."""
+    return hostname.lower() if port == 22 else f"[{hostname.lower()}]:{port}"
+
+
+@lru_cache(maxsize=512)
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    # OpenSSH patterns know only '*' and '?'; everything else is literal.
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern), re.DOTALL)
+
+
+def _hashed_match(field: str, name: str) -> bool:
+    parts = field.split("|")
+    if len(parts) != 4 or parts[1] != "1":
+        return False
+    try:
+        salt, digest = base64.b64decode(parts[2]), base64.b64decode(parts[3])
+    except (binascii.Error, ValueError):
+        return False
+    return hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest)
+
+
+def match_patterns(patterns: str, name: str) -> bool:
+    """OpenSSH match_hostname: any positive pattern matches and no negated one does."""
+    if patterns.startswith("|"):
+        return _hashed_match(patterns, name)
+    name = name.lower()
+    hit = False
+    for pat in patterns.split(","):
+        negated = pat.startswith("!")
+        pat = pat[1:] if negated else pat
+        if pat and _pattern_regex(pat.lower()).fullmatch(name):
+            if negated:
+                return False
+            hit = True
+    return hit
+
+
+def parse(text: str, source: str = "") -> list[Entry]:
+    """Entries of a known_hosts file; comments, blank and unreadable lines are skipped (as ssh does)."""
+    out: list[Entry] = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split()
+        marker = ""
+        if fields[0].startswith("@"):
+            marker, fields = fields[0], fields[1:]
+        if len(fields) < 3:
+            continue
+        try:
+            blob = base64.b64decode(fields[2], validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        out.append(Entry(fields[0], fields[1], blob, marker, f"{source}:{lineno}" if source else str(lineno)))
+    return out
+
+
+def fingerprint(blob: bytes) -> str:
+    """OpenSSH's SHA256 fingerprint of a public key blob, e.g. SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8."""
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+def line(name: str, keytype: str, blob: bytes) -> str:
+    return f"{name} {keytype} {base64.b64encode(blob).decode()}\n"
+
+
+class Verdict(enum.Enum):
+    KNOWN = "known"
+    CHANGED = "changed"  # the host is known with another key of this type
+    UNKNOWN = "unknown"  # no key of this type for the host
+    REVOKED = "revoked"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: Verdict
+    expected: tuple[Entry, ...] = ()  # the entries the offered key was compared with
+
+
+def judge(entries: Sequence[Entry], name: str, keytype: str, blob: bytes) -> Judgement:
+    """Is `blob` the key of host `name`? (@cert-authority lines are not plain host keys and do not match.)"""
+    for e in entries:
+        if e.marker == "@revoked" and e.blob == blob:
+            return Judgement(Verdict.REVOKED, (e,))
+    mine = [e for e in entries if not e.marker and e.matches(name)]
+    if any(e.blob == blob for e in mine):
+        return Judgement(Verdict.KNOWN)
+    same_type = tuple(e for e in mine if e.keytype == keytype)
+    if same_type:
+        return Judgement(Verdict.CHANGED, same_type)
+    return Judgement(Verdict.UNKNOWN, tuple(mine))
+
+
+def known_types(entries: Sequence[Entry], name: str) -> list[str]:
+    """Key types known for a host, in file order: the client offers these first, as OpenSSH does."""
+    seen: dict[str, None] = {}
+    for e in entries:
+        if not e.marker and e.matches(name):
+            seen.setdefault(e.keytype, None)
+    return list(seen)
+
+
+class KnownHosts:
+    """The known_hosts files of a run, read once and shared by every connection; appends are serialised."""
+
+    def __init__(self, files: Iterable[str | Path]):
+        self.files = tuple(dict.fromkeys(os.path.expanduser(str(f)) for f in files))
+        self._entries: dict[str, list[Entry]] = {}
+        self._lock = threading.Lock()
+
+    def entries(self, files: Sequence[str] | None = None) -> list[Entry]:
+        """Entries of the given files (default: all), each file read once per run."""
+        out: list[Entry] = []
+        for f in (self.files if files is None else files):
+            f = os.path.expanduser(f)
+            with self._lock:
+                cached = self._entries.get(f)
+                if cached is None:
+                    try:
+                        text = Path(f).read_text(encoding="utf-8", errors="replace")
+                    except (FileNotFoundError, NotADirectoryError, PermissionError):
+                        text = ""
+                    cached = self._entries[f] = parse(text, f)
+            out.extend(cached)
+        return out
+
+    def add(self, file: str, name: str, keytype: str, blob: bytes) -> None:
+        """Append a newly accepted key (accept-new) and remember it for the rest of the run."""
+        file = os.path.expanduser(file)
+        with self._lock:
+            path = Path(file)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            needs_nl = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(("\n" if needs_nl else "") + line(name, keytype, blob))
+            self._entries.setdefault(file, []).append(Entry(name, keytype, blob, "", f"{file}:new"))
