@@ -7,15 +7,16 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
-from fabricproof.collectors import COLLECTORS
-from fabricproof.collectors.base import ParseError, read_host_file
+from fabricproof.collectors import COLLECTORS, fabricmanager
+from fabricproof.collectors.base import Collector, ParseError, read_host_file
 from fabricproof.collectors.fabricmanager import (
     parse_fm_config,
     parse_fm_log,
     parse_fm_version,
     parse_systemd_unit,
 )
-from jsonschema import Draft202012Validator
+
+from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 FAMILY = "fabricmanager"
@@ -43,12 +44,6 @@ def read(corpus: Path, name: str) -> str:
     return (corpus / FAMILY / name).read_text(encoding="utf-8", errors="surrogateescape")
 
 
-def validate(collector_id: str, fragment: object) -> None:
-    schema = COLLECTORS[collector_id].schema
-    Draft202012Validator.check_schema(schema)
-    Draft202012Validator(schema).validate(fragment)
-
-
 @pytest.mark.parametrize("name", FILES)
 def test_every_file_is_routed(name: str) -> None:
     assert route(name), f"no parser routed for corpus file {FAMILY}/{name}"
@@ -59,23 +54,27 @@ def test_corpus_file_parses_and_matches_schema(corpus: Path, name: str) -> None:
     collector_id = route(name)
     assert collector_id
     fragment = COLLECTORS[collector_id].parse(read(corpus, name))
-    validate(collector_id, fragment)
+    assert_valid(COLLECTORS[collector_id].schema, fragment)
 
 
 def test_collectors_match_contract() -> None:
-    expected = {
-        "fm_version": (("nv-fabricmanager", "--version"), "/fm/version"),
-        "fm_service": (
-            ("systemctl", "show", "nvidia-fabricmanager", "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"),
-            "/fm/service",
-        ),
-        "fm_config": (read_host_file("/usr/share/nvidia/nvswitch/fabricmanager.cfg"), "/fm/config"),
-        "fm_log": (read_host_file("/var/log/fabricmanager.log", "tail", "-n", "5000"), "/fm/log"),
-        "fm_journal": (("journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager"), "/fm/journal"),
-    }
-    for cid, (argv, pointer) in expected.items():
-        assert (COLLECTORS[cid].argv, COLLECTORS[cid].provides) == (argv, pointer)
+    show = "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"
+    assert_collector_table(
+        fabricmanager.COLLECTORS,
+        {
+            "fm_version": (("nv-fabricmanager", "--version"), "/fm/version", True),
+            "fm_service": (("systemctl", "show", "nvidia-fabricmanager", show), "/fm/service", True),
+            "fm_config": (read_host_file("/usr/share/nvidia/nvswitch/fabricmanager.cfg"), "/fm/config", True),
+            "fm_log": (read_host_file("/var/log/fabricmanager.log", "tail", "-n", "5000"), "/fm/log", True),
+            "fm_journal": (("journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager"), "/fm/journal", True),
+        },
+    )
     assert COLLECTORS["fm_log"].schema is COLLECTORS["fm_journal"].schema
+
+
+@pytest.mark.parametrize("collector", fabricmanager.COLLECTORS, ids=lambda c: c.id)
+def test_schema_is_closed_and_described(collector: Collector) -> None:
+    assert_closed_and_described(collector.schema)
 
 
 # ---------------------------------------------------------------- version
@@ -217,7 +216,7 @@ def test_systemctl_show() -> None:
     text = "LoadState=loaded\nActiveState=failed\nSubState=failed\nUnitFileState=enabled\nNRestarts=3\n"
     frag = parse_systemd_unit(text)
     assert (frag["active_state"], frag["sub_state"], frag["restarts"], frag["active"]) == ("failed", "failed", 3, False)
-    validate("fm_service", frag)
+    assert_valid(COLLECTORS["fm_service"].schema, frag)
 
 
 def test_systemctl_status_failed() -> None:
@@ -291,7 +290,7 @@ def test_fm_config_settings_and_digest() -> None:
     assert frag["settings"]["ABORT_CUDA_JOBS_ON_FM_EXIT"] == "1"
     assert len(frag["settings"]) == 19
     assert frag["ignored_lines"] == []
-    validate("fm_config", frag)
+    assert_valid(COLLECTORS["fm_config"].schema, frag)
 
 
 def test_fm_config_digest_tracks_raw_bytes() -> None:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fabricproof.collectors import nvidia_smi
-from fabricproof.collectors.base import ParseError, read_host_file
-from jsonschema import Draft202012Validator
+from fabricproof.collectors.base import Collector, ParseError, read_host_file
+
+from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
 # Same location as the `corpus` fixture (tests/conftest.py); only used to list files at collection time.
 _CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
@@ -26,15 +26,9 @@ def _read(corpus: Path, family: str, name: str) -> str:
     return (corpus / family / name).read_text(encoding="utf-8")
 
 
-def _assert_valid(schema: dict[str, Any], fragment: Any) -> None:
-    json.dumps(fragment)  # facts are JSON documents
-    errors = sorted(Draft202012Validator(schema).iter_errors(fragment), key=lambda e: list(e.path))
-    assert not errors, "\n".join(f"{e.json_path}: {e.message}" for e in errors[:5])
-
-
 def _gpu_fragment(text_parser, corpus: Path, family: str, name: str) -> dict[str, Any]:
     fragment = text_parser(_read(corpus, family, name))
-    _assert_valid(nvidia_smi.GPU_SCHEMA, fragment)
+    assert_valid(nvidia_smi.GPU_SCHEMA, fragment)
     return fragment
 
 
@@ -65,7 +59,7 @@ def test_every_query_gpu_csv_file_parses(corpus: Path, name: str) -> None:
 @pytest.mark.parametrize("name", _names("misc", "proc-driver-nvidia-version-*"))
 def test_every_proc_driver_version_file_parses(corpus: Path, name: str) -> None:
     fragment = nvidia_smi.parse_driver_version(_read(corpus, "misc", name))
-    _assert_valid(nvidia_smi.DRIVER_SCHEMA, fragment)
+    assert_valid(nvidia_smi.DRIVER_SCHEMA, fragment)
     # The file names carry the flavour and version the file itself shows.
     assert fragment["kernel_module"] in name
     assert fragment["version"] in name
@@ -253,7 +247,7 @@ def test_query_gpu_csv_in_the_collector_field_order() -> None:
         "[Not Supported], [Not Supported], 4, 8, In Progress, [N/A]",
     ]
     fragment = nvidia_smi.parse_query_gpu_csv("\n".join([header, *rows]) + "\n")
-    _assert_valid(nvidia_smi.GPU_SCHEMA, fragment)
+    assert_valid(nvidia_smi.GPU_SCHEMA, fragment)
     first, second = fragment["gpus"]
     assert first["throttle_reasons"] == ["hw_slowdown", "hw_thermal_slowdown"]  # 0x8 | 0x40
     assert first["power_limit_w"] == 700.0
@@ -328,43 +322,25 @@ def test_xml_with_other_root_is_refused() -> None:
 
 
 def test_collector_table_matches_contract() -> None:
-    assert {cid: (c.argv, c.provides, c.default) for cid, c in COLLECTORS.items()} == {
-        "nvidia_smi_q": (("nvidia-smi", "-q"), "/gpu", True),
-        "nvidia_smi_q_xml": (("nvidia-smi", "-q", "-x"), "/gpu", False),
-        "nvidia_smi_query_gpu": (
-            (
-                "nvidia-smi",
-                "--query-gpu=index,pci.bus_id,name,uuid,driver_version,vbios_version,persistence_mode,"
-                "ecc.mode.current,power.limit,clocks_throttle_reasons.active,pcie.link.gen.current,"
-                "pcie.link.width.current,fabric.state,fabric.status",
-                "--format=csv",
-            ),
-            "/gpu",
-            False,
-        ),
-        "driver_version": (read_host_file("/proc/driver/nvidia/version"), "/driver", True),
-    }
+    fields = (
+        "index,pci.bus_id,name,uuid,driver_version,vbios_version,persistence_mode,ecc.mode.current,power.limit,"
+        "clocks_throttle_reasons.active,pcie.link.gen.current,pcie.link.width.current,fabric.state,fabric.status"
+    )
+    query_gpu = ("nvidia-smi", f"--query-gpu={fields}", "--format=csv")
+    assert_collector_table(
+        nvidia_smi.COLLECTORS,
+        {
+            "nvidia_smi_q": (("nvidia-smi", "-q"), "/gpu", True),
+            "nvidia_smi_q_xml": (("nvidia-smi", "-q", "-x"), "/gpu", False),
+            "nvidia_smi_query_gpu": (query_gpu, "/gpu", False),
+            "driver_version": (read_host_file("/proc/driver/nvidia/version"), "/driver", True),
+        },
+    )
     # The three /gpu front-ends are interchangeable: one fragment schema.
     schemas = {id(COLLECTORS[cid].schema) for cid in ("nvidia_smi_q", "nvidia_smi_q_xml", "nvidia_smi_query_gpu")}
     assert len(schemas) == 1
 
 
-def _objects(schema: Any) -> list[dict[str, Any]]:
-    found = []
-    if isinstance(schema, dict):
-        if "properties" in schema:
-            found.append(schema)
-        for value in schema.values():
-            found.extend(_objects(value))
-    elif isinstance(schema, list):
-        for value in schema:
-            found.extend(_objects(value))
-    return found
-
-
 @pytest.mark.parametrize("collector", nvidia_smi.COLLECTORS, ids=lambda c: c.id)
-def test_schema_is_closed_and_described(collector) -> None:
-    Draft202012Validator.check_schema(collector.schema)
-    for obj in _objects(collector.schema):
-        assert obj["additionalProperties"] is False
-        assert all("description" in prop for prop in obj["properties"].values())
+def test_schema_is_closed_and_described(collector: Collector) -> None:
+    assert_closed_and_described(collector.schema)

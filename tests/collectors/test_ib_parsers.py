@@ -3,15 +3,15 @@ rdma link) against the real-output corpus."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fabricproof.collectors import ib
-from fabricproof.collectors.base import ParseError
-from jsonschema import Draft202012Validator
+from fabricproof.collectors.base import Collector, ParseError
+
+from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
 # Same location as the `corpus` fixture (tests/conftest.py); only used to list files at collection time.
 _CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
@@ -41,16 +41,10 @@ def _read(corpus: Path, family: str, name: str) -> str:
     return (corpus / family / name).read_text(encoding="utf-8")
 
 
-def _assert_valid(schema: Any, fragment: Any) -> None:
-    json.dumps(fragment)  # facts are JSON documents
-    errors = sorted(Draft202012Validator(dict(schema)).iter_errors(fragment), key=lambda e: list(e.path))
-    assert not errors, "\n".join(f"{e.json_path}: {e.message}" for e in errors[:5])
-
-
 def _parse(corpus: Path, family: str, name: str, collector_id: str) -> dict[str, Any]:
     collector = COLLECTORS[collector_id]
     fragment = collector.parse(_read(corpus, family, name))
-    _assert_valid(collector.schema, fragment)
+    assert_valid(collector.schema, fragment)
     return fragment
 
 
@@ -78,40 +72,25 @@ def test_case_list_covers_every_family(corpus: Path) -> None:
 # --- declarations and schema conventions -----------------------------------------------------------------------------
 
 
-def _walk_objects(schema: Any, path: str = "$"):
-    if isinstance(schema, dict):
-        if schema.get("type") == "object" and "properties" in schema:
-            yield path, schema
-        for key, value in schema.items():
-            yield from _walk_objects(value, f"{path}.{key}")
-    elif isinstance(schema, list):
-        for i, value in enumerate(schema):
-            yield from _walk_objects(value, f"{path}[{i}]")
-
-
-@pytest.mark.parametrize("collector_id", sorted(COLLECTORS))
-def test_schema_is_closed_and_described(collector_id: str) -> None:
-    schema = dict(COLLECTORS[collector_id].schema)
-    Draft202012Validator.check_schema(schema)
-    for path, obj in _walk_objects(schema):
-        assert obj.get("additionalProperties") is False, f"{path} is open"
-        for prop, sub in obj["properties"].items():
-            assert sub.get("description"), f"{path}.{prop} has no description"
+@pytest.mark.parametrize("collector", ib.COLLECTORS, ids=lambda c: c.id)
+def test_schema_is_closed_and_described(collector: Collector) -> None:
+    assert_closed_and_described(collector.schema)
 
 
 def test_collector_table_matches_the_contract() -> None:
-    expected = {
-        "ibstat": (("ibstat",), "/ib/ibstat", True),
-        "ibstatus": (("ibstatus",), "/ib/ibstat", False),
-        "ibv_devinfo": (("ibv_devinfo", "-v"), "/ib/devinfo", True),
-        "ibdev2netdev": (("ibdev2netdev",), "/ib/netdev", True),
-        "ib_counters": (("sh", "-c", ib.IB_COUNTERS_SCRIPT), "/ib/counters", True),
-        "ofed_info": (("ofed_info", "-s"), "/ofed", True),
-        "show_gids": (("show_gids",), "/roce/gids", True),
-        "rdma_link": (("rdma", "link", "show"), "/ib/rdma_link", False),
-    }
-    actual = {c.id: (c.argv, c.provides, c.default) for c in ib.COLLECTORS}
-    assert actual == expected
+    assert_collector_table(
+        ib.COLLECTORS,
+        {
+            "ibstat": (("ibstat",), "/ib/ibstat", True),
+            "ibstatus": (("ibstatus",), "/ib/ibstat", False),
+            "ibv_devinfo": (("ibv_devinfo", "-v"), "/ib/devinfo", True),
+            "ibdev2netdev": (("ibdev2netdev",), "/ib/netdev", True),
+            "ib_counters": (("sh", "-c", ib.IB_COUNTERS_SCRIPT), "/ib/counters", True),
+            "ofed_info": (("ofed_info", "-s"), "/ofed", True),
+            "show_gids": (("show_gids",), "/roce/gids", True),
+            "rdma_link": (("rdma", "link", "show"), "/ib/rdma_link", False),
+        },
+    )
     assert 255 in COLLECTORS["ibstat"].ok_exit_codes and 0 in COLLECTORS["ibstat"].ok_exit_codes
     # alternatives that land on one pointer must agree on the fragment schema
     assert COLLECTORS["ibstatus"].schema is COLLECTORS["ibstat"].schema
@@ -444,7 +423,7 @@ def test_sysfs_garbage() -> None:
 )
 def test_ofed_info_versions(line: str, flavor: str, release: str, doca: bool) -> None:
     fragment = ib.parse_ofed_info(line)
-    _assert_valid(ib.OFED_SCHEMA, fragment)
+    assert_valid(ib.OFED_SCHEMA, fragment)
     assert fragment == {"version": line.strip().rstrip(":"), "flavor": flavor, "release": release, "doca": doca}
     assert fragment["doca"] is doca
 
@@ -495,7 +474,7 @@ def test_rdma_link_show(corpus: Path) -> None:
 def test_show_gids_without_roce_gids_is_an_empty_table(corpus: Path) -> None:
     header = "\n".join(_read(corpus, "rdma", "show_gids-mlx5_0-roce-rdma0-netdev.txt").splitlines()[:2])
     f = ib.parse_show_gids(header + "\nn_gids_found=0\n")
-    _assert_valid(ib.GIDS_SCHEMA, f)
+    assert_valid(ib.GIDS_SCHEMA, f)
     assert f == {"entries": [], "count": 0, "n_gids_found": 0, "rocev2_ipv4_indexes": []}
 
 

@@ -5,31 +5,36 @@ from __future__ import annotations
 import json
 
 import pytest
-from fabricproof.collectors import COLLECTORS
-from fabricproof.collectors.base import ParseError
+from fabricproof.collectors import COLLECTORS, imex
+from fabricproof.collectors.base import Collector, ParseError
 from fabricproof.collectors.fabricmanager import SERVICE_SCHEMA, parse_systemd_unit
 from fabricproof.collectors.imex import parse_imex_nodes
-from jsonschema import Draft202012Validator
 
-
-def validate(collector_id: str, fragment: object) -> None:
-    schema = COLLECTORS[collector_id].schema
-    Draft202012Validator.check_schema(schema)
-    Draft202012Validator(schema).validate(fragment)
+from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
 
 def test_collectors_match_contract() -> None:
-    assert COLLECTORS["imex_nodes"].argv == ("nvidia-imex-ctl", "-N", "-j")
-    assert COLLECTORS["imex_nodes"].provides == "/imex/nodes"
+    show = "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"
+    assert_collector_table(
+        imex.COLLECTORS,
+        {
+            "imex_service": (("systemctl", "show", "nvidia-imex", show), "/imex/service", True),
+            "imex_nodes": (("nvidia-imex-ctl", "-N", "-j"), "/imex/nodes", True),
+        },
+    )
     service = COLLECTORS["imex_service"]
-    assert service.argv[:3] == ("systemctl", "show", "nvidia-imex") and service.provides == "/imex/service"
     assert service.parse is parse_systemd_unit and service.schema is SERVICE_SCHEMA
+
+
+@pytest.mark.parametrize("collector", imex.COLLECTORS, ids=lambda c: c.id)
+def test_schema_is_closed_and_described(collector: Collector) -> None:
+    assert_closed_and_described(collector.schema)
 
 
 def test_imex_service_show() -> None:
     show = "LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\nNRestarts=0\n"
     frag = COLLECTORS["imex_service"].parse(show)
-    validate("imex_service", frag)
+    assert_valid(COLLECTORS["imex_service"].schema, frag)
     assert (frag["active"], frag["restarts"]) == (True, 0)
 
 
@@ -62,7 +67,7 @@ def imex_json(statuses: list[str], domain: str, peer_state: str = "CONNECTED") -
 
 def test_json_domain_up_all_ready() -> None:
     frag = parse_imex_nodes(imex_json(["READY", "READY"], "UP"))
-    validate("imex_nodes", frag)
+    assert_valid(COLLECTORS["imex_nodes"].schema, frag)
     assert (frag["total"], frag["ready"], frag["all_ready"], frag["domain_state"]) == (2, 2, True, "UP")
     assert frag["nodes"][1] == {
         "index": 1,
@@ -77,7 +82,7 @@ def test_json_domain_up_all_ready() -> None:
 
 def test_json_node_unavailable_is_not_ready() -> None:
     frag = parse_imex_nodes(imex_json(["READY", "UNAVAILABLE", "WAITING_FOR_PEERS"], "DOWN", peer_state="INVALID"))
-    validate("imex_nodes", frag)
+    assert_valid(COLLECTORS["imex_nodes"].schema, frag)
     assert (frag["total"], frag["ready"], frag["all_ready"], frag["domain_state"]) == (3, 1, False, "DOWN")
     assert [n["status"] for n in frag["nodes"]] == ["READY", "UNAVAILABLE", "WAITING_FOR_PEERS"]
     assert frag["connections_not_connected"] == 8  # only 0->0 is CONNECTED
@@ -116,7 +121,7 @@ Domain State: DEGRADED
 
 def test_text_output() -> None:
     frag = parse_imex_nodes(IMEX_TEXT)
-    validate("imex_nodes", frag)
+    assert_valid(COLLECTORS["imex_nodes"].schema, frag)
     assert [(n["index"], n["address"], n["status"]) for n in frag["nodes"]] == [
         (0, "10.136.206.48", "READY"),
         (1, "10.136.206.49", "READY"),

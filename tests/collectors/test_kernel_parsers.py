@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fabricproof.collectors import COLLECTORS
-from fabricproof.collectors.base import ParseError, read_host_file
+from fabricproof.collectors import COLLECTORS, kernel
+from fabricproof.collectors.base import Collector, ParseError, read_host_file
 from fabricproof.collectors.kernel import parse_cmdline, parse_kernel_log, parse_lsmod
-from jsonschema import Draft202012Validator
+
+from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 
@@ -22,20 +23,20 @@ def read(corpus: Path, rel: str) -> str:
     return (corpus / rel).read_text(encoding="utf-8", errors="surrogateescape")
 
 
-def validate(collector_id: str, fragment: object) -> None:
-    schema = COLLECTORS[collector_id].schema
-    Draft202012Validator.check_schema(schema)
-    Draft202012Validator(schema).validate(fragment)
-
-
 def test_collectors_match_contract() -> None:
-    expected = {
-        "kernel_log": (("journalctl", "-k", "-b", "--no-pager"), "/kernel/log"),
-        "lsmod": (("lsmod",), "/kernel/modules"),
-        "cmdline": (read_host_file("/proc/cmdline"), "/kernel/cmdline"),
-    }
-    for cid, (argv, pointer) in expected.items():
-        assert (COLLECTORS[cid].argv, COLLECTORS[cid].provides) == (argv, pointer)
+    assert_collector_table(
+        kernel.COLLECTORS,
+        {
+            "kernel_log": (("journalctl", "-k", "-b", "--no-pager"), "/kernel/log", True),
+            "lsmod": (("lsmod",), "/kernel/modules", True),
+            "cmdline": (read_host_file("/proc/cmdline"), "/kernel/cmdline", True),
+        },
+    )
+
+
+@pytest.mark.parametrize("collector", kernel.COLLECTORS, ids=lambda c: c.id)
+def test_schema_is_closed_and_described(collector: Collector) -> None:
+    assert_closed_and_described(collector.schema)
 
 
 # ---------------------------------------------------------------- kernel log
@@ -43,7 +44,7 @@ def test_collectors_match_contract() -> None:
 
 @pytest.mark.parametrize("name", listing("nvswitch", "dmesg-"))
 def test_dmesg_corpus_files_parse(corpus: Path, name: str) -> None:
-    validate("kernel_log", parse_kernel_log(read(corpus, f"nvswitch/{name}")))
+    assert_valid(COLLECTORS["kernel_log"].schema, parse_kernel_log(read(corpus, f"nvswitch/{name}")))
 
 
 def test_sxid_22013_events_counted_once_per_event(corpus: Path) -> None:
@@ -83,7 +84,7 @@ Mar 03 08:21:00 gpu-node-17 kernel: ibp26s0: lost carrier
 
 def test_kernel_log_evidence() -> None:
     frag = parse_kernel_log(JOURNAL)
-    validate("kernel_log", frag)
+    assert_valid(COLLECTORS["kernel_log"].schema, frag)
     assert [(x["bdf"], x["code"]) for x in frag["xids"]] == [("0000:34:00", 45), ("0000:34:00", 74), ("0000:9b:00", 45)]
     assert frag["xid_codes"] == [45, 74]
     assert [(s["code"], s["fatal"], s["link"]) for s in frag["sxids"]] == [(28006, False, 46), (24007, True, 30)]
@@ -109,7 +110,7 @@ def test_kernel_log_rejects_garbage(text: str) -> None:
 
 @pytest.mark.parametrize("name", listing("lsmod"))
 def test_lsmod_corpus_files_parse(corpus: Path, name: str) -> None:
-    validate("lsmod", parse_lsmod(read(corpus, f"lsmod/{name}")))
+    assert_valid(COLLECTORS["lsmod"].schema, parse_lsmod(read(corpus, f"lsmod/{name}")))
 
 
 @pytest.mark.parametrize(
@@ -168,7 +169,7 @@ def test_lsmod_rejects_garbage(text: str) -> None:
 )
 def test_cmdline_iommu_mode(cmdline: str, mode: str) -> None:
     frag = parse_cmdline(cmdline + "\n")
-    validate("cmdline", frag)
+    assert_valid(COLLECTORS["cmdline"].schema, frag)
     assert frag["iommu"] == mode
     assert frag["raw"] == cmdline
 

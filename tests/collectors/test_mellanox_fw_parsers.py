@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fabricproof.collectors import mellanox_fw
-from fabricproof.collectors.base import ParseError
-from jsonschema import Draft202012Validator
+from fabricproof.collectors.base import Collector, ParseError
+
+from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
 # Same location as the `corpus` fixture (tests/conftest.py); only used to list files at collection time.
 _CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
@@ -27,21 +27,15 @@ def _read(corpus: Path, family: str, name: str) -> str:
     return (corpus / family / name).read_text(encoding="utf-8")
 
 
-def _assert_valid(schema: Any, fragment: Any) -> None:
-    json.dumps(fragment)  # facts are JSON documents
-    errors = sorted(Draft202012Validator(dict(schema)).iter_errors(fragment), key=lambda e: list(e.path))
-    assert not errors, "\n".join(f"{e.json_path}: {e.message}" for e in errors[:5])
-
-
 def _fw(corpus: Path, name: str) -> dict[str, Any]:
     fragment = mellanox_fw.parse_mlxfwmanager(_read(corpus, "mlxfwmanager", name))
-    _assert_valid(mellanox_fw.FIRMWARE_SCHEMA, fragment)
+    assert_valid(mellanox_fw.FIRMWARE_SCHEMA, fragment)
     return fragment
 
 
 def _flint(corpus: Path, name: str) -> dict[str, Any]:
     fragment = mellanox_fw.parse_flint(_read(corpus, "flint", name))
-    _assert_valid(mellanox_fw.FLINT_SCHEMA, fragment)
+    assert_valid(mellanox_fw.FLINT_SCHEMA, fragment)
     return fragment
 
 
@@ -66,32 +60,20 @@ def test_every_flint_file_parses(corpus: Path, name: str) -> None:
 
 
 def test_collector_table_matches_the_contract() -> None:
-    fwm, flint = COLLECTORS["mlxfwmanager"], COLLECTORS["flint"]
-    assert (fwm.argv, fwm.provides, fwm.default) == (("mlxfwmanager", "--query"), "/ib/firmware", True)
-    assert (flint.argv[:2], flint.provides, flint.default) == (("sh", "-c"), "/ib/flint", False)
-    assert 'flint -d "$dev" q' in flint.argv[2] and 'mstflint -d "$dev" q' in flint.argv[2]
-    assert fwm.corpus == ("mlxfwmanager",) and flint.corpus == ("flint",)
+    assert_collector_table(
+        mellanox_fw.COLLECTORS,
+        {
+            "mlxfwmanager": (("mlxfwmanager", "--query"), "/ib/firmware", True),
+            "flint": (("sh", "-c", mellanox_fw.FLINT_SCRIPT), "/ib/flint", False),
+        },
+    )
+    assert 'flint -d "$dev" q' in mellanox_fw.FLINT_SCRIPT and 'mstflint -d "$dev" q' in mellanox_fw.FLINT_SCRIPT
+    assert COLLECTORS["mlxfwmanager"].corpus == ("mlxfwmanager",) and COLLECTORS["flint"].corpus == ("flint",)
 
 
-def _walk_objects(schema: Any, path: str = "$"):
-    if isinstance(schema, dict):
-        if schema.get("type") == "object" and "properties" in schema:
-            yield path, schema
-        for key, value in schema.items():
-            yield from _walk_objects(value, f"{path}.{key}")
-    elif isinstance(schema, list):
-        for i, value in enumerate(schema):
-            yield from _walk_objects(value, f"{path}[{i}]")
-
-
-@pytest.mark.parametrize("collector_id", sorted(COLLECTORS))
-def test_schema_is_closed_and_described(collector_id: str) -> None:
-    schema = dict(COLLECTORS[collector_id].schema)
-    Draft202012Validator.check_schema(schema)
-    for path, obj in _walk_objects(schema):
-        assert obj.get("additionalProperties") is False, f"{path} is open"
-        for prop, sub in obj["properties"].items():
-            assert sub.get("description"), f"{path}.{prop} has no description"
+@pytest.mark.parametrize("collector", mellanox_fw.COLLECTORS, ids=lambda c: c.id)
+def test_schema_is_closed_and_described(collector: Collector) -> None:
+    assert_closed_and_described(collector.schema)
 
 
 # --- mlxfwmanager ----------------------------------------------------------------------------------------------------
@@ -166,7 +148,7 @@ def test_port_guids_instead_of_base_guid(corpus: Path) -> None:
 
 def test_mlxfwmanager_no_devices_and_garbage(corpus: Path) -> None:
     f = mellanox_fw.parse_mlxfwmanager(NO_DEVICES + "\n")
-    _assert_valid(mellanox_fw.FIRMWARE_SCHEMA, f)
+    assert_valid(mellanox_fw.FIRMWARE_SCHEMA, f)
     assert f["devices"] == [] and f["errors"] == [NO_DEVICES]
     for text in ("", "Querying Mellanox devices firmware ...\n", "hello\nworld\n"):
         with pytest.raises(ParseError):

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fabricproof.collectors import nvlink
-from fabricproof.collectors.base import ParseError
-from jsonschema import Draft202012Validator
+from fabricproof.collectors.base import Collector, ParseError
+
+from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
 # Same location as the `corpus` fixture (tests/conftest.py); only used to list files at collection time.
 _CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
@@ -48,9 +48,7 @@ def _cases() -> list[tuple[str, Callable[[str], dict[str, Any]]]]:
 
 def _parse(parse: Callable[[str], dict[str, Any]], text: str) -> dict[str, Any]:
     fragment = parse(text)
-    json.dumps(fragment)
-    errors = sorted(Draft202012Validator(SCHEMAS[parse]).iter_errors(fragment), key=lambda e: list(e.path))
-    assert not errors, "\n".join(f"{e.json_path}: {e.message}" for e in errors[:5])
+    assert_valid(SCHEMAS[parse], fragment)
     return fragment
 
 
@@ -255,31 +253,17 @@ def test_output_of_another_sub_command_is_refused(corpus: Path) -> None:
 
 
 def test_collector_table_matches_contract() -> None:
-    table = {c.id: (c.argv, c.provides, c.default) for c in nvlink.COLLECTORS}
-    assert table == {
-        "nvlink_status": (("nvidia-smi", "nvlink", "-s"), "/nvlink/status", True),
-        "nvlink_errors": (("nvidia-smi", "nvlink", "-e"), "/nvlink/errors", True),
-        "nvlink_caps": (("nvidia-smi", "nvlink", "-c"), "/nvlink/caps", True),
-        "nvlink_info": (("nvidia-smi", "nvlink", "-info"), "/nvlink/info", False),
-    }
-
-
-def _objects(schema: Any) -> list[dict[str, Any]]:
-    found = []
-    if isinstance(schema, dict):
-        if "properties" in schema:
-            found.append(schema)
-        for value in schema.values():
-            found.extend(_objects(value))
-    elif isinstance(schema, list):
-        for value in schema:
-            found.extend(_objects(value))
-    return found
+    assert_collector_table(
+        nvlink.COLLECTORS,
+        {
+            "nvlink_status": (("nvidia-smi", "nvlink", "-s"), "/nvlink/status", True),
+            "nvlink_errors": (("nvidia-smi", "nvlink", "-e"), "/nvlink/errors", True),
+            "nvlink_caps": (("nvidia-smi", "nvlink", "-c"), "/nvlink/caps", True),
+            "nvlink_info": (("nvidia-smi", "nvlink", "-info"), "/nvlink/info", False),
+        },
+    )
 
 
 @pytest.mark.parametrize("collector", nvlink.COLLECTORS, ids=lambda c: c.id)
-def test_schema_is_closed_and_described(collector) -> None:
-    Draft202012Validator.check_schema(collector.schema)
-    for obj in _objects(collector.schema):
-        assert obj["additionalProperties"] is False
-        assert all("description" in prop for prop in obj["properties"].values())
+def test_schema_is_closed_and_described(collector: Collector) -> None:
+    assert_closed_and_described(collector.schema)

@@ -7,10 +7,11 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
-from fabricproof.collectors import COLLECTORS
-from fabricproof.collectors.base import ParseError
+from fabricproof.collectors import COLLECTORS, nvswitch
+from fabricproof.collectors.base import Collector, ParseError
 from fabricproof.collectors.nvswitch import parse_nvfwupd, parse_nvswitch_pci
-from jsonschema import Draft202012Validator
+
+from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 
@@ -35,32 +36,39 @@ def read(corpus: Path, rel: str) -> str:
     return (corpus / rel).read_text(encoding="utf-8", errors="surrogateescape")
 
 
-def validate(collector_id: str, fragment: object) -> None:
-    schema = COLLECTORS[collector_id].schema
-    Draft202012Validator.check_schema(schema)
-    Draft202012Validator(schema).validate(fragment)
-
-
 @pytest.mark.parametrize("name", listing("nvswitch"))
 def test_every_nvswitch_file_parses_and_matches_schema(corpus: Path, name: str) -> None:
     collector_id = route(name)
     assert collector_id, f"no parser routed for corpus file nvswitch/{name}"
-    validate(collector_id, COLLECTORS[collector_id].parse(read(corpus, f"nvswitch/{name}")))
+    collector = COLLECTORS[collector_id]
+    assert_valid(collector.schema, collector.parse(read(corpus, f"nvswitch/{name}")))
 
 
 @pytest.mark.parametrize("name", listing("lspci"))
 def test_every_lspci_file_counts_nvswitches(corpus: Path, name: str) -> None:
-    validate("nvswitch_pci", parse_nvswitch_pci(read(corpus, f"lspci/{name}")))
+    assert_valid(COLLECTORS["nvswitch_pci"].schema, parse_nvswitch_pci(read(corpus, f"lspci/{name}")))
 
 
 def test_collectors_match_contract() -> None:
-    assert COLLECTORS["nvswitch_pci"].argv == ("lspci", "-n", "-d", "10de:")
-    assert COLLECTORS["nvswitch_pci"].provides == "/nvswitch/pci"
-    fw = COLLECTORS["nvswitch_firmware"]
-    assert fw.provides == "/nvswitch/firmware"
-    assert fw.argv[0] == "nvfwupd" and "show_version" in fw.argv
+    assert_collector_table(
+        nvswitch.COLLECTORS,
+        {
+            "nvswitch_pci": (("lspci", "-n", "-d", "10de:"), "/nvswitch/pci", True),
+            "nvswitch_firmware": (
+                ("nvfwupd", "-c", "/etc/fabricproof/nvfwupd.yaml", "show_version"),
+                "/nvswitch/firmware",
+                True,
+            ),
+        },
+    )
     # BMC credentials come from the config file, never from argv
+    fw = COLLECTORS["nvswitch_firmware"]
     assert not any(word in arg for arg in fw.argv for word in ("password", "user=", "ip="))
+
+
+@pytest.mark.parametrize("collector", nvswitch.COLLECTORS, ids=lambda c: c.id)
+def test_schema_is_closed_and_described(collector: Collector) -> None:
+    assert_closed_and_described(collector.schema)
 
 
 # ---------------------------------------------------------------- NVSwitch count per platform
@@ -139,7 +147,7 @@ HGX_FW_PCIeRetimer_0           2.7.0                          N/A               
 
 def test_nvfwupd_text() -> None:
     frag = parse_nvfwupd(NVFWUPD_TEXT)
-    validate("nvswitch_firmware", frag)
+    assert_valid(COLLECTORS["nvswitch_firmware"].schema, frag)
     assert frag["source"] == "nvfwupd" and frag["system_model"] == "DGXH100"
     assert frag["nvswitch_versions"] == ["96.00.3F.00.01"] * 4  # HGX_FW_ERoT_NVSwitch_0 is the ERoT, not the switch
     # natural order: SXM_1, SXM_2, SXM_10
@@ -195,7 +203,7 @@ def test_nvfwupd_json_output() -> None:
         ],
     }
     frag = parse_nvfwupd(json.dumps(doc, indent=4))
-    validate("nvswitch_firmware", frag)
+    assert_valid(COLLECTORS["nvswitch_firmware"].schema, frag)
     assert frag["nvswitch_versions"] == ["96.10.4A.00.01"]
     assert frag["components"][0]["up_to_date"] is False and frag["components"][1]["up_to_date"] is True
 
@@ -229,7 +237,7 @@ REDFISH = {
 
 def test_redfish_firmware_inventory() -> None:
     frag = parse_nvfwupd(json.dumps(REDFISH))
-    validate("nvswitch_firmware", frag)
+    assert_valid(COLLECTORS["nvswitch_firmware"].schema, frag)
     assert frag["source"] == "redfish"
     assert [c["name"] for c in frag["components"]] == ["HGX_FW_GPU_SXM_1", "HGX_FW_NVSwitch_0", "HGX_FW_NVSwitch_1"]
     assert frag["nvswitch_versions"] == ["96.10.6D.00.01", "96.10.6D.00.01"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fabricproof.collectors import COLLECTORS
+from fabricproof.collectors import pcie
 from fabricproof.collectors.base import ParseError
 from fabricproof.collectors.pcie import parse_lspci_vvv, split_bdf
-from jsonschema import Draft202012Validator
+
+from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 HGX_VVV = "lspci/lspci-vvv-hgx-h100-excerpt-pex890xx-acs-off-pmc-sierra-acs-on-nvswitch-22a3.txt"
@@ -23,24 +24,22 @@ def read(corpus: Path, rel: str) -> str:
     return (corpus / rel).read_text(encoding="utf-8", errors="surrogateescape")
 
 
-def validate(fragment: object) -> None:
-    schema = COLLECTORS["lspci_vvv"].schema
-    Draft202012Validator.check_schema(schema)
-    Draft202012Validator(schema).validate(fragment)
-
-
 def by_bdf(fragment: dict) -> dict[str, dict]:
     return {d["bdf"]: d for d in fragment["devices"]}
 
 
 def test_collector_matches_contract() -> None:
-    assert (COLLECTORS["lspci_vvv"].argv, COLLECTORS["lspci_vvv"].provides) == (("lspci", "-vvv"), "/pcie")
+    assert_collector_table(pcie.COLLECTORS, {"lspci_vvv": (("lspci", "-vvv"), "/pcie", True)})
+
+
+def test_schema_is_closed_and_described() -> None:
+    assert_closed_and_described(pcie.LSPCI_VVV.schema)
 
 
 @pytest.mark.parametrize("name", listing("lspci"))
 def test_every_lspci_file_parses_and_matches_schema(corpus: Path, name: str) -> None:
     frag = parse_lspci_vvv(read(corpus, f"lspci/{name}"))
-    validate(frag)
+    assert_valid(pcie.LSPCI_VVV.schema, frag)
     assert frag["devices"]
     assert all(b["is_bridge"] for b in frag["bridges"])
 

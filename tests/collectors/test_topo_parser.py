@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fabricproof.collectors import topo
 from fabricproof.collectors.base import ParseError
-from jsonschema import Draft202012Validator
+
+from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
 # Same location as the `corpus` fixture (tests/conftest.py); only used to list files at collection time.
 _CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
@@ -23,9 +23,7 @@ def _names() -> list[str]:
 
 def _parse(text: str) -> dict[str, Any]:
     fragment = topo.parse_topo(text)
-    json.dumps(fragment)
-    errors = sorted(Draft202012Validator(topo.TOPO_SCHEMA).iter_errors(fragment), key=lambda e: list(e.path))
-    assert not errors, "\n".join(f"{e.json_path}: {e.message}" for e in errors[:5])
+    assert_valid(topo.TOPO_SCHEMA, fragment)
     return fragment
 
 
@@ -144,27 +142,9 @@ def test_garbage_raises_parse_error(text: str) -> None:
 
 
 def test_collector_matches_contract() -> None:
-    (collector,) = topo.COLLECTORS
-    assert (collector.id, collector.argv, collector.provides, collector.default) == (
-        "topo", ("nvidia-smi", "topo", "-m"), "/topo", True,
-    )
-    Draft202012Validator.check_schema(collector.schema)
-
-
-def _objects(schema: Any) -> list[dict[str, Any]]:
-    found = []
-    if isinstance(schema, dict):
-        if "properties" in schema:
-            found.append(schema)
-        for value in schema.values():
-            found.extend(_objects(value))
-    elif isinstance(schema, list):
-        for value in schema:
-            found.extend(_objects(value))
-    return found
+    assert_collector_table(topo.COLLECTORS, {"topo": (("nvidia-smi", "topo", "-m"), "/topo", True)})
+    assert topo.COLLECTORS[0].schema is topo.TOPO_SCHEMA
 
 
 def test_schema_is_closed_and_described() -> None:
-    for obj in _objects(topo.TOPO_SCHEMA):
-        assert obj["additionalProperties"] is False
-        assert all("description" in prop for prop in obj["properties"].values())
+    assert_closed_and_described(topo.TOPO_SCHEMA)

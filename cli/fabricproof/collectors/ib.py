@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .base import Collector, ParseError
-from .textutil import Node, indent_tree, na_to_none, split_kv, strip_ansi, to_float
+from .fragments import array, boolean, integer, mapping, number, obj, string
+from .textutil import Node, indent_tree, na_to_none, natural_key, split_kv, strip_ansi, to_float
 
 # --- small shared helpers --------------------------------------------------------------------------------------------
 
@@ -26,7 +27,10 @@ def _num(value: str | None) -> int | float | None:
 
 
 def _int_any(value: str | None) -> int | None:
-    """Decimal or 0x-hex integer ('0x33bf' LIDs in ibstatus, '0x00' LMC in ibv_devinfo), else None."""
+    """Decimal or 0x-hex integer ('0x33bf' LIDs in ibstatus, '0x00' LMC in ibv_devinfo), else None.
+
+    Not textutil.to_int, which reads decimal only ('0x33bf' would be 0) and drops thousands commas.
+    """
     v = na_to_none(value)
     if v is None:
         return None
@@ -39,34 +43,6 @@ def _strip_code(value: str | None) -> str | None:
     v = na_to_none(value)
     return re.sub(r"\s*\(\d+\)$", "", v) if v else None
 
-
-def _t(types: str | list[str], desc: str, **extra: Any) -> dict[str, Any]:
-    return {"type": types, "description": desc, **extra}
-
-
-def _obj(desc: str, props: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A closed record: every property the parser always emits is required."""
-    return {
-        "type": "object",
-        "description": desc,
-        "additionalProperties": False,
-        "required": [k for k in props if k not in optional],
-        "properties": props,
-    }
-
-
-def _arr(desc: str, items: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "array", "description": desc, "items": items}
-
-
-def _map(desc: str, values: dict[str, Any]) -> dict[str, Any]:
-    """A name -> value dictionary (counter names, netdev map): open keys, typed values."""
-    return {"type": "object", "description": desc, "additionalProperties": values}
-
-
-_NSTR = ["string", "null"]
-_NINT = ["integer", "null"]
-_NNUM = ["number", "null"]
 
 # Names ibstat prints for the PortInfo enums (infiniband-diags ibstat.c); ibstatus and sysfs print "N: NAME"
 # instead, and the ibstatus parser maps the number to these names so both land in one fragment shape.
@@ -99,47 +75,49 @@ _PORT_HEADER = re.compile(r"^Port (?P<port>\d+)$")
 _IB_DIAG = re.compile(r"^ib(panic|warn|error)\b")
 _IBSTATUS_HEADER = re.compile(r"^Infiniband device '(?P<dev>[^']+)' port (?P<port>\d+) status:\s*$")
 
-_IBSTAT_HCA = _obj(
+_IBSTAT_HCA = obj(
     "One channel adapter (CA) as ibstat lists it.",
     {
-        "name": _t("string", "Device name, e.g. mlx5_0."),
-        "ca_type": _t(_NSTR, "CA type (PCI device id), e.g. MT4129 for ConnectX-7; null from ibstatus."),
-        "ports_count": _t("integer", "Number of ports ibstat reports (ibstatus: port blocks seen)."),
-        "fw_version": _t(_NSTR, "Firmware version, e.g. 28.41.1000; null from ibstatus."),
-        "hw_version": _t(_NSTR, "Hardware revision; null from ibstatus."),
-        "node_guid": _t(_NSTR, "Node GUID as printed (0x-prefixed hex); null from ibstatus."),
-        "system_image_guid": _t(_NSTR, "System image GUID as printed; null from ibstatus."),
+        "name": string("Device name, e.g. mlx5_0."),
+        "ca_type": string("CA type (PCI device id), e.g. MT4129 for ConnectX-7; null from ibstatus.", True),
+        "ports_count": integer("Number of ports ibstat reports (ibstatus: port blocks seen)."),
+        "fw_version": string("Firmware version, e.g. 28.41.1000; null from ibstatus.", True),
+        "hw_version": string("Hardware revision; null from ibstatus.", True),
+        "node_guid": string("Node GUID as printed (0x-prefixed hex); null from ibstatus.", True),
+        "system_image_guid": string("System image GUID as printed; null from ibstatus.", True),
     },
 )
-_IBSTAT_PORT = _obj(
+_IBSTAT_PORT = obj(
     "One CA port (flat list: one record per CA port).",
     {
-        "ca": _t("string", "Owning CA name."),
-        "ca_type": _t(_NSTR, "CA type of the owning CA (repeated so a port record stands alone); null from ibstatus."),
-        "port": _t("integer", "Port number (1-based)."),
-        "state": _t(_NSTR, "Logical port state as ibstat prints it: Down, Initializing, Armed, Active."),
-        "phys_state": _t(_NSTR, "Physical port state as ibstat prints it: LinkUp, Polling, Disabled, Sleep..."),
-        "rate": _t(_NNUM, "Link rate in Gb/s, e.g. 400 (NDR), 200 (HDR); ports Down often show 40 or 10."),
-        "base_lid": _t(_NINT, "Base LID (0 on Ethernet / RoCE ports)."),
-        "sm_lid": _t(_NINT, "LID of the subnet manager; 0 means no SM seen (IB) or Ethernet."),
-        "lmc": _t(_NINT, "LID mask control; null from ibstatus."),
-        "capability_mask": _t(_NSTR, "Port capability mask as printed (hex); null from ibstatus."),
-        "port_guid": _t(_NSTR, "Port GUID as printed; from ibstatus the low 64 bits of the IB default GID."),
-        "link_layer": _t(_NSTR, "InfiniBand or Ethernet (RoCE)."),
-        "default_gid": _t(_NSTR, "Default GID (ibstatus only)."),
+        "ca": string("Owning CA name."),
+        "ca_type": string(
+            "CA type of the owning CA (repeated so a port record stands alone); null from ibstatus.", True
+        ),
+        "port": integer("Port number (1-based)."),
+        "state": string("Logical port state as ibstat prints it: Down, Initializing, Armed, Active.", True),
+        "phys_state": string("Physical port state as ibstat prints it: LinkUp, Polling, Disabled, Sleep...", True),
+        "rate": number("Link rate in Gb/s, e.g. 400 (NDR), 200 (HDR); ports Down often show 40 or 10.", True),
+        "base_lid": integer("Base LID (0 on Ethernet / RoCE ports).", True),
+        "sm_lid": integer("LID of the subnet manager; 0 means no SM seen (IB) or Ethernet.", True),
+        "lmc": integer("LID mask control; null from ibstatus.", True),
+        "capability_mask": string("Port capability mask as printed (hex); null from ibstatus.", True),
+        "port_guid": string("Port GUID as printed; from ibstatus the low 64 bits of the IB default GID.", True),
+        "link_layer": string("InfiniBand or Ethernet (RoCE).", True),
+        "default_gid": string("Default GID (ibstatus only).", True),
     },
     optional=("default_gid",),
 )
-IBSTAT_SCHEMA = _obj(
+IBSTAT_SCHEMA = obj(
     "Channel adapters and their ports from ibstat (or ibstatus).",
     {
-        "hcas": _arr("Channel adapters in output order.", _IBSTAT_HCA),
-        "ports": _arr("All ports of all CAs.", _IBSTAT_PORT),
-        "count": _t("integer", "Number of CAs listed."),
-        "ports_active": _t("integer", "Ports whose state is Active."),
-        "errors": _arr(
+        "hcas": array("Channel adapters in output order.", _IBSTAT_HCA),
+        "ports": array("All ports of all CAs.", _IBSTAT_PORT),
+        "count": integer("Number of CAs listed."),
+        "ports_active": integer("Ports whose state is Active."),
+        "errors": array(
             "Diagnostics the tool printed (e.g. the ibpanic line when ibstat dies on a vanished device).",
-            _t("string", "One diagnostic line as printed."),
+            string("One diagnostic line as printed."),
         ),
     },
 )
@@ -290,53 +268,53 @@ def parse_ibstatus(text: str) -> dict[str, Any]:
 
 # --- ibv_devinfo -----------------------------------------------------------------------------------------------------
 
-_DEVINFO_DEVICE = _obj(
+_DEVINFO_DEVICE = obj(
     "One RDMA device (hca_id block).",
     {
-        "name": _t("string", "hca_id, e.g. mlx5_0 or rocep1s0f0."),
-        "transport": _t(_NSTR, "Transport as printed without the enum, e.g. InfiniBand."),
-        "fw_ver": _t(_NSTR, "Firmware version."),
-        "node_guid": _t(_NSTR, "Node GUID as printed (colon-grouped hex)."),
-        "sys_image_guid": _t(_NSTR, "System image GUID as printed."),
-        "vendor_id": _t(_NSTR, "PCI vendor id as printed, e.g. 0x02c9."),
-        "vendor_part_id": _t(_NINT, "Vendor part id, e.g. 4129 (ConnectX-7)."),
-        "hw_ver": _t(_NSTR, "Hardware version as printed."),
-        "board_id": _t(_NSTR, "Board id (PSID), e.g. MT_0000000838."),
-        "phys_port_cnt": _t(_NINT, "Number of physical ports."),
+        "name": string("hca_id, e.g. mlx5_0 or rocep1s0f0."),
+        "transport": string("Transport as printed without the enum, e.g. InfiniBand.", True),
+        "fw_ver": string("Firmware version.", True),
+        "node_guid": string("Node GUID as printed (colon-grouped hex).", True),
+        "sys_image_guid": string("System image GUID as printed.", True),
+        "vendor_id": string("PCI vendor id as printed, e.g. 0x02c9.", True),
+        "vendor_part_id": integer("Vendor part id, e.g. 4129 (ConnectX-7).", True),
+        "hw_ver": string("Hardware version as printed.", True),
+        "board_id": string("Board id (PSID), e.g. MT_0000000838.", True),
+        "phys_port_cnt": integer("Number of physical ports.", True),
     },
 )
-_DEVINFO_GID = _obj(
+_DEVINFO_GID = obj(
     "One GID table entry (ibv_devinfo -v).",
     {
-        "index": _t("integer", "GID index."),
-        "gid": _t("string", "GID as printed."),
-        "type": _t(_NSTR, "GID type suffix when printed (e.g. 'RoCE v2'), else null."),
+        "index": integer("GID index."),
+        "gid": string("GID as printed."),
+        "type": string("GID type suffix when printed (e.g. 'RoCE v2'), else null.", True),
     },
 )
-_DEVINFO_PORT = _obj(
+_DEVINFO_PORT = obj(
     "One port of an RDMA device.",
     {
-        "device": _t("string", "Owning hca_id."),
-        "port": _t("integer", "Port number."),
-        "state": _t(_NSTR, "Port state without the enum, e.g. PORT_ACTIVE, PORT_DOWN."),
-        "max_mtu": _t(_NINT, "Maximum MTU in bytes."),
-        "active_mtu": _t(_NINT, "Active MTU in bytes (4096 expected on IB)."),
-        "sm_lid": _t(_NINT, "Subnet manager LID."),
-        "port_lid": _t(_NINT, "Port LID (65535 when the port is down)."),
-        "port_lmc": _t(_NINT, "LID mask control."),
-        "link_layer": _t(_NSTR, "InfiniBand or Ethernet."),
-        "active_width": _t(_NSTR, "Active link width without the enum, e.g. 4X (-v only)."),
-        "active_speed": _t(_NSTR, "Active per-lane speed without the enum, e.g. '50.0 Gbps' (-v only)."),
-        "phys_state": _t(_NSTR, "Physical state without the enum, e.g. LINK_UP, DISABLED (-v only)."),
-        "gids": _arr("GID table entries printed with -v.", _DEVINFO_GID),
+        "device": string("Owning hca_id."),
+        "port": integer("Port number."),
+        "state": string("Port state without the enum, e.g. PORT_ACTIVE, PORT_DOWN.", True),
+        "max_mtu": integer("Maximum MTU in bytes.", True),
+        "active_mtu": integer("Active MTU in bytes (4096 expected on IB).", True),
+        "sm_lid": integer("Subnet manager LID.", True),
+        "port_lid": integer("Port LID (65535 when the port is down).", True),
+        "port_lmc": integer("LID mask control.", True),
+        "link_layer": string("InfiniBand or Ethernet.", True),
+        "active_width": string("Active link width without the enum, e.g. 4X (-v only).", True),
+        "active_speed": string("Active per-lane speed without the enum, e.g. '50.0 Gbps' (-v only).", True),
+        "phys_state": string("Physical state without the enum, e.g. LINK_UP, DISABLED (-v only).", True),
+        "gids": array("GID table entries printed with -v.", _DEVINFO_GID),
     },
 )
-DEVINFO_SCHEMA = _obj(
+DEVINFO_SCHEMA = obj(
     "RDMA devices and ports from ibv_devinfo (plain, -v or -vv).",
     {
-        "devices": _arr("Devices in output order.", _DEVINFO_DEVICE),
-        "ports": _arr("All ports of all devices.", _DEVINFO_PORT),
-        "errors": _arr("Diagnostics such as 'No IB devices found'.", _t("string", "One line as printed.")),
+        "devices": array("Devices in output order.", _DEVINFO_DEVICE),
+        "ports": array("All ports of all devices.", _DEVINFO_PORT),
+        "errors": array("Diagnostics such as 'No IB devices found'.", string("One line as printed.")),
     },
 )
 
@@ -451,28 +429,30 @@ _I2N_VERBOSE = re.compile(
     r"port\s+(?P<port>\d+)\s+\((?P<port_state>[^)]*?)\s*\)\s*==>\s+(?P<netdev>\S+)\s+\((?P<state>[^)]*)\)\s*$"
 )
 
-NETDEV_SCHEMA = _obj(
+NETDEV_SCHEMA = obj(
     "RDMA device port to network interface mapping from ibdev2netdev (or -v).",
     {
-        "entries": _arr(
+        "entries": array(
             "One record per RDMA port.",
-            _obj(
+            obj(
                 "One 'dev port N ==> netdev (State)' line.",
                 {
-                    "device": _t("string", "RDMA device name."),
-                    "port": _t("integer", "Port number."),
-                    "netdev": _t("string", "Network interface name, e.g. ib0 or enp4s0f0np0."),
-                    "state": _t(_NSTR, "Netdev state as printed: Up or Down."),
-                    "pci": _t(_NSTR, "PCI address (-v only)."),
-                    "hca_type": _t(_NSTR, "Device type, e.g. MT4123 (-v only)."),
-                    "part": _t(_NSTR, "Part number, serial or PSID in the type parentheses; null when NA (-v only)."),
-                    "description": _t(_NSTR, "Board description (-v only; null when empty, e.g. VFs)."),
-                    "fw": _t(_NSTR, "Firmware version (-v only)."),
-                    "port_state": _t(_NSTR, "RDMA port state as printed, e.g. ACTIVE, DOWN (-v only)."),
+                    "device": string("RDMA device name."),
+                    "port": integer("Port number."),
+                    "netdev": string("Network interface name, e.g. ib0 or enp4s0f0np0."),
+                    "state": string("Netdev state as printed: Up or Down.", True),
+                    "pci": string("PCI address (-v only).", True),
+                    "hca_type": string("Device type, e.g. MT4123 (-v only).", True),
+                    "part": string(
+                        "Part number, serial or PSID in the type parentheses; null when NA (-v only).", True
+                    ),
+                    "description": string("Board description (-v only; null when empty, e.g. VFs).", True),
+                    "fw": string("Firmware version (-v only).", True),
+                    "port_state": string("RDMA port state as printed, e.g. ACTIVE, DOWN (-v only).", True),
                 },
             ),
         ),
-        "map": _map('"<device>/<port>" -> netdev, e.g. {"mlx5_0/1": "ib0"}.', _t("string", "Netdev name.")),
+        "map": mapping('"<device>/<port>" -> netdev, e.g. {"mlx5_0/1": "ib0"}.', string("Netdev name.")),
     },
 )
 
@@ -542,41 +522,41 @@ IB_COUNTERS_SCRIPT = (
 _SYSFS_LINE = re.compile(r"^(?:/sys/class/infiniband/)?(?P<dev>[^/\s:]+)/(?P<rest>[^:\s]+):\s?(?P<value>.*)$")
 _SYSFS_PORT = re.compile(r"^ports/(?P<port>\d+)/(?P<attr>.+)$")
 
-_COUNTERS_PORT = _obj(
+_COUNTERS_PORT = obj(
     "One port's sysfs attributes and counters.",
     {
-        "device": _t("string", "RDMA device name."),
-        "port": _t("integer", "Port number."),
-        "state": _t(_NSTR, "ports/N/state as printed, e.g. '4: ACTIVE'."),
-        "state_name": _t(_NSTR, "Name part of state, e.g. ACTIVE, DOWN, INIT."),
-        "phys_state": _t(_NSTR, "ports/N/phys_state as printed, e.g. '5: LinkUp'."),
-        "phys_state_name": _t(_NSTR, "Name part of phys_state, e.g. LinkUp, Polling, Disabled."),
-        "rate": _t(_NSTR, "ports/N/rate as printed, e.g. '400 Gb/sec (4X NDR)'."),
-        "rate_gbps": _t(_NNUM, "Numeric part of rate in Gb/s, e.g. 400."),
-        "link_layer": _t(_NSTR, "ports/N/link_layer: InfiniBand or Ethernet."),
-        "counters": _map("ports/N/counters/* (IB PMA counters) by file name.", _t("integer", "Counter value.")),
-        "hw_counters": _map("ports/N/hw_counters/* (vendor counters) by file name.", _t("integer", "Counter value.")),
+        "device": string("RDMA device name."),
+        "port": integer("Port number."),
+        "state": string("ports/N/state as printed, e.g. '4: ACTIVE'.", True),
+        "state_name": string("Name part of state, e.g. ACTIVE, DOWN, INIT.", True),
+        "phys_state": string("ports/N/phys_state as printed, e.g. '5: LinkUp'.", True),
+        "phys_state_name": string("Name part of phys_state, e.g. LinkUp, Polling, Disabled.", True),
+        "rate": string("ports/N/rate as printed, e.g. '400 Gb/sec (4X NDR)'.", True),
+        "rate_gbps": number("Numeric part of rate in Gb/s, e.g. 400.", True),
+        "link_layer": string("ports/N/link_layer: InfiniBand or Ethernet.", True),
+        "counters": mapping("ports/N/counters/* (IB PMA counters) by file name.", integer("Counter value.")),
+        "hw_counters": mapping("ports/N/hw_counters/* (vendor counters) by file name.", integer("Counter value.")),
     },
 )
-COUNTERS_SCHEMA = _obj(
+COUNTERS_SCHEMA = obj(
     "Per-port state and error counters read from /sys/class/infiniband.",
     {
-        "devices": _arr(
+        "devices": array(
             "Device-level attributes.",
-            _obj(
+            obj(
                 "One RDMA device.",
                 {
-                    "name": _t("string", "Device name."),
-                    "fw_ver": _t(_NSTR, "Firmware version."),
-                    "board_id": _t(_NSTR, "Board id (PSID)."),
-                    "hca_type": _t(_NSTR, "HCA type, e.g. MT4129."),
-                    "node_guid": _t(_NSTR, "Node GUID as printed."),
+                    "name": string("Device name."),
+                    "fw_ver": string("Firmware version.", True),
+                    "board_id": string("Board id (PSID).", True),
+                    "hca_type": string("HCA type, e.g. MT4129.", True),
+                    "node_guid": string("Node GUID as printed.", True),
                 },
             ),
         ),
-        "ports": _arr("All ports of all devices.", _COUNTERS_PORT),
-        "totals": _map("Sum over ports of each counters/* value.", _t("integer", "Summed counter.")),
-        "hw_totals": _map("Sum over ports of each hw_counters/* value.", _t("integer", "Summed counter.")),
+        "ports": array("All ports of all devices.", _COUNTERS_PORT),
+        "totals": mapping("Sum over ports of each counters/* value.", integer("Summed counter.")),
+        "hw_totals": mapping("Sum over ports of each hw_counters/* value.", integer("Summed counter.")),
     },
 )
 
@@ -607,10 +587,10 @@ def parse_ib_counters(text: str) -> dict[str, Any]:
         if not pm:
             continue  # other files (node_desc, pkeys, ...) are not part of these facts
         devices.setdefault(dev, {"name": dev, **{a: None for a in _DEVICE_ATTRS}})
-        number = int(pm.group("port"))
+        port_no = int(pm.group("port"))
         port = ports.setdefault(
-            (dev, number),
-            {"device": dev, "port": number, **{a: None for a in _PORT_ATTRS}, "counters": {}, "hw_counters": {}},
+            (dev, port_no),
+            {"device": dev, "port": port_no, **{a: None for a in _PORT_ATTRS}, "counters": {}, "hw_counters": {}},
         )
         attr = pm.group("attr")
         group, _, name = attr.partition("/")
@@ -624,7 +604,7 @@ def parse_ib_counters(text: str) -> dict[str, Any]:
     if not devices:
         raise ParseError("no '/sys/class/infiniband/<dev>/...: value' line")
     out_ports = []
-    for p in sorted(ports.values(), key=lambda p: (_natural(p["device"]), p["port"])):
+    for p in sorted(ports.values(), key=lambda p: (natural_key(p["device"]), p["port"])):
         out_ports.append(
             {
                 "device": p["device"],
@@ -641,16 +621,11 @@ def parse_ib_counters(text: str) -> dict[str, Any]:
             }
         )
     return {
-        "devices": [devices[d] for d in sorted(devices, key=_natural)],
+        "devices": [devices[d] for d in sorted(devices, key=natural_key)],
         "ports": out_ports,
         "totals": _sum(p["counters"] for p in out_ports),
         "hw_totals": _sum(p["hw_counters"] for p in out_ports),
     }
-
-
-def _natural(name: str) -> list[Any]:
-    """mlx5_2 before mlx5_10."""
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
 def _sum(maps: Iterable[dict[str, int]]) -> dict[str, int]:
@@ -670,13 +645,13 @@ def _sum(maps: Iterable[dict[str, int]]) -> dict[str, int]:
 # DOCA-OFED reports "OFED-internal-<release>" where MLNX_OFED reported "MLNX_OFED_LINUX-<release>".
 _OFED_LINE = re.compile(r"^(?P<flavor>[A-Za-z][A-Za-z_]*(?:-[A-Za-z][A-Za-z_]*)*)-(?P<release>\d+\.\d[\w.-]*?):?\s*$")
 
-OFED_SCHEMA = _obj(
+OFED_SCHEMA = obj(
     "Installed OFED stack from ofed_info -s.",
     {
-        "version": _t("string", "As printed without the trailing colon, e.g. MLNX_OFED_LINUX-23.10-1.1.9.0."),
-        "flavor": _t("string", "Part before the release: MLNX_OFED_LINUX (MLNX_OFED) or OFED-internal (DOCA-OFED)."),
-        "release": _t("string", "Release part, e.g. 23.10-1.1.9.0 or 24.10-1.1.4.0.200."),
-        "doca": _t("boolean", "True for DOCA-OFED (OFED-internal-*)."),
+        "version": string("As printed without the trailing colon, e.g. MLNX_OFED_LINUX-23.10-1.1.9.0."),
+        "flavor": string("Part before the release: MLNX_OFED_LINUX (MLNX_OFED) or OFED-internal (DOCA-OFED)."),
+        "release": string("Release part, e.g. 23.10-1.1.9.0 or 24.10-1.1.4.0.200."),
+        "doca": boolean("True for DOCA-OFED (OFED-internal-*)."),
     },
 )
 
@@ -701,29 +676,29 @@ def parse_ofed_info(text: str) -> dict[str, Any]:
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 _GID_VER = re.compile(r"^v\d$")
 
-GIDS_SCHEMA = _obj(
+GIDS_SCHEMA = obj(
     "RoCE GID table from show_gids.",
     {
-        "entries": _arr(
+        "entries": array(
             "One record per GID row.",
-            _obj(
+            obj(
                 "One show_gids row.",
                 {
-                    "device": _t("string", "RDMA device name."),
-                    "port": _t("integer", "Port number."),
-                    "index": _t("integer", "GID index (what NCCL_IB_GID_INDEX selects)."),
-                    "gid": _t("string", "GID as printed."),
-                    "ipv4": _t(_NSTR, "IPv4 address of an IPv4-mapped GID, else null."),
-                    "version": _t("string", "RoCE version as printed: v1 or v2."),
-                    "netdev": _t(_NSTR, "Network interface of the GID, null if none printed."),
+                    "device": string("RDMA device name."),
+                    "port": integer("Port number."),
+                    "index": integer("GID index (what NCCL_IB_GID_INDEX selects)."),
+                    "gid": string("GID as printed."),
+                    "ipv4": string("IPv4 address of an IPv4-mapped GID, else null.", True),
+                    "version": string("RoCE version as printed: v1 or v2."),
+                    "netdev": string("Network interface of the GID, null if none printed.", True),
                 },
             ),
         ),
-        "count": _t("integer", "Rows parsed."),
-        "n_gids_found": _t(_NINT, "The tool's own n_gids_found= total, null if absent."),
-        "rocev2_ipv4_indexes": _arr(
+        "count": integer("Rows parsed."),
+        "n_gids_found": integer("The tool's own n_gids_found= total, null if absent.", True),
+        "rocev2_ipv4_indexes": array(
             "Sorted unique GID indexes with version v2 and an IPv4 address (the usual NCCL GID choice).",
-            _t("integer", "GID index."),
+            integer("GID index."),
         ),
     },
 )
@@ -775,23 +750,23 @@ def parse_show_gids(text: str) -> dict[str, Any]:
 _RDMA_LINK = re.compile(r"^link\s+(?P<dev>[^/\s]+)/(?P<port>\d+)\s*(?P<rest>.*)$")
 _RDMA_LINK_KEYS = ("subnet_prefix", "lid", "sm_lid", "lmc", "state", "physical_state", "netdev", "netdev_index")
 
-RDMA_LINK_SCHEMA = _obj(
+RDMA_LINK_SCHEMA = obj(
     "RDMA port links from iproute2 `rdma link show`.",
     {
-        "links": _arr(
+        "links": array(
             "One record per 'link <dev>/<port>' line.",
-            _obj(
+            obj(
                 "One RDMA link.",
                 {
-                    "device": _t("string", "RDMA device name."),
-                    "port": _t("integer", "Port number."),
-                    "state": _t(_NSTR, "Port state as printed, e.g. ACTIVE, DOWN."),
-                    "physical_state": _t(_NSTR, "Physical state as printed, e.g. LINK_UP, POLLING, DISABLED."),
-                    "netdev": _t(_NSTR, "Attached netdev, null if none."),
-                    "lid": _t(_NINT, "Port LID (IB only)."),
-                    "sm_lid": _t(_NINT, "Subnet manager LID (IB only)."),
-                    "lmc": _t(_NINT, "LID mask control (IB only)."),
-                    "subnet_prefix": _t(_NSTR, "GID subnet prefix (IB only)."),
+                    "device": string("RDMA device name."),
+                    "port": integer("Port number."),
+                    "state": string("Port state as printed, e.g. ACTIVE, DOWN.", True),
+                    "physical_state": string("Physical state as printed, e.g. LINK_UP, POLLING, DISABLED.", True),
+                    "netdev": string("Attached netdev, null if none.", True),
+                    "lid": integer("Port LID (IB only).", True),
+                    "sm_lid": integer("Subnet manager LID (IB only).", True),
+                    "lmc": integer("LID mask control (IB only).", True),
+                    "subnet_prefix": string("GID subnet prefix (IB only).", True),
                 },
             ),
         ),

@@ -6,35 +6,8 @@ import re
 from typing import Any
 
 from .base import Collector, ParseError
+from .fragments import array, boolean, integer, mapping, obj, string
 from .textutil import na_to_none, split_kv, strip_ansi
-
-
-def _t(types: str | list[str], desc: str, **extra: Any) -> dict[str, Any]:
-    return {"type": types, "description": desc, **extra}
-
-
-def _obj(desc: str, props: dict[str, Any]) -> dict[str, Any]:
-    """A closed record whose properties the parser always emits."""
-    return {
-        "type": "object",
-        "description": desc,
-        "additionalProperties": False,
-        "required": list(props),
-        "properties": props,
-    }
-
-
-def _arr(desc: str, items: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "array", "description": desc, "items": items}
-
-
-def _map(desc: str, values: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "description": desc, "additionalProperties": values}
-
-
-_NSTR = ["string", "null"]
-_NINT = ["integer", "null"]
-
 
 # --- mlxfwmanager --query / mlxup / mlnx-fw-updater ------------------------------------------------------------------
 
@@ -56,47 +29,47 @@ _QUERY_FIELDS = {
     "Status": "status",
 }
 
-_FW_DEVICE = _obj(
+_FW_DEVICE = obj(
     "One adapter from a 'Device #N:' query block.",
     {
-        "index": _t("integer", "N of 'Device #N'."),
-        "device_type": _t(_NSTR, "Device type, e.g. ConnectX7."),
-        "part_number": _t(_NSTR, "Part number, e.g. MCX75310AAS-NEA_Ax."),
-        "description": _t(_NSTR, "Board description."),
-        "psid": _t(_NSTR, "PSID (board firmware identity), e.g. MT_0000000838."),
-        "pci_device": _t(_NSTR, "PCI device name as printed: a BDF or an mst device path."),
-        "base_guid": _t(_NSTR, "Base GUID; null on boards that list per-port GUIDs instead."),
-        "base_mac": _t(_NSTR, "Base MAC."),
-        "port_guids": _arr("PortN GUID rows (older boards), in port order.", _t("string", "GUID.")),
-        "fw_current": _t(_NSTR, "FW version burned in flash (the 'FW' row, Current column)."),
-        "fw_running": _t(
-            _NSTR, "FW running now: the 'FW (Running)' row when printed (flash not yet activated), else fw_current."
+        "index": integer("N of 'Device #N'."),
+        "device_type": string("Device type, e.g. ConnectX7.", True),
+        "part_number": string("Part number, e.g. MCX75310AAS-NEA_Ax.", True),
+        "description": string("Board description.", True),
+        "psid": string("PSID (board firmware identity), e.g. MT_0000000838.", True),
+        "pci_device": string("PCI device name as printed: a BDF or an mst device path.", True),
+        "base_guid": string("Base GUID; null on boards that list per-port GUIDs instead.", True),
+        "base_mac": string("Base MAC.", True),
+        "port_guids": array("PortN GUID rows (older boards), in port order.", string("GUID.")),
+        "fw_current": string("FW version burned in flash (the 'FW' row, Current column).", True),
+        "fw_running": string(
+            "FW running now: the 'FW (Running)' row when printed (flash not yet activated), else fw_current.", True
         ),
-        "fw_available": _t(_NSTR, "FW version in the tool's image bundle; null when N/A."),
-        "fw_activation_pending": _t("boolean", "Running FW differs from the flash (a reset or reboot is needed)."),
-        "status": _t(_NSTR, "Status as printed: 'Up to date', 'Update required', 'No matching image found'..."),
-        "versions": _arr(
+        "fw_available": string("FW version in the tool's image bundle; null when N/A.", True),
+        "fw_activation_pending": boolean("Running FW differs from the flash (a reset or reboot is needed)."),
+        "status": string("Status as printed: 'Up to date', 'Update required', 'No matching image found'...", True),
+        "versions": array(
             "Every row of the Versions table.",
-            _obj(
+            obj(
                 "One Versions row.",
                 {
-                    "name": _t("string", "Component as printed: FW, FW (Running), PXE, UEFI, CLP..."),
-                    "current": _t(_NSTR, "Current column."),
-                    "available": _t(_NSTR, "Available column; null when N/A."),
+                    "name": string("Component as printed: FW, FW (Running), PXE, UEFI, CLP..."),
+                    "current": string("Current column.", True),
+                    "available": string("Available column; null when N/A.", True),
                 },
             ),
         ),
     },
 )
-FIRMWARE_SCHEMA = _obj(
+FIRMWARE_SCHEMA = obj(
     "Adapter firmware inventory from mlxfwmanager --query (or mlxup / mlnx-fw-updater query blocks).",
     {
-        "devices": _arr("Adapters in output order.", _FW_DEVICE),
-        "count": _t("integer", "Number of adapters listed."),
-        "errors": _arr("-E- lines the tool printed.", _t("string", "One line as printed (trimmed).")),
-        "warnings": _arr("-W- lines the tool printed.", _t("string", "One line as printed (trimmed).")),
-        "update_attempted": _t("boolean", "The output goes on to burn firmware ('Device #N: Updating FW', mlxup)."),
-        "restart_needed": _t("boolean", "The transcript says 'Restart needed for updates to take effect'."),
+        "devices": array("Adapters in output order.", _FW_DEVICE),
+        "count": integer("Number of adapters listed."),
+        "errors": array("-E- lines the tool printed.", string("One line as printed (trimmed).")),
+        "warnings": array("-W- lines the tool printed.", string("One line as printed (trimmed).")),
+        "update_attempted": boolean("The output goes on to burn firmware ('Device #N: Updating FW', mlxup)."),
+        "restart_needed": boolean("The transcript says 'Restart needed for updates to take effect'."),
     },
 )
 
@@ -222,49 +195,50 @@ _FLINT_FIELDS = {
 # under the column header printed in the "Description:" line (Node, Port1, Port2, Sys image).
 _FS3_ID_ROW = re.compile(r"^(?P<which>(?:Orig )?Base) (?P<kind>GUID|MAC)$")
 
-FLINT_SCHEMA = _obj(
+FLINT_SCHEMA = obj(
     "Firmware image query of one adapter (flint / mstflint -d <dev> q).",
     {
-        "image_type": _t(_NSTR, "Image layout: FS2 (ConnectX-3), FS3 (ConnectX-4/5), FS4 (ConnectX-6 and later)."),
-        "fw_version": _t(_NSTR, "FW version in flash."),
-        "fw_release_date": _t(_NSTR, "FW release date as printed (d.m.yyyy)."),
-        "product_version": _t(_NSTR, "Product version."),
-        "part_number": _t(_NSTR, "Part number ('q full' only)."),
-        "description": _t(_NSTR, "Board description ('q full' only)."),
-        "psid": _t(_NSTR, "PSID."),
-        "device_id": _t(_NSTR, "PCI device id (FS2 layout only)."),
-        "security_attributes": _t(_NSTR, "Security attributes, e.g. secure-fw; null when N/A."),
-        "default_update_method": _t(_NSTR, "Default update method, e.g. fw_ctrl."),
-        "image_vsd": _t(_NSTR, "Image VSD; null when N/A."),
-        "device_vsd": _t(_NSTR, "Device VSD; null when N/A."),
-        "vsd": _t(_NSTR, "VSD (FS2 layout); null when empty."),
-        "mic_version": _t(_NSTR, "MIC version (FS2 'q full')."),
-        "config_sectors": _t(_NINT, "Config sectors (FS2 'q full')."),
-        "prs_name": _t(_NSTR, "PRS name (FS2 'q full')."),
-        "rom_info": _arr(
+        "image_type": string("Image layout: FS2 (ConnectX-3), FS3 (ConnectX-4/5), FS4 (ConnectX-6 and later).", True),
+        "fw_version": string("FW version in flash.", True),
+        "fw_release_date": string("FW release date as printed (d.m.yyyy).", True),
+        "product_version": string("Product version.", True),
+        "part_number": string("Part number ('q full' only).", True),
+        "description": string("Board description ('q full' only).", True),
+        "psid": string("PSID.", True),
+        "device_id": string("PCI device id (FS2 layout only).", True),
+        "security_attributes": string("Security attributes, e.g. secure-fw; null when N/A.", True),
+        "default_update_method": string("Default update method, e.g. fw_ctrl.", True),
+        "image_vsd": string("Image VSD; null when N/A.", True),
+        "device_vsd": string("Device VSD; null when N/A.", True),
+        "vsd": string("VSD (FS2 layout); null when empty.", True),
+        "mic_version": string("MIC version (FS2 'q full').", True),
+        "config_sectors": integer("Config sectors (FS2 'q full').", True),
+        "prs_name": string("PRS name (FS2 'q full').", True),
+        "rom_info": array(
             "Expansion ROMs (one per Rom Info line).",
-            _obj(
+            obj(
                 "One expansion ROM.",
                 {
-                    "type": _t(_NSTR, "ROM type: UEFI, PXE, CLP..."),
-                    "version": _t(_NSTR, "ROM version (version_id for CLP)."),
-                    "cpu": _t(_NSTR, "CPU architectures as printed, e.g. AMD64,AARCH64."),
+                    "type": string("ROM type: UEFI, PXE, CLP...", True),
+                    "version": string("ROM version (version_id for CLP).", True),
+                    "cpu": string("CPU architectures as printed, e.g. AMD64,AARCH64.", True),
                 },
             ),
         ),
-        "base_guid": _t(_NSTR, "Base GUID (FS3/FS4); the node GUID on FS2."),
-        "base_mac": _t(_NSTR, "Base MAC (FS3/FS4); the port 1 MAC on FS2."),
-        "guids": _map(
+        "base_guid": string("Base GUID (FS3/FS4); the node GUID on FS2.", True),
+        "base_mac": string("Base MAC (FS3/FS4); the port 1 MAC on FS2.", True),
+        "guids": mapping(
             "Every GUID shown, by role: base, orig_base (FS3/FS4); node, port1, port2, sys_image (FS2).",
-            _t(_NSTR, "GUID; null when N/A."),
+            string("GUID; null when N/A.", True),
         ),
-        "macs": _map(
-            "Every MAC shown, by role: base, orig_base (FS3/FS4); port1, port2 (FS2).", _t(_NSTR, "MAC; null when N/A.")
+        "macs": mapping(
+            "Every MAC shown, by role: base, orig_base (FS3/FS4); port1, port2 (FS2).",
+            string("MAC; null when N/A.", True),
         ),
-        "id_counts": _map(
-            "How many GUIDs/MACs each FS3/FS4 base reserves, e.g. {'base_guid': 16}.", _t("integer", "Count.")
+        "id_counts": mapping(
+            "How many GUIDs/MACs each FS3/FS4 base reserves, e.g. {'base_guid': 16}.", integer("Count.")
         ),
-        "fields": _map("Every 'Key: value' line as printed (first occurrence).", _t("string", "Raw value.")),
+        "fields": mapping("Every 'Key: value' line as printed (first occurrence).", string("Raw value.")),
     },
 )
 

@@ -13,7 +13,8 @@ import defusedxml.ElementTree as SafeET
 from defusedxml.common import DefusedXmlException
 
 from .base import Collector, ParseError, read_host_file
-from .textutil import Node, indent_tree, strip_ansi, to_float, to_int
+from .fragments import array, boolean, integer, number, obj, string
+from .textutil import Node, first_line, indent_tree, strip_ansi, to_float, to_int
 
 # Clock event (formerly "throttle") reasons in NVML bit order; the CSV reports them as a hex mask.
 THROTTLE_BITS: tuple[tuple[str, int], ...] = (
@@ -55,7 +56,9 @@ HEALTH_KEYS = (
 )
 
 # nvidia-smi spells "no value" in several ways; "None" is NOT among them (it is a real state,
-# e.g. health.incorrect_configuration "None" means no misconfiguration was found).
+# e.g. health.incorrect_configuration "None" means no misconfiguration was found), which is why string
+# fields go through _na rather than textutil.na_to_none. Numbers use to_int/to_float directly: no missing
+# spelling starts with a digit, so both read the same.
 _MISSING = {"", "N/A", "NA", "REQUESTED FUNCTIONALITY HAS BEEN DEPRECATED", "NOT SUPPORTED", "UNKNOWN ERROR"}
 
 
@@ -77,14 +80,6 @@ def _mode(value: str | None) -> str | None:
 def _yes_no(value: str | None) -> bool | None:
     v = (_na(value) or "").lower()
     return {"yes": True, "true": True, "no": False, "false": False}.get(v)
-
-
-def _int(value: str | None) -> int | None:
-    return to_int(_na(value))
-
-
-def _float(value: str | None) -> float | None:
-    return to_float(_na(value))
 
 
 def _ordered_reasons(active: Iterable[str]) -> list[str]:
@@ -161,13 +156,6 @@ def _fragment(
     }
 
 
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:120]
-    return ""
-
-
 # ---------------------------------------------------------------------------------------------
 # nvidia-smi -q (text)
 
@@ -226,7 +214,7 @@ def _q_power_limit(body: Node) -> float | None:
         ("Power Readings", "Enforced Power Limit"),
         ("Power Readings", "Power Limit"),
     ):
-        value = _float(_value(body, section, key))
+        value = to_float(_value(body, section, key))
         if value is not None:
             return value
     return None
@@ -239,7 +227,7 @@ def _q_remapped(body: Node) -> dict[str, Any] | None:
     return _remapped(
         _yes_no(_value(block, "Pending")),
         _yes_no(_value(block, "Remapping Failure Occurred")),
-        _int(_value(block, "Uncorrectable Error")),
+        to_int(_value(block, "Uncorrectable Error")),
     )
 
 
@@ -265,7 +253,7 @@ def _q_fabric(body: Node) -> dict[str, Any]:
     return _fabric(
         state=_na(_value(block, "State")),
         status=_na(_value(block, "Status")),
-        clique_id=_int(_value(block, "CliqueId")),
+        clique_id=to_int(_value(block, "CliqueId")),
         cluster_uuid=_na(_value(block, "ClusterUUID")),
         health=health,
     )
@@ -292,8 +280,8 @@ def _q_gpu(index: int, bus_id: str | None, body: Node) -> dict[str, Any]:
         mig_devices=_q_mig_devices(body),
         power_limit_w=_q_power_limit(body),
         throttle_reasons=_q_reasons(body),
-        pcie_gen=_int(_value(link, "PCIe Generation", "Current")),
-        pcie_width=_int(_value(link, "Link Width", "Current")),
+        pcie_gen=to_int(_value(link, "PCIe Generation", "Current")),
+        pcie_width=to_int(_value(link, "Link Width", "Current")),
         remapped_rows=_q_remapped(body),
         fabric=_q_fabric(body),
     )
@@ -323,7 +311,7 @@ def parse_q(text: str) -> dict[str, Any]:
     elif _value(top, "Driver Version") is not None:
         gpus = []
     else:
-        raise ParseError(f"not nvidia-smi -q output: {_first_line(text)!r}")
+        raise ParseError(f"not nvidia-smi -q output: {first_line(text)!r}")
 
     partial = [g["bus_id"] or str(g["index"]) for g in gpus if g["name"] is None]
     if partial:
@@ -332,7 +320,7 @@ def parse_q(text: str) -> dict[str, Any]:
         gpus,
         driver_version=_na(_value(top, "Driver Version")),
         cuda_version=_na(_value(top, "CUDA Version")),
-        attached_gpus=_int(_value(top, "Attached GPUs")),
+        attached_gpus=to_int(_value(top, "Attached GPUs")),
         notes=notes,
     )
 
@@ -487,12 +475,12 @@ def _csv_reasons(row: dict[str, str]) -> list[str]:
 
 
 def _csv_power_limit(row: dict[str, str]) -> float | None:
-    limit = _float(row.get("power.limit"))
-    return limit if limit is not None else _float(row.get("enforced.power.limit"))
+    limit = to_float(row.get("power.limit"))
+    return limit if limit is not None else to_float(row.get("enforced.power.limit"))
 
 
 def _csv_gpu(position: int, row: dict[str, str]) -> dict[str, Any]:
-    index = _int(row.get("index"))
+    index = to_int(row.get("index"))
     return _gpu(
         position if index is None else index,
         name=_na(row.get("name")),
@@ -504,17 +492,17 @@ def _csv_gpu(position: int, row: dict[str, str]) -> dict[str, Any]:
         mig_mode=_mode(row.get("mig.mode.current")),
         power_limit_w=_csv_power_limit(row),
         throttle_reasons=_csv_reasons(row),
-        pcie_gen=_int(row.get("pcie.link.gen.current")),
-        pcie_width=_int(row.get("pcie.link.width.current")),
+        pcie_gen=to_int(row.get("pcie.link.gen.current")),
+        pcie_width=to_int(row.get("pcie.link.width.current")),
         remapped_rows=_remapped(
             _yes_no(row.get("remapped_rows.pending")),
             _yes_no(row.get("remapped_rows.failure")),
-            _int(row.get("remapped_rows.uncorrectable")),
+            to_int(row.get("remapped_rows.uncorrectable")),
         ),
         fabric=_fabric(
             state=_na(row.get("fabric.state")),
             status=_na(row.get("fabric.status")),
-            clique_id=_int(row.get("fabric.cliqueid")),
+            clique_id=to_int(row.get("fabric.cliqueid")),
             cluster_uuid=_na(row.get("fabric.clusteruuid")),
             health={k: _na(row.get(f"fabric.health.{k}")) for k in HEALTH_KEYS},
         ),
@@ -528,17 +516,17 @@ def parse_query_gpu_csv(text: str) -> dict[str, Any]:
         raise ParseError("empty output")
     header = [_csv_key(h) for h in next(csv.reader([lines[0]], skipinitialspace=True))]
     if not {"index", "name", "pci.bus_id", "uuid", "driver_version"} & set(header):
-        raise ParseError(f"not nvidia-smi --query-gpu CSV: {_first_line(text)!r}")
+        raise ParseError(f"not nvidia-smi --query-gpu CSV: {first_line(text)!r}")
     gpus: list[dict[str, Any]] = []
     rows: list[dict[str, str]] = []
     notes: list[str] = []
-    for number, line in enumerate(lines[1:], start=2):
+    for lineno, line in enumerate(lines[1:], start=2):
         if line.strip() in _ELIDED:
-            notes.append(f"line {number}: rows elided in the source ({line.strip()})")
+            notes.append(f"line {lineno}: rows elided in the source ({line.strip()})")
             continue
         cells = [c.strip() for c in next(csv.reader([line], skipinitialspace=True))]
         if len(cells) != len(header):
-            notes.append(f"line {number}: {len(cells)} cells for {len(header)} columns, skipped")
+            notes.append(f"line {lineno}: {len(cells)} cells for {len(header)} columns, skipped")
             continue
         row = dict(zip(header, cells, strict=True))
         rows.append(row)
@@ -550,7 +538,7 @@ def parse_query_gpu_csv(text: str) -> dict[str, Any]:
         gpus,
         driver_version=_na(first.get("driver_version")),
         cuda_version=None,  # not a --query-gpu field
-        attached_gpus=_int(first.get("count")),
+        attached_gpus=to_int(first.get("count")),
         notes=notes,
     )
 
@@ -570,7 +558,7 @@ def parse_driver_version(text: str) -> dict[str, Any]:
     """Parse /proc/driver/nvidia/version: version, open vs proprietary kernel module, build line."""
     match = _NVRM.search(text)
     if not match:
-        raise ParseError(f"no 'NVRM version:' line: {_first_line(text)!r}")
+        raise ParseError(f"no 'NVRM version:' line: {first_line(text)!r}")
     gcc = _GCC.search(text)
     return {
         "version": match["version"],
@@ -585,22 +573,7 @@ def parse_driver_version(text: str) -> dict[str, Any]:
 # Schemas
 
 
-def _t(kind: str | list[str], desc: str, **extra: Any) -> dict[str, Any]:
-    return {"type": kind, "description": desc, **extra}
-
-
-def _obj(desc: str, props: dict[str, Any], required: Iterable[str], nullable: bool = False) -> dict[str, Any]:
-    return {
-        "type": ["object", "null"] if nullable else "object",
-        "description": desc,
-        "additionalProperties": False,
-        "required": list(required),
-        "properties": props,
-    }
-
-
-_NSTR = ["string", "null"]
-_MODE = _t(_NSTR, "", enum=["Enabled", "Disabled", None])
+_MODES = ["Enabled", "Disabled", None]
 
 _HEALTH_DESC = {
     "summary": "Fabric health summary as printed (Healthy, Unhealthy).",
@@ -612,84 +585,77 @@ _HEALTH_DESC = {
     "partition_assigned": "Whether an NVLink partition is assigned (as printed; newer drivers only).",
 }
 
-FABRIC_SCHEMA = _obj(
+FABRIC_SCHEMA = obj(
     "GPU fabric registration (H100 and later; GB200 adds clique, cluster and health).",
     {
-        "state": _t(_NSTR, "Registration state as printed: Not Started, In Progress, Completed."),
-        "status": _t(_NSTR, "Registration result as printed: Success or an error such as Insufficient Resources."),
-        "clique_id": _t(["integer", "null"], "NVLink clique id; 0 on single-node NVSwitch systems."),
-        "cluster_uuid": _t(_NSTR, "NVLink cluster UUID; all zero outside a multi-node NVLink domain."),
-        "health": _obj(
+        "state": string("Registration state as printed: Not Started, In Progress, Completed.", True),
+        "status": string("Registration result as printed: Success or an error such as Insufficient Resources.", True),
+        "clique_id": integer("NVLink clique id; 0 on single-node NVSwitch systems.", True),
+        "cluster_uuid": string("NVLink cluster UUID; all zero outside a multi-node NVLink domain.", True),
+        "health": obj(
             "Fabric health sub-block (driver 560 and later).",
-            {k: _t(_NSTR, d) for k, d in _HEALTH_DESC.items()},
-            required=HEALTH_KEYS[:6],
+            {k: string(d, True) for k, d in _HEALTH_DESC.items()},
+            optional=("partition_assigned",),
         ),
     },
-    required=("state", "status", "clique_id", "cluster_uuid", "health"),
 )
 
-GPU_RECORD_SCHEMA = _obj(
+GPU_RECORD_SCHEMA = obj(
     "One GPU.",
     {
-        "index": _t("integer", "nvidia-smi index (order of enumeration)."),
-        "name": _t(_NSTR, "Product name; null when the output has no name (-q -d <section>, excerpts)."),
-        "uuid": _t(_NSTR, "GPU UUID."),
-        "bus_id": _t(_NSTR, "PCI bus id as printed, e.g. 00000000:19:00.0."),
-        "vbios": _t(_NSTR, "VBIOS version."),
-        "architecture": _t(_NSTR, "Product architecture (Hopper, Blackwell...)."),
-        "persistence_mode": {**_MODE, "description": "Persistence mode."},
-        "ecc_mode": {**_MODE, "description": "Current ECC mode."},
-        "mig_mode": {**_MODE, "description": "Current MIG mode."},
-        "mig_devices": _t(["integer", "null"], "MIG devices listed; null when the source cannot list them (CSV)."),
-        "power_limit_w": _t(["number", "null"], "Current (enforced) GPU power limit in watts."),
-        "throttle_reasons": _t(
-            "array",
-            "Active clock event (throttle) reasons.",
-            items={"type": "string", "enum": list(THROTTLE_NAMES)},
+        "index": integer("nvidia-smi index (order of enumeration)."),
+        "name": string("Product name; null when the output has no name (-q -d <section>, excerpts).", True),
+        "uuid": string("GPU UUID.", True),
+        "bus_id": string("PCI bus id as printed, e.g. 00000000:19:00.0.", True),
+        "vbios": string("VBIOS version.", True),
+        "architecture": string("Product architecture (Hopper, Blackwell...).", True),
+        "persistence_mode": string("Persistence mode.", True, enum=_MODES),
+        "ecc_mode": string("Current ECC mode.", True, enum=_MODES),
+        "mig_mode": string("Current MIG mode.", True, enum=_MODES),
+        "mig_devices": integer("MIG devices listed; null when the source cannot list them (CSV).", True),
+        "power_limit_w": number("Current (enforced) GPU power limit in watts.", True),
+        "throttle_reasons": array(
+            "Active clock event (throttle) reasons.", {"type": "string", "enum": list(THROTTLE_NAMES)}
         ),
-        "pcie_gen": _t(["integer", "null"], "Current PCIe link generation."),
-        "pcie_width": _t(["integer", "null"], "Current PCIe link width (lanes)."),
-        "remapped_rows": _obj(
+        "pcie_gen": integer("Current PCIe link generation.", True),
+        "pcie_width": integer("Current PCIe link width (lanes).", True),
+        "remapped_rows": obj(
             "Row remapper state (Ampere and later); null when not reported.",
             {
-                "pending": _t(["boolean", "null"], "A remap is pending until the GPU is reset."),
-                "failure": _t(["boolean", "null"], "A remapping failure occurred."),
-                "uncorrectable": _t(["integer", "null"], "Rows remapped for uncorrectable errors."),
+                "pending": boolean("A remap is pending until the GPU is reset.", True),
+                "failure": boolean("A remapping failure occurred.", True),
+                "uncorrectable": integer("Rows remapped for uncorrectable errors.", True),
             },
-            required=("pending", "failure", "uncorrectable"),
             nullable=True,
         ),
         "fabric": FABRIC_SCHEMA,
     },
-    required=(
-        "index", "name", "uuid", "bus_id", "vbios", "persistence_mode", "ecc_mode", "power_limit_w",
-        "throttle_reasons", "pcie_gen", "pcie_width", "remapped_rows", "fabric",
-    ),
+    optional=("architecture", "mig_mode", "mig_devices"),
 )
 
-GPU_SCHEMA = _obj(
+GPU_SCHEMA = obj(
     "GPUs as reported by nvidia-smi.",
     {
-        "count": _t("integer", "Number of GPU records parsed."),
-        "attached_gpus": _t(["integer", "null"], "Attached GPUs as the tool reports it."),
-        "driver_version": _t(_NSTR, "Driver version, e.g. 535.161.08."),
-        "cuda_version": _t(_NSTR, "CUDA version the driver supports, e.g. 12.2."),
-        "gpus": _t("array", "One record per GPU.", items=GPU_RECORD_SCHEMA),
-        "notes": _t("array", "What the parser noticed about partial or odd output.", items={"type": "string"}),
+        "count": integer("Number of GPU records parsed."),
+        "attached_gpus": integer("Attached GPUs as the tool reports it.", True),
+        "driver_version": string("Driver version, e.g. 535.161.08.", True),
+        "cuda_version": string("CUDA version the driver supports, e.g. 12.2.", True),
+        "gpus": array("One record per GPU.", GPU_RECORD_SCHEMA),
+        "notes": array("What the parser noticed about partial or odd output.", {"type": "string"}),
     },
-    required=("count", "driver_version", "cuda_version", "gpus"),
+    optional=("attached_gpus", "notes"),
 )
 
-DRIVER_SCHEMA = _obj(
+DRIVER_SCHEMA = obj(
     "The loaded NVIDIA kernel module (/proc/driver/nvidia/version).",
     {
-        "version": _t("string", "Kernel module version, e.g. 570.195.03."),
-        "kernel_module": _t("string", "open (Open Kernel Module) or proprietary.", enum=["open", "proprietary"]),
-        "build": _t("string", "Build text after the version (Release Build, builder, date)."),
-        "arch": _t(_NSTR, "CPU architecture the module was built for (x86_64, aarch64)."),
-        "gcc_version": _t(_NSTR, "GCC version the module was built with."),
+        "version": string("Kernel module version, e.g. 570.195.03."),
+        "kernel_module": string("open (Open Kernel Module) or proprietary.", enum=["open", "proprietary"]),
+        "build": string("Build text after the version (Release Build, builder, date)."),
+        "arch": string("CPU architecture the module was built for (x86_64, aarch64).", True),
+        "gcc_version": string("GCC version the module was built with.", True),
     },
-    required=("version", "kernel_module", "build"),
+    optional=("arch", "gcc_version"),
 )
 
 

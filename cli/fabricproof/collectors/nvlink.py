@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .base import Collector, ParseError
-from .textutil import strip_ansi, to_int
+from .fragments import array, boolean, integer, mapping, number, obj, string
+from .textutil import first_line, strip_ansi, to_int
 
 # "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)"; some drivers print no UUID part.
 _GPU_LINE = re.compile(r"^GPU\s+(\d+):\s*(.*?)\s*(?:\(UUID:\s*([^)]*?)\s*\))?\s*$")
@@ -63,10 +64,6 @@ def _split(text: str) -> _Split:
     return _Split(sorted(blocks.values(), key=lambda b: b.index), headers, elided)
 
 
-def _first_line(text: str) -> str:
-    return next((line.strip()[:120] for line in text.splitlines() if line.strip()), "")
-
-
 def _unsupported(line: str) -> bool:
     lower = line.lower()
     # "Nvlink queries are not supported for Devices in MIG mode",
@@ -93,7 +90,7 @@ def _notes(split: _Split, foreign: int, tool: str) -> list[str]:
 def _require(split: _Split, recognised: int, foreign: int, text: str, tool: str) -> None:
     """Refuse output with no GPU header and no line of this sub-command, or only another one's lines."""
     if (not split.headers and not recognised) or (foreign and not recognised):
-        raise ParseError(f"not nvidia-smi nvlink {tool} output: {_first_line(text)!r}")
+        raise ParseError(f"not nvidia-smi nvlink {tool} output: {first_line(text)!r}")
 
 
 def _min(values: Iterable[float]) -> float | None:
@@ -358,192 +355,172 @@ def parse_info(text: str) -> dict[str, Any]:
 # Schemas
 
 
-def _t(kind: str | list[str], desc: str, **extra: Any) -> dict[str, Any]:
-    return {"type": kind, "description": desc, **extra}
-
-
-def _obj(desc: str, props: dict[str, Any], required: Iterable[str]) -> dict[str, Any]:
-    return {"type": "object", "description": desc, "additionalProperties": False,
-            "required": list(required), "properties": props}
-
-
-def _list(desc: str, items: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "array", "description": desc, "items": items}
-
-
-_NSTR = ["string", "null"]
-_NINT = ["integer", "null"]
-_NBOOL = ["boolean", "null"]
-
 _GPU_ID = {
-    "index": _t("integer", "nvidia-smi GPU index."),
-    "name": _t(_NSTR, "Product name from the GPU header."),
-    "uuid": _t(_NSTR, "GPU UUID from the GPU header."),
+    "index": integer("nvidia-smi GPU index."),
+    "name": string("Product name from the GPU header.", True),
+    "uuid": string("GPU UUID from the GPU header.", True),
+}
+_LINK_ID = {
+    "gpu": integer("GPU index."),
+    "link": integer("Link number."),
 }
 _COMMON = {
-    "elided": _t("boolean", "The source elided lines ([...]); lists are incomplete."),
-    "notes": _list("What the parser noticed about partial or odd output.", {"type": "string"}),
+    "elided": boolean("The source elided lines ([...]); lists are incomplete."),
+    "notes": array("What the parser noticed about partial or odd output.", {"type": "string"}),
 }
-_GPU_SUMMARY = _obj(
+_GPU_SUMMARY = obj(
     "One GPU as the sub-command reported it.",
     {
         **_GPU_ID,
-        "supported": _t("boolean", "False when the GPU cannot be queried (MIG mode, no NVLink)."),
-        "links": _t("integer", "Links listed for this GPU."),
-        "note": _t(_NSTR, "Message printed instead of (or besides) link lines."),
+        "supported": boolean("False when the GPU cannot be queried (MIG mode, no NVLink)."),
+        "links": integer("Links listed for this GPU."),
+        "note": string("Message printed instead of (or besides) link lines.", True),
     },
-    required=("index", "supported", "note"),
+    optional=("name", "uuid", "links"),
 )
 
-STATUS_SCHEMA = _obj(
+STATUS_SCHEMA = obj(
     "NVLink link state and per-link speed (nvidia-smi nvlink -s).",
     {
-        "supported": _t("boolean", "Every GPU could be queried (false in MIG mode or without NVLink)."),
-        "gpus": _list(
+        "supported": boolean("Every GPU could be queried (false in MIG mode or without NVLink)."),
+        "gpus": array(
             "Per-GPU summary.",
-            _obj(
+            obj(
                 "One GPU.",
                 {
                     **_GPU_ID,
-                    "supported": _t("boolean", "False when NVLink queries are not supported (MIG mode, no NVLink)."),
-                    "links_total": _t("integer", "Links listed."),
-                    "links_active": _t("integer", "Links with a speed."),
-                    "links_inactive": _t("integer", "Links listed as <inactive>."),
-                    "inactive_links": _list("Numbers of the inactive links.", {"type": "integer"}),
-                    "gbps_min": _t(["number", "null"], "Lowest active link speed in GB/s."),
-                    "gbps_max": _t(["number", "null"], "Highest active link speed in GB/s."),
-                    "note": _t(_NSTR, "Message such as 'all links are inactive' or MIG 'not supported'."),
+                    "supported": boolean("False when NVLink queries are not supported (MIG mode, no NVLink)."),
+                    "links_total": integer("Links listed."),
+                    "links_active": integer("Links with a speed."),
+                    "links_inactive": integer("Links listed as <inactive>."),
+                    "inactive_links": array("Numbers of the inactive links.", {"type": "integer"}),
+                    "gbps_min": number("Lowest active link speed in GB/s.", True),
+                    "gbps_max": number("Highest active link speed in GB/s.", True),
+                    "note": string("Message such as 'all links are inactive' or MIG 'not supported'.", True),
                 },
-                required=("index", "name", "uuid", "supported", "links_total", "links_active",
-                          "links_inactive", "gbps_min", "note"),
+                optional=("inactive_links", "gbps_max"),
             ),
         ),
-        "links": _list(
+        "links": array(
             "Every listed link.",
-            _obj(
+            obj(
                 "One link.",
                 {
-                    "gpu": _t("integer", "GPU index."),
-                    "link": _t("integer", "Link number."),
-                    "active": _t("boolean", "The link reports a speed (not <inactive>)."),
-                    "gbps": _t(["number", "null"], "Link speed in GB/s as printed (26.562, 53.125)."),
+                    **_LINK_ID,
+                    "active": boolean("The link reports a speed (not <inactive>)."),
+                    "gbps": number("Link speed in GB/s as printed (26.562, 53.125).", True),
                 },
-                required=("gpu", "link", "active", "gbps"),
             ),
         ),
-        "links_active_total": _t("integer", "Active links over all GPUs."),
-        "links_inactive_total": _t("integer", "Inactive links over all GPUs."),
-        "links_per_gpu_min": _t(_NINT, "Fewest active links on a queryable GPU; null when none answered."),
-        "gbps_min": _t(["number", "null"], "Lowest active link speed in GB/s."),
-        "gbps_max": _t(["number", "null"], "Highest active link speed in GB/s."),
+        "links_active_total": integer("Active links over all GPUs."),
+        "links_inactive_total": integer("Inactive links over all GPUs."),
+        "links_per_gpu_min": integer("Fewest active links on a queryable GPU; null when none answered.", True),
+        "gbps_min": number("Lowest active link speed in GB/s.", True),
+        "gbps_max": number("Highest active link speed in GB/s.", True),
         **_COMMON,
     },
-    required=("supported", "gpus", "links", "links_active_total", "links_inactive_total",
-              "links_per_gpu_min", "gbps_min", "gbps_max"),
+    optional=tuple(_COMMON),
 )
 
-ERRORS_SCHEMA = _obj(
+ERRORS_SCHEMA = obj(
     "NVLink error counters (nvidia-smi nvlink -e).",
     {
-        "supported": _t("boolean", "Every GPU could be queried."),
-        "gpus": _list("Per-GPU summary.", _GPU_SUMMARY),
-        "links": _list(
+        "supported": boolean("Every GPU could be queried."),
+        "gpus": array("Per-GPU summary.", _GPU_SUMMARY),
+        "links": array(
             "Counters per link.",
-            _obj(
+            obj(
                 "One link.",
                 {
-                    "gpu": _t("integer", "GPU index."),
-                    "link": _t("integer", "Link number."),
-                    "replay": _t(_NINT, "Replay errors."),
-                    "recovery": _t(_NINT, "Recovery errors."),
-                    "crc_flit": _t(_NINT, "Flit CRC errors (when printed separately)."),
-                    "crc_data": _t(_NINT, "Data CRC errors (when printed separately)."),
-                    "crc": _t(_NINT, "CRC errors, or flit + data CRC errors."),
-                    "counters": _t("object", "Every counter as printed.", additionalProperties={"type": _NINT}),
+                    **_LINK_ID,
+                    "replay": integer("Replay errors.", True),
+                    "recovery": integer("Recovery errors.", True),
+                    "crc_flit": integer("Flit CRC errors (when printed separately).", True),
+                    "crc_data": integer("Data CRC errors (when printed separately).", True),
+                    "crc": integer("CRC errors, or flit + data CRC errors.", True),
+                    "counters": mapping("Every counter as printed.", {"type": ["integer", "null"]}),
                 },
-                required=("gpu", "link", "replay", "recovery", "crc_flit", "crc_data", "crc"),
+                optional=("counters",),
             ),
         ),
-        "totals": _obj(
+        "totals": obj(
             "Sums over all links (missing counters count as 0).",
             {
-                "replay": _t("integer", "Replay errors."),
-                "recovery": _t("integer", "Recovery errors."),
-                "crc": _t("integer", "CRC errors."),
+                "replay": integer("Replay errors."),
+                "recovery": integer("Recovery errors."),
+                "crc": integer("CRC errors."),
             },
-            required=("replay", "recovery", "crc"),
         ),
         **_COMMON,
     },
-    required=("links", "totals"),
+    optional=("supported", "gpus", *_COMMON),
 )
 
-CAPS_SCHEMA = _obj(
+CAPS_SCHEMA = obj(
     "NVLink per-link capabilities (nvidia-smi nvlink -c).",
     {
-        "supported": _t("boolean", "Every GPU could be queried."),
-        "gpus": _list("Per-GPU summary.", _GPU_SUMMARY),
-        "links": _list(
+        "supported": boolean("Every GPU could be queried."),
+        "gpus": array("Per-GPU summary.", _GPU_SUMMARY),
+        "links": array(
             "Capabilities per link.",
-            _obj(
+            obj(
                 "One link.",
                 {
-                    "gpu": _t("integer", "GPU index."),
-                    "link": _t("integer", "Link number."),
-                    "p2p_supported": _t(_NBOOL, "P2P is supported."),
-                    "sysmem_access_supported": _t(_NBOOL, "Access to system memory supported."),
-                    "p2p_atomics_supported": _t(_NBOOL, "P2P atomics supported."),
-                    "sysmem_atomics_supported": _t(_NBOOL, "System memory atomics supported."),
-                    "sli_supported": _t(_NBOOL, "SLI is supported."),
-                    "link_supported": _t(_NBOOL, "Link is supported."),
-                    "other": _t("object", "Capabilities this parser does not name.",
-                                additionalProperties={"type": _NBOOL}),
+                    **_LINK_ID,
+                    "p2p_supported": boolean("P2P is supported.", True),
+                    "sysmem_access_supported": boolean("Access to system memory supported.", True),
+                    "p2p_atomics_supported": boolean("P2P atomics supported.", True),
+                    "sysmem_atomics_supported": boolean("System memory atomics supported.", True),
+                    "sli_supported": boolean("SLI is supported.", True),
+                    "link_supported": boolean("Link is supported.", True),
+                    "other": mapping("Capabilities this parser does not name.", {"type": ["boolean", "null"]}),
                 },
-                required=("gpu", "link", "p2p_supported"),
+                optional=(
+                    "sysmem_access_supported", "p2p_atomics_supported", "sysmem_atomics_supported",
+                    "sli_supported", "link_supported", "other",
+                ),
             ),
         ),
-        "p2p_all": _t(_NBOOL, "Every listed link supports P2P; null when no link was listed."),
+        "p2p_all": boolean("Every listed link supports P2P; null when no link was listed.", True),
         **_COMMON,
     },
-    required=("links", "p2p_all"),
+    optional=("supported", "gpus", *_COMMON),
 )
 
-INFO_SCHEMA = _obj(
+INFO_SCHEMA = obj(
     "NVLink encryption state and NVLink firmware (nvidia-smi nvlink -info, GB200 and later).",
     {
-        "gpus": _list(
+        "gpus": array(
             "Per GPU.",
-            _obj(
+            obj(
                 "One GPU.",
                 {
                     **_GPU_ID,
-                    "nvle": _t(_NSTR, "NVLink encryption state as printed (enabled/disabled)."),
-                    "firmware": _t("object", "Firmware component -> version.", additionalProperties={"type": _NSTR}),
-                    "note": _t(_NSTR, "Lines the parser did not recognise."),
+                    "nvle": string("NVLink encryption state as printed (enabled/disabled).", True),
+                    "firmware": mapping("Firmware component -> version.", {"type": ["string", "null"]}),
+                    "note": string("Lines the parser did not recognise.", True),
                 },
-                required=("index", "nvle", "firmware"),
+                optional=("name", "uuid", "note"),
             ),
         ),
-        "firmware": _list(
+        "firmware": array(
             "Flat list of firmware components.",
-            _obj(
+            obj(
                 "One component on one GPU.",
                 {
-                    "gpu": _t("integer", "GPU index."),
-                    "component": _t("string", "Component name (MSE, NETIR, NETIR UPHY...)."),
-                    "version": _t(_NSTR, "Version as printed."),
+                    "gpu": integer("GPU index."),
+                    "component": string("Component name (MSE, NETIR, NETIR UPHY...)."),
+                    "version": string("Version as printed.", True),
                 },
-                required=("gpu", "component", "version"),
             ),
         ),
-        "firmware_versions": _t(
-            "object",
+        "firmware_versions": mapping(
             "Component -> distinct versions across GPUs (one entry each on a consistent node).",
-            additionalProperties={"type": "array", "items": {"type": "string"}},
+            {"type": "array", "items": {"type": "string"}},
         ),
         **_COMMON,
     },
-    required=("gpus", "firmware", "firmware_versions"),
+    optional=tuple(_COMMON),
 )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from .base import Collector, ParseError
 from .fragments import array, boolean, choice, integer, mapping, obj, string
 from .pcie import is_gpu, is_nvidia, parse_lspci_header
-from .textutil import strip_ansi
+from .textutil import natural_key, strip_ansi
 
 # The NVSwitch enumerates as PCI class 0680 ("Bridge", other bridge); Grace root ports and PCIe
 # switch ports are class 0604 ("PCI bridge") and must not be counted.
@@ -53,8 +53,8 @@ _NA = {"", "N/A", "NA", "NONE", "-"}
 
 
 def _na(value: Any) -> str | None:
-    # Not textutil.na_to_none: values also come from JSON (numbers, null), nvfwupd prints "-" for an empty
-    # cell, and a bracketed value is a real version string here, not nvidia-smi's "[N/A]".
+    # Not textutil.na_to_none: values also come from JSON (numbers are stringified), "-" means no value
+    # too, and bracketed text is kept as printed rather than read as nvidia-smi's "[N/A]".
     if value is None:
         return None
     v = str(value).strip()
@@ -64,10 +64,6 @@ def _na(value: Any) -> str | None:
 def _yes_no(value: Any) -> bool | None:
     v = (_na(value) or "").lower()
     return True if v == "yes" else False if v == "no" else None
-
-
-def _natural(name: str) -> tuple[Any, ...]:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
 def parse_nvfwupd(text: str) -> dict[str, Any]:
@@ -90,7 +86,7 @@ def parse_nvfwupd(text: str) -> dict[str, Any]:
     else:
         components, model = _from_table(body)
         source = "nvfwupd"
-    components.sort(key=lambda c: _natural(c["name"]))
+    components.sort(key=lambda c: natural_key(c["name"]))
 
     def versions(prefix: str) -> list[str]:
         return [c["version"] for c in components if c["name"].startswith(prefix) and c["version"]]

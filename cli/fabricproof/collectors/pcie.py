@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from .base import Collector, ParseError
+from .fragments import array, boolean, integer, mapping, obj, string
 from .textutil import strip_ansi
 
 # A device header starts at column 0: "[dddd:]bb:dd.f <rest>"; detail lines are indented.
@@ -187,73 +188,55 @@ def _link_upstream(devices: list[dict[str, Any]]) -> None:
         dev["upstream"] = [b["bdf"] for b in parents]
 
 
-def _s(description: str, nullable: bool = False) -> dict[str, Any]:
-    return {"type": ["string", "null"] if nullable else "string", "description": description}
-
-
-def _i(description: str, nullable: bool = False) -> dict[str, Any]:
-    return {"type": ["integer", "null"] if nullable else "integer", "description": description}
-
-
 def _flag_map(description: str) -> dict[str, Any]:
-    return {
-        "type": ["object", "null"],
-        "description": description,
-        "additionalProperties": {"type": "boolean", "description": "true when lspci prints the flag with '+'."},
-    }
+    return mapping(description, boolean("true when lspci prints the flag with '+'."), nullable=True)
 
 
 def _bdf_list(description: str) -> dict[str, Any]:
-    return {"type": "array", "description": description, "items": {"type": "string", "description": "PCI address as printed."}}
+    return array(description, string("PCI address as printed."))
 
 
-_DEVICE = {
-    "type": "object",
-    "description": "One PCI function.",
-    "additionalProperties": False,
-    "required": [
-        "bdf", "class_name", "class_code", "vendor_id", "device_id", "description", "is_bridge", "acs_cap",
-        "acs_ctl", "acs_enabled", "primary_bus", "secondary_bus", "subordinate_bus", "kernel_driver", "upstream",
-    ],
-    "properties": {
-        "bdf": _s("PCI address as printed (domain omitted by lspci when it is 0000)."),
-        "class_name": _s("Device class as printed, e.g. 'PCI bridge', '3D controller' (null in `lspci -n` form).", True),
-        "class_code": _s("Four hex digit class code when printed (-n/-nn), e.g. '0604'.", True),
-        "vendor_id": _s("Four hex digit vendor id when printed (-n/-nn), e.g. '10de'.", True),
-        "device_id": _s("Four hex digit device id when printed (-n/-nn), e.g. '22a3'.", True),
-        "description": _s("Header text after the class: vendor, device and revision."),
-        "is_bridge": {"type": "boolean", "description": "PCI-to-PCI bridge (prints a bus range or has class 'PCI bridge')."},
+_DEVICE = obj(
+    "One PCI function.",
+    {
+        "bdf": string("PCI address as printed (domain omitted by lspci when it is 0000)."),
+        "class_name": string(
+            "Device class as printed, e.g. 'PCI bridge', '3D controller' (null in `lspci -n` form).", True
+        ),
+        "class_code": string("Four hex digit class code when printed (-n/-nn), e.g. '0604'.", True),
+        "vendor_id": string("Four hex digit vendor id when printed (-n/-nn), e.g. '10de'.", True),
+        "device_id": string("Four hex digit device id when printed (-n/-nn), e.g. '22a3'.", True),
+        "description": string("Header text after the class: vendor, device and revision."),
+        "is_bridge": boolean("PCI-to-PCI bridge (prints a bus range or has class 'PCI bridge')."),
         "acs_cap": _flag_map("ACSCap flags (what the port supports); null without an ACS capability."),
-        "acs_ctl": _flag_map("ACSCtl flags (what is enabled); null without an ACS capability or when access was denied."),
-        "acs_enabled": {"type": ["boolean", "null"], "description": "Any ACSCtl flag is '+'; null when ACSCtl is not shown."},
-        "primary_bus": _i("Bridge primary bus number.", True),
-        "secondary_bus": _i("Bridge secondary bus number (first bus behind the bridge).", True),
-        "subordinate_bus": _i("Bridge subordinate bus number (last bus behind the bridge).", True),
-        "kernel_driver": _s("'Kernel driver in use' (nvidia, mlx5_core, pcieport, nvidia-nvswitch...).", True),
+        "acs_ctl": _flag_map(
+            "ACSCtl flags (what is enabled); null without an ACS capability or when access was denied."
+        ),
+        "acs_enabled": boolean("Any ACSCtl flag is '+'; null when ACSCtl is not shown.", True),
+        "primary_bus": integer("Bridge primary bus number.", True),
+        "secondary_bus": integer("Bridge secondary bus number (first bus behind the bridge).", True),
+        "subordinate_bus": integer("Bridge subordinate bus number (last bus behind the bridge).", True),
+        "kernel_driver": string("'Kernel driver in use' (nvidia, mlx5_core, pcieport, nvidia-nvswitch...).", True),
         "upstream": _bdf_list("Bridges above this device in its PCI domain, nearest first."),
     },
-}
+)
 
-LSPCI_VVV_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "PCIe devices, bridges and ACS state from lspci -vvv.",
-    "additionalProperties": False,
-    "required": ["devices", "bridges", "acs_enabled_bridges", "gpu_nic_path_acs_enabled", "gpus", "nics", "capabilities_denied"],
-    "properties": {
-        "devices": {"type": "array", "description": "Every PCI function in listing order.", "items": _DEVICE},
-        "bridges": {"type": "array", "description": "The devices that are PCI-to-PCI bridges.", "items": _DEVICE},
+LSPCI_VVV_SCHEMA: dict[str, Any] = obj(
+    "PCIe devices, bridges and ACS state from lspci -vvv.",
+    {
+        "devices": array("Every PCI function in listing order.", _DEVICE),
+        "bridges": array("The devices that are PCI-to-PCI bridges.", _DEVICE),
         "acs_enabled_bridges": _bdf_list("Bridges with any ACSCtl flag '+'."),
         "gpu_nic_path_acs_enabled": _bdf_list(
             "ACS-enabled bridges upstream of an NVIDIA GPU or a Mellanox/ConnectX NIC (these throttle GPUDirect P2P)."
         ),
         "gpus": _bdf_list("NVIDIA GPUs (3D/VGA controllers of vendor NVIDIA)."),
         "nics": _bdf_list("Mellanox/ConnectX network functions."),
-        "capabilities_denied": {
-            "type": "boolean",
-            "description": "lspci printed '<access denied>' (not run as root): ACS state is unknown, not off.",
-        },
+        "capabilities_denied": boolean(
+            "lspci printed '<access denied>' (not run as root): ACS state is unknown, not off."
+        ),
     },
-}
+)
 
 LSPCI_VVV = Collector(
     id="lspci_vvv",

@@ -1,4 +1,4 @@
-"""Small pure text helpers shared by parsers: ANSI stripping, key/value splitting, indentation trees."""
+"""Small pure text helpers shared by parsers: ANSI stripping, key/value splitting, numbers, indentation trees."""
 
 from __future__ import annotations
 
@@ -10,6 +10,16 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
+
+
+def first_line(text: str) -> str:
+    """The first non-blank line, stripped and cut to 120 characters: the sample a ParseError quotes."""
+    return next((line.strip()[:120] for line in text.splitlines() if line.strip()), "")
+
+
+def natural_key(name: str) -> tuple[str | int, ...]:
+    """Sort key that orders digit runs by value: mlx5_2 before mlx5_10, HGX_FW_GPU_2 before HGX_FW_GPU_10."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
 def split_kv(line: str, sep: str = ":") -> tuple[str, str] | None:

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .base import Collector, ParseError
-from .textutil import strip_ansi
+from .fragments import array, integer, mapping, obj, string
+from .textutil import first_line, strip_ansi
 
 _GPU = re.compile(r"^GPU\d+$")
 _NV = re.compile(r"^NV(\d+)$")
@@ -28,10 +29,6 @@ def rank(cell: str) -> int:
     return _NV_RANK if _NV.match(cell) else _RANK.get(cell, _UNKNOWN_RANK)
 
 
-def _first_line(text: str) -> str:
-    return next((line.strip()[:120] for line in text.splitlines() if line.strip()), "")
-
-
 def _header(lines: list[str]) -> tuple[int, list[str], list[str]] | None:
     """Index of the header line, its device columns, and the affinity column names after them.
 
@@ -47,6 +44,7 @@ def _header(lines: list[str]) -> tuple[int, list[str], list[str]] | None:
 
 
 def _na(value: str | None) -> str | None:
+    # Not textutil.na_to_none: an affinity cell is missing only as "N/A"; any other text is kept as printed.
     return None if value is None or value.strip() in {"", "N/A"} else value.strip()
 
 
@@ -57,7 +55,7 @@ def parse_topo(text: str) -> dict[str, Any]:
         raise ParseError("empty output")
     header = _header(lines)
     if header is None:
-        raise ParseError(f"not nvidia-smi topo -m output: {_first_line(text)!r}")
+        raise ParseError(f"not nvidia-smi topo -m output: {first_line(text)!r}")
     start, devices, affinity_cols = header
 
     matrix: dict[str, dict[str, str]] = {}
@@ -144,78 +142,60 @@ def _nearest_nics(
     return nearest
 
 
-def _t(kind: str | list[str], desc: str, **extra: Any) -> dict[str, Any]:
-    return {"type": kind, "description": desc, **extra}
-
-
-def _obj(desc: str, props: dict[str, Any], required: Iterable[str]) -> dict[str, Any]:
-    return {"type": "object", "description": desc, "additionalProperties": False,
-            "required": list(required), "properties": props}
-
-
-_NSTR = ["string", "null"]
-
-TOPO_SCHEMA = _obj(
+TOPO_SCHEMA = obj(
     "GPU/NIC topology matrix (nvidia-smi topo -m).",
     {
-        "gpus": _t("array", "GPU columns in order (GPU0...).", items={"type": "string"}),
-        "nics": _t("array", "NIC columns in order (NIC0...).", items={"type": "string"}),
-        "nic_names": _t("object", "NIC column -> RDMA device name from the NIC Legend (NIC0 -> mlx5_0).",
-                        additionalProperties={"type": "string"}),
-        "matrix": _t(
-            "object",
-            "Row device -> column device -> cell as printed (X, NV18, PIX, PXB, PHB, NODE, SYS).",
-            additionalProperties={"type": "object", "additionalProperties": {"type": "string"}},
+        "gpus": array("GPU columns in order (GPU0...).", {"type": "string"}),
+        "nics": array("NIC columns in order (NIC0...).", {"type": "string"}),
+        "nic_names": mapping(
+            "NIC column -> RDMA device name from the NIC Legend (NIC0 -> mlx5_0).", {"type": "string"}
         ),
-        "gpu_pairs": _t(
-            "array",
+        "matrix": mapping(
+            "Row device -> column device -> cell as printed (X, NV18, PIX, PXB, PHB, NODE, SYS).",
+            {"type": "object", "additionalProperties": {"type": "string"}},
+        ),
+        "gpu_pairs": array(
             "Each unordered GPU pair once, with its connection.",
-            items=_obj(
+            obj(
                 "One GPU pair.",
                 {
-                    "a": _t("string", "First GPU (lower index)."),
-                    "b": _t("string", "Second GPU."),
-                    "link": _t("string", "Connection cell (NV# = # bonded NVLinks)."),
+                    "a": string("First GPU (lower index)."),
+                    "b": string("Second GPU."),
+                    "link": string("Connection cell (NV# = # bonded NVLinks)."),
                 },
-                required=("a", "b", "link"),
             ),
         ),
-        "nvlink_bonds_min": _t(
-            ["integer", "null"],
-            "Fewest bonded NVLinks over GPU pairs; 0 if a pair has no NVLink; null with fewer than 2 GPUs.",
+        "nvlink_bonds_min": integer(
+            "Fewest bonded NVLinks over GPU pairs; 0 if a pair has no NVLink; null with fewer than 2 GPUs.", True
         ),
-        "gpu_nearest_nic": _t(
-            "array",
+        "gpu_nearest_nic": array(
             "Closest NIC per GPU (X < NV# < PIX < PXB < PHB < NODE < SYS; ties: lowest NIC); empty without NICs.",
-            items=_obj(
+            obj(
                 "One GPU and its nearest NIC.",
                 {
-                    "gpu": _t("string", "GPU column name."),
-                    "nic": _t("string", "NIC column name."),
-                    "nic_name": _t(_NSTR, "RDMA device name of the NIC (from the NIC Legend)."),
-                    "link": _t("string", "Connection cell between the two."),
+                    "gpu": string("GPU column name."),
+                    "nic": string("NIC column name."),
+                    "nic_name": string("RDMA device name of the NIC (from the NIC Legend).", True),
+                    "link": string("Connection cell between the two."),
                 },
-                required=("gpu", "nic", "nic_name", "link"),
             ),
         ),
-        "gpu_affinity": _t(
-            "array",
+        "gpu_affinity": array(
             "CPU/NUMA affinity columns of each GPU row.",
-            items=_obj(
+            obj(
                 "Affinity of one GPU.",
                 {
-                    "gpu": _t("string", "GPU column name."),
-                    "cpu_affinity": _t(_NSTR, "CPU list as printed (0-51,104-155)."),
-                    "numa_affinity": _t(_NSTR, "NUMA node(s) as printed."),
-                    "gpu_numa_id": _t(_NSTR, "GPU NUMA id (N/A unless the GPU memory is a NUMA node)."),
+                    "gpu": string("GPU column name."),
+                    "cpu_affinity": string("CPU list as printed (0-51,104-155).", True),
+                    "numa_affinity": string("NUMA node(s) as printed.", True),
+                    "gpu_numa_id": string("GPU NUMA id (N/A unless the GPU memory is a NUMA node).", True),
                 },
-                required=("gpu", "cpu_affinity", "numa_affinity", "gpu_numa_id"),
             ),
         ),
-        "legend": _t("array", "Connection codes the legend explains; no NV# under topo -mp.", items={"type": "string"}),
-        "notes": _t("array", "What the parser noticed about odd output.", items={"type": "string"}),
+        "legend": array("Connection codes the legend explains; no NV# under topo -mp.", {"type": "string"}),
+        "notes": array("What the parser noticed about odd output.", {"type": "string"}),
     },
-    required=("gpus", "nics", "nic_names", "matrix", "gpu_pairs", "nvlink_bonds_min", "gpu_nearest_nic"),
+    optional=("gpu_affinity", "legend", "notes"),
 )
 
 
