@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from fabricproof.lab import manager, procs, sshd
+from fabricproof.lab import manager, nodestore, procs, sshd
 from fabricproof.lab import state as lab_state
 
 
@@ -42,9 +42,10 @@ class LabFactory:
         self.roots.append(root)
         return root / "lab"
 
-    def up(self, directory: Path, nodes: int, profile: str, port: int | None = None) -> manager.LabStatus:
+    def up(self, directory: Path, nodes: int, profile: str, port: int | None = None,
+           node_store: str = "auto") -> manager.LabStatus:
         try:
-            return manager.up(directory, nodes, profile, port)
+            return manager.up(directory, nodes, profile, port, node_store=node_store)
         finally:
             self.track(directory)
 
@@ -60,8 +61,11 @@ class LabFactory:
             lab_dir = root / "lab"
             try:
                 self.track(lab_dir)
-                manager.down(lab_dir)
-            except Exception as exc:  # keep going: every lab must be stopped
+                if (lab_dir / "lab.json").exists():
+                    manager.down(lab_dir, purge=True)  # purge frees the tmpfs node store too
+                else:  # an `up` refused early: no sshd, but maybe a node store
+                    nodestore.remove_nodes(lab_dir / "nodes")
+            except Exception as exc:  # noqa: BLE001 - keep going: every lab must be stopped
                 problems.append(f"lab down {lab_dir}: {exc}")
         for pid, config in self.pids.items():
             if sshd.is_lab_sshd(pid, Path(config)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import signal
 import socket
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 import paramiko
 import pytest
 from fabricproof.commands.lab import app
-from fabricproof.lab import manager, netstat, procs
+from fabricproof.lab import manager, netstat, nodestore, procs
 from fabricproof.lab.errors import LabError
 from fabricproof.lab.user import LAB_USER
 from typer.testing import CliRunner
@@ -148,6 +149,58 @@ def test_root_and_password_logins_are_refused(lab: RunningLab) -> None:
     client.close()
 
 
+def test_node_state_lives_on_tmpfs_behind_the_nodes_link(lab: RunningLab) -> None:
+    nodes = lab.dir / "nodes"
+    if nodestore.tmpfs_room(24) is not None:
+        pytest.skip("no room on /dev/shm: the lab put its nodes on disk")
+    assert nodes.is_symlink() and nodestore.is_store(Path(os.readlink(nodes)))
+    assert lab.lab.node_store == os.readlink(nodes)
+    owner = (nodes / lab.lab.hosts[0].address).stat().st_uid
+    assert owner == pwd.getpwnam(LAB_USER).pw_uid  # the mutating tools run as the lab user
+
+
+# ---------------------------------------------------------------------------------- faults
+
+
+def test_fault_list_names_what_catches_each_fault() -> None:
+    code, out = _cli("fault", "list", "--format", "json")
+    faults = json.loads(out)
+    assert code == 0 and len(faults) >= 18
+    names = {f["name"] for f in faults}
+    assert {"fm-down", "fm-driver-mismatch", "nvlink-inactive", "ib-rate-degraded", "peermem-missing",
+            "acs-enabled", "nvlink-errors-growing", "tool-hangs", "upgrade-breaks-fm"} <= names
+    for fault in faults:  # every fault says how it shows (a trigger shows only once a tool fires it)
+        assert fault["description"]
+        shows = fault["catches"] or fault["catches_over_time"] or fault["catches_fleet"] or fault["breaks"]
+        assert shows or fault["kind"] == "trigger", fault
+
+
+def test_injected_fault_shows_over_ssh_and_the_lab_user_can_repair_it(lab: RunningLab) -> None:
+    host = lab.lab.host("a100-0001")
+    assert host is not None
+    try:
+        code, _ = _cli("fault", "inject", "a100-0001", "fm-down", "--dir", str(lab.dir))
+        assert code == 0
+        client = _connect(lab.dir, host.address, lab.lab.port)
+        try:
+            assert _run(client, "systemctl is-active nvidia-fabricmanager") == (3, "failed\n")
+            # The fault was written by root; the lab user's mutating tool must still be able to change the node.
+            assert _run(client, "systemctl start nvidia-fabricmanager")[0] == 0
+            assert _run(client, "systemctl is-active nvidia-fabricmanager") == (0, "active\n")
+            assert _cli("fault", "inject", "127.10.0.1", "nvlink-inactive", "--dir", str(lab.dir))[0] == 0
+            assert "<inactive>" in _run(client, "nvidia-smi nvlink -s")[1]
+            code, _ = _cli("fault", "clear", "a100-0001", "--dir", str(lab.dir))
+            assert code == 0
+            assert "<inactive>" not in _run(client, "nvidia-smi nvlink -s")[1]
+        finally:
+            client.close()
+        other = lab.lab.host("gb200-0001")
+        assert other is not None
+        assert _cli("fault", "inject", other.name, "fm-down", "--dir", str(lab.dir))[0] == 2  # not on GB200
+    finally:
+        manager.fault_clear(lab.dir, "a100-0001")
+
+
 # ---------------------------------------------------------------------------------- Ansible
 
 
@@ -179,7 +232,7 @@ def test_ansible_inventory_lists_every_host_with_profile_and_rack_groups(lab: Ru
 def test_ansible_runs_a_command_on_two_lab_hosts(lab: RunningLab, tmp_path: Path) -> None:
     done = subprocess.run(["ansible", "-i", str(lab.dir / "inventory.yml"), "h100-0001:gb200-0001",
                            "-m", "command", "-a", "nvidia-smi -L", "--one-line"],
-                          capture_output=True, text=True, env=_ansible_env(tmp_path), timeout=120)
+                          capture_output=True, text=True, env=_ansible_env(tmp_path), timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 2
@@ -202,8 +255,10 @@ def _wait_gone(pids: list[int], timeout_s: float = 5.0) -> list[int]:
 
 def test_status_reports_a_killed_sshd_as_dead_and_up_repairs_it(lab_factory: LabFactory) -> None:
     directory = lab_factory.new_dir()
-    first = lab_factory.up(directory, nodes=20, profile="dgx-h100")
+    first = lab_factory.up(directory, nodes=20, profile="dgx-h100", node_store="disk")
     assert first.lab is not None
+    nodes_dir = directory / "nodes"
+    assert nodes_dir.is_dir() and not nodes_dir.is_symlink() and first.lab.node_store == str(nodes_dir)
     victim = first.lab.sshd[1]
     os.kill(victim.pid, signal.SIGKILL)
     assert _wait_gone([victim.pid]) == []
@@ -257,6 +312,9 @@ def test_a_lab_of_200_nodes_answers_on_first_and_last_and_stops_without_leftover
         socket.create_connection((addresses[-1], lab.port), timeout=1).close()
     assert (directory / "inventory.yml").is_file() and (directory / "nodes").is_dir()  # down keeps the files
     assert manager.status(directory).state == "stopped"
+    store = Path(lab.node_store or "")
+    code, _ = _cli("down", "--dir", str(directory), "--purge")
+    assert code == 0 and not directory.exists() and not store.exists()
 
 
 def test_a_port_in_use_is_refused_with_exit_2(lab_factory: LabFactory) -> None:

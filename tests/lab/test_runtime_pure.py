@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fabricproof.lab import netstat, procs, sshd
+from fabricproof.lab import netstat, nodestore, procs, sshd
 from fabricproof.lab.errors import LabError
 from fabricproof.lab.inventory import (
     known_hosts_entry,
@@ -263,3 +263,44 @@ def test_state_round_trips_through_json(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"version": 99}')
     with pytest.raises(LabError, match="not a readable lab state"):
         state.load(tmp_path / "bad.json")
+
+
+# ---------------------------------------------------------------------------------- node store
+
+MOUNTS = """\
+/dev/vda / ext4 rw,relatime 0 0
+tmpfs /dev/shm tmpfs rw,relatime,size=24683652k 0 0
+tmpfs /run/user/0 tmpfs rw 0 0
+/dev/vdb /srv/with\\040space ext4 rw 0 0
+"""
+
+
+def test_mount_fstype_picks_the_longest_mount_point() -> None:
+    assert nodestore.mount_fstype(Path("/dev/shm"), MOUNTS) == "tmpfs"
+    assert nodestore.mount_fstype(Path("/dev/shm/x/y"), MOUNTS) == "tmpfs"
+    assert nodestore.mount_fstype(Path("/dev/shmx"), MOUNTS) == "ext4"  # a prefix of the name is not a parent
+    assert nodestore.mount_fstype(Path("/srv/with space/lab"), MOUNTS) == "ext4"
+    assert nodestore.mount_fstype(Path("/var/lib/fabricproof"), MOUNTS) == "ext4"
+
+
+def test_orphaned_stores_are_swept_and_live_or_unknown_ones_kept(tmp_path: Path) -> None:
+    shm, labs = tmp_path / "shm", tmp_path / "labs"
+    shm.mkdir()
+    labs.mkdir()
+
+    def store(name: str, owner: Path | None) -> Path:
+        path = shm / (nodestore.STORE_PREFIX + name)
+        path.mkdir()
+        if owner is not None:
+            (path / nodestore.OWNER).write_text(f"{owner}\n")
+        return path
+
+    live = store("live", labs / "a" / "nodes")
+    (labs / "a").mkdir()
+    (labs / "a" / "nodes").symlink_to(live)
+    gone = store("gone", labs / "deleted" / "nodes")  # its lab dir was rm -rf'ed
+    replaced = store("replaced", labs / "a" / "nodes")  # the same lab dir now links to another store
+    unknown = store("unknown", None)
+    assert nodestore.sweep_orphans(min_age_s=3600, tmpfs_dir=shm) == []  # too young to judge
+    assert set(nodestore.sweep_orphans(min_age_s=0, tmpfs_dir=shm)) == {gone, replaced}
+    assert live.exists() and unknown.exists() and not gone.exists() and not replaced.exists()

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from fabricproof.fsutil import atomic_write_text
-from fabricproof.lab import emu, netstat, procs, sshd
+from fabricproof.lab import emu, netstat, nodestore, procs, sshd
 from fabricproof.lab import state as lab_state
+from fabricproof.lab.emu.faults import FaultError
+from fabricproof.lab.emu.store import StateError
 from fabricproof.lab.errors import LabError
 from fabricproof.lab.inventory import (
     dump_inventory,
@@ -112,6 +114,7 @@ class LabStatus:
             "known_hosts": str(layout.known_hosts),
             "ssh_config": str(layout.ssh_config),
             "client_key": str(layout.client_key),
+            "node_store": lab.node_store,
             "first_host": {"name": lab.hosts[0].name, "address": lab.hosts[0].address},
             "last_host": {"name": lab.hosts[-1].name, "address": lab.hosts[-1].address},
             "started": lab.started,
@@ -163,29 +166,47 @@ def _write_client_files(layout: LabLayout, hosts: list[LabHost], port: int, user
     atomic_write_text(layout.ssh_config, render_ssh_config(hosts, **common), mode=0o644)
 
 
-def _chown_tree(top: Path, user: LabUser) -> None:
-    """Hand a node's files to the lab user: the mutating emulated tools run as that user and
-    rewrite state, rendered outputs and lock files in place."""
-    os.lchown(top, user.uid, user.gid)
-    for parent, dirs, files in os.walk(top):
-        for name in (*dirs, *files):
-            os.lchown(os.path.join(parent, name), user.uid, user.gid)
+def _chown_dirs(top: Path, user: LabUser) -> None:
+    """Hand a node's directories to the lab user: the mutating emulated tools run as that user and
+    replace files in them (tmp + rename), which needs the directory, not the file, to be theirs."""
+    for parent, _dirs, _files in os.walk(top):
+        os.chown(parent, user.uid, user.gid)
 
 
 def _nodes_present(layout: LabLayout, hosts: list[LabHost]) -> bool:
     return all((layout.node_dir(h.address) / "state.json").is_file() for h in hosts)
 
 
+def _rack_peers(hosts: list[LabHost]) -> dict[tuple[str, int], list[str]]:
+    """Addresses of the trays of each (profile, rack): a GB200 rack is one IMEX domain."""
+    peers: dict[tuple[str, int], list[str]] = {}
+    for host in hosts:
+        if host.rack is not None:
+            peers.setdefault((host.profile, host.rack), []).append(host.address)
+    return peers
+
+
 def _create_nodes(layout: LabLayout, hosts: list[LabHost], user: LabUser, progress: Progress) -> None:
-    if layout.nodes.exists():
-        shutil.rmtree(layout.nodes)
-    _make_dir(layout.nodes)
+    peers = _rack_peers(hosts)
     started = time.monotonic()
     for k, host in enumerate(hosts, 1):
-        emu.create_node(layout.root, host.address, host.profile, host.index, host.rack, host.name)
-        if k % 250 == 0:
+        emu.create_node(layout.root, host.address, host.profile, host.index, rack=host.rack, hostname=host.name,
+                        peers=peers.get((host.profile, host.rack)) if host.rack is not None else None,
+                        owner=(user.uid, user.gid))
+        if k % 250 == 0 or k == len(hosts):
             progress(f"created {k}/{len(hosts)} nodes ({time.monotonic() - started:.1f} s)")
-    _chown_tree(layout.nodes, user)
+
+
+def _use_tmpfs(kind: str, nodes: int, progress: Progress) -> bool:
+    if kind == "disk":
+        return False
+    why_not = nodestore.tmpfs_room(nodes)
+    if why_not is None:
+        return True
+    if kind == "tmpfs":
+        raise LabError(f"--node-store tmpfs: {why_not}")
+    progress(f"node state goes on disk ({why_not}); creating nodes is slower there")
+    return False
 
 
 def _sshd_groups(layout: LabLayout, hosts: list[LabHost]) -> list[SshdGroup]:
@@ -241,9 +262,13 @@ def _start_groups(groups: list[SshdGroup], port: int) -> None:
         raise
 
 
-def up(directory: Path, nodes: int, profile: str, port: int | None = None,
+def up(directory: Path, nodes: int, profile: str, port: int | None = None, node_store: str = "auto",
        progress: Progress = _quiet) -> LabStatus:
-    """Start a lab, or reuse the running one of the same shape; repair sshd that died."""
+    """Start a lab, or reuse the running one of the same shape; repair sshd that died.
+
+    node_store: where new node trees go: `tmpfs`, `disk` (inside the lab dir), or `auto` (tmpfs
+    when it has room). Existing nodes of the same shape are kept where they are.
+    """
     require_root("up")
     sshd.require_sshd()
     try:
@@ -252,6 +277,8 @@ def up(directory: Path, nodes: int, profile: str, port: int | None = None,
         raise LabError(str(exc)) from None
     if port is not None and not 1 <= port <= 65535:
         raise LabError(f"--port must be 1-65535, got {port}")
+    if node_store not in nodestore.KINDS:
+        raise LabError(f"--node-store {node_store!r}: choose {', '.join(nodestore.KINDS)}")
     layout = LabLayout.at(directory)
     sshd.assert_safe_path(layout.root)
     user = ensure_user(LAB_HOME)
@@ -259,10 +286,10 @@ def up(directory: Path, nodes: int, profile: str, port: int | None = None,
     _make_dir(layout.root)
     require_traversable(layout.root, user)
     with _locked(layout):
-        return _up_locked(layout, nodes, profile, port, user, progress)
+        return _up_locked(layout, nodes, profile, port, node_store, user, progress)
 
 
-def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, user: LabUser,
+def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, node_store: str, user: LabUser,
                progress: Progress) -> LabStatus:
     t0 = time.monotonic()
     previous = lab_state.load(layout.state)
@@ -275,30 +302,36 @@ def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, us
         if current.state == RUNNING:
             progress(f"lab already running in {layout.root}: reusing it")
             return current
+    # A degraded lab keeps its live sshd and port; only the dead ones are started again.
+    repair = previous if previous and current and current.state == DEGRADED else None
 
     hosts = plan_hosts(nodes, profile)
     sshd.assert_loopback([h.address for h in hosts])
     reuse_nodes = previous is not None and previous.shape == (nodes, profile) and _nodes_present(layout, hosts)
-    alive_before = previous is not None and current is not None and current.state == DEGRADED
-    port = previous.port if alive_before and previous else _pick_port(
-        port, previous.port if previous else None, [h.address for h in hosts])
-
-    for directory, mode in ((layout.keys, 0o755), (layout.sshd, 0o755)):
-        _make_dir(directory, mode)
+    port = repair.port if repair else _pick_port(port, previous.port if previous else None,
+                                                 [h.address for h in hosts])
+    for directory in (layout.keys, layout.sshd):
+        _make_dir(directory)
     sshd.ensure_key(layout.host_key, "fabricproof-lab-host")
     sshd.ensure_key(layout.client_key, "fabricproof-lab-client")
     _write_client_files(layout, hosts, port, user)
-    emu.install(layout.root)
     if reuse_nodes:
         progress(f"keeping the {nodes} existing node(s) and their state")
     else:
+        nodestore.remove_nodes(layout.nodes)
+        for orphan in nodestore.sweep_orphans():
+            progress(f"freed {orphan}: its lab directory was deleted without `lab down --purge`")
+        nodestore.make_nodes_dir(layout.nodes, _use_tmpfs(node_store, nodes, progress))
+    emu.install(layout.root)
+    if not reuse_nodes:
         _create_nodes(layout, hosts, user, progress)
 
-    groups = previous.sshd if alive_before and previous else _sshd_groups(layout, hosts)
+    groups = repair.sshd if repair else _sshd_groups(layout, hosts)
     _write_sshd_configs(layout, groups, port, user)
     sshd.ensure_privsep_dir()
     lab = LabState(dir=str(layout.root), profile=profile, nodes=nodes, port=port, user=user.name, hosts=hosts,
-                   sshd=groups, created=previous.created if reuse_nodes and previous else lab_state.now())
+                   sshd=groups, node_store=str(layout.nodes.resolve()),
+                   created=previous.created if reuse_nodes and previous else lab_state.now())
     try:
         _start_groups(groups, port)
     finally:
@@ -348,6 +381,7 @@ def down(directory: Path, purge: bool = False, timeout_s: float = 5.0) -> DownRe
             raise LabError(f"the lab's sshd are stopped but something still listens on port {lab.port} of "
                            f"{', '.join(sorted(left)[:3])}", exit_code=1)
     if purge:
+        nodestore.remove_nodes(layout.nodes)
         shutil.rmtree(layout.root)
     return DownReport(layout=layout, stopped_pids=tuple(ours), purged=purge, had_lab=True)
 
@@ -355,22 +389,9 @@ def down(directory: Path, purge: bool = False, timeout_s: float = 5.0) -> DownRe
 # ---------------------------------------------------------------------------------------- faults
 
 
-@dataclass(frozen=True)
-class FaultInfo:
-    name: str
-    description: str
-    catches: tuple[str, ...]
-    catches_over_time: tuple[str, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "catches": list(self.catches),
-                "catches_over_time": list(self.catches_over_time)}
-
-
-def faults() -> list[FaultInfo]:
-    return [FaultInfo(name=f.name, description=f.description, catches=tuple(f.catches),
-                      catches_over_time=tuple(getattr(f, "catches_over_time", ()) or ()))
-            for f in emu.FAULTS.values()]
+def faults() -> list[dict[str, Any]]:
+    """The fault catalog as plain data: name, description, catches (and per-profile, over-time, fleet lists)."""
+    return [fault.to_dict() for fault in emu.FAULTS.values()]
 
 
 def _lab_host(layout: LabLayout, host: str) -> tuple[LabState, LabHost]:
@@ -384,6 +405,15 @@ def _lab_host(layout: LabLayout, host: str) -> tuple[LabState, LabHost]:
     return lab, found
 
 
+@contextmanager
+def _emu_errors(target: LabHost) -> Iterator[None]:
+    """A fault that does not apply to the node's profile, or a node without state, is the operator's input."""
+    try:
+        yield
+    except (FaultError, StateError) as exc:
+        raise LabError(f"{target.name} ({target.address}, {target.profile}): {exc}") from None
+
+
 def _require_fault(name: str) -> None:
     if name not in emu.FAULTS:
         raise LabError(f"unknown fault {name!r}; known faults: {', '.join(sorted(emu.FAULTS))}")
@@ -394,9 +424,9 @@ def fault_inject(directory: Path, host: str, fault: str) -> LabHost:
     layout = LabLayout.at(directory)
     _require_fault(fault)
     lab, target = _lab_host(layout, host)
-    with _locked(layout):
+    with _locked(layout), _emu_errors(target):
         emu.inject(layout.root, target.address, fault)
-        _chown_tree(layout.node_dir(target.address), _lab_user(lab))
+        _chown_dirs(layout.node_dir(target.address), _lab_user(lab))
     return target
 
 
@@ -406,9 +436,9 @@ def fault_clear(directory: Path, host: str, fault: str | None = None) -> LabHost
     if fault is not None:
         _require_fault(fault)
     lab, target = _lab_host(layout, host)
-    with _locked(layout):
+    with _locked(layout), _emu_errors(target):
         emu.clear(layout.root, target.address, fault)
-        _chown_tree(layout.node_dir(target.address), _lab_user(lab))
+        _chown_dirs(layout.node_dir(target.address), _lab_user(lab))
     return target
 
 

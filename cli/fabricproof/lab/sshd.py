@@ -101,8 +101,8 @@ def render_config(*, title: str, addresses: Sequence[str], port: int, host_key: 
             assert_safe_path(path)
         lines += [
             f"Match LocalAddress {addr}",
-            f"    SetEnv PATH={tools_dir}:{SYSTEM_PATH} FABRICPROOF_LAB_NODE={node.node_dir}"
-            f" FABRICPROOF_HOST_ROOT={node.host_root}",
+            (f"    SetEnv PATH={tools_dir}:{SYSTEM_PATH} FABRICPROOF_LAB_NODE={node.node_dir}"
+             f" FABRICPROOF_HOST_ROOT={node.host_root}"),
         ]
     return "\n".join(lines) + "\n"
 
@@ -134,7 +134,7 @@ def public_key(path: Path) -> str:
 
 def check_config(config: Path) -> None:
     """`sshd -t` on one rendered config: syntax errors surface before 60 daemons fail one by one."""
-    done = subprocess.run([str(SSHD), "-t", "-f", str(config)], capture_output=True, text=True)
+    done = subprocess.run([str(SSHD), "-t", "-f", str(config)], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise LabError(f"sshd rejected {config}: {done.stderr.strip() or done.stdout.strip()}")
 

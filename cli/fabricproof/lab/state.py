@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ FORMAT_VERSION = 1
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -48,6 +48,7 @@ class LabState:
     user: str
     hosts: list[LabHost]
     sshd: list[SshdGroup]
+    node_store: str | None = None  # where <lab>/nodes really is (a tmpfs store or the lab dir itself)
     created: str = field(default_factory=now)
     started: str | None = None
     stopped: str | None = None
@@ -68,7 +69,7 @@ class LabState:
     def as_dict(self) -> dict[str, Any]:
         return {"version": FORMAT_VERSION, "dir": self.dir, "profile": self.profile, "nodes": self.nodes,
                 "port": self.port, "user": self.user, "created": self.created, "started": self.started,
-                "stopped": self.stopped, "sshd": [g.as_dict() for g in self.sshd],
+                "stopped": self.stopped, "node_store": self.node_store, "sshd": [g.as_dict() for g in self.sshd],
                 "hosts": [h.as_dict() for h in self.hosts]}
 
     @classmethod
@@ -77,7 +78,7 @@ class LabState:
             raise ValueError(f"unsupported lab state version {data.get('version')!r}")
         return cls(dir=str(data["dir"]), profile=str(data["profile"]), nodes=int(data["nodes"]),
                    port=int(data["port"]), user=str(data["user"]), created=str(data["created"]),
-                   started=data.get("started"), stopped=data.get("stopped"),
+                   started=data.get("started"), stopped=data.get("stopped"), node_store=data.get("node_store"),
                    sshd=[SshdGroup.from_dict(g) for g in data["sshd"]],
                    hosts=[LabHost.from_dict(h) for h in data["hosts"]])
 
@@ -91,7 +92,7 @@ def load(path: Path) -> LabState | None:
     try:
         return LabState.from_dict(json.loads(text))
     except (ValueError, KeyError, TypeError) as exc:
-        raise LabError(f"{path} is not a readable lab state ({exc}); remove the lab with `lab down --purge`")
+        raise LabError(f"{path} is not a readable lab state ({exc}); remove the lab with `lab down --purge`") from None
 
 
 def save(path: Path, state: LabState) -> None:

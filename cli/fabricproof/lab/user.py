@@ -46,7 +46,8 @@ def ensure_user(home: Path, name: str = LAB_USER) -> LabUser:
     if user is None:
         home.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
         done = subprocess.run([USERADD, "--system", "--user-group", "--no-create-home", "--home-dir", str(home),
-                               "--shell", LAB_SHELL, "--password", "*", name], capture_output=True, text=True)
+                               "--shell", LAB_SHELL, "--password", "*", name],
+                              capture_output=True, text=True, check=False)
         user = lookup(name)  # a concurrent `lab up` may have created it first: that is fine
         if user is None:
             raise LabError(f"could not create the lab user {name}: {done.stderr.strip()}")

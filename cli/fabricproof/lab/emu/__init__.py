@@ -1,1 +1,21 @@
-"""Emulated GPU node: node model, renderers of real tool output, mutating tools and faults (stdlib only)."""
+"""Emulated GPU node: node model, renderers of real tool output, mutating tools and faults (stdlib only).
+
+Self-contained: copied into a lab dir and run by /usr/bin/python3 as the lab user, so it imports nothing
+outside the standard library and this package. The runtime's entry points (install, create_node, inject,
+clear, FAULTS) load lazily, so an emulated tool that only needs cli.py stays cheap to start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["FAULTS", "active_faults", "clear", "create_node", "inject", "install", "node_path", "read_node",
+           "view_node"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(name)

@@ -430,8 +430,8 @@ def _apt_transaction(node: Node, op: str, specs: list[str], yes: bool, allow_hel
         lines += ["The following packages will be DOWNGRADED:", "  " + " ".join(downgrades)]
     if upgraded:
         lines += ["The following packages will be upgraded:", "  " + " ".join(upgraded)]
-    lines.append(f"{len(upgraded)} upgraded, {len(new)} newly installed, {len(downgrades)} downgraded, "
-                 f"{len(remove)} to remove and 0 not upgraded.")
+    down = f"{len(downgrades)} downgraded, " if downgrades else ""
+    lines.append(f"{len(upgraded)} upgraded, {len(new)} newly installed, {down}{len(remove)} to remove and 0 not upgraded.")
     if (changes or remove) and not yes:
         return "\n".join(lines) + "\nDo you want to continue? [Y/n] Abort.\n", "", 1
     for n in sorted(remove):

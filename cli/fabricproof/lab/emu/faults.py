@@ -30,6 +30,7 @@ ALL = ("dgx-a100", "dgx-h100", "hgx-h200", "gb200-nvl72")
 FM_PROFILES = ("dgx-a100", "dgx-h100", "hgx-h200")
 FABRIC_PROFILES = ("dgx-h100", "hgx-h200", "gb200-nvl72")
 X86 = FM_PROFILES
+HGX_H = ("dgx-h100", "hgx-h200")
 
 NVSMI_COLLECTORS = ("nvidia_smi_q", "nvidia_smi_q_xml", "nvidia_smi_query_gpu", "nvlink_status", "nvlink_errors",
                     "nvlink_caps", "nvlink_info", "topo")
@@ -47,6 +48,7 @@ class Fault:
     catches_by_profile: dict[str, tuple[str, ...]] = field(default_factory=dict)
     catches_over_time: tuple[str, ...] = ()
     catches_fleet: tuple[str, ...] = ()
+    catches_fleet_by_profile: dict[str, tuple[str, ...]] = field(default_factory=dict)
     breaks: tuple[str, ...] = ()
     apply: Callable[[Node], None] | None = None  # overlay: change the render view
     inject: Callable[[Node], None] | None = None  # state: change the stored node
@@ -55,6 +57,10 @@ class Fault:
     def catches_for(self, profile: str) -> tuple[str, ...]:
         """Exact single-snapshot checks that fail on a node of `profile` with this fault."""
         return self.catches_by_profile.get(profile, self.catches)
+
+    def catches_fleet_for(self, profile: str) -> tuple[str, ...]:
+        """Fleet checks that fail when a node of `profile` with this fault is compared with healthy peers."""
+        return self.catches_fleet_by_profile.get(profile, self.catches_fleet)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form for `lab fault list --format json`."""
@@ -67,6 +73,7 @@ class Fault:
             "catches_by_profile": {p: list(self.catches_for(p)) for p in self.profiles},
             "catches_over_time": list(self.catches_over_time),
             "catches_fleet": list(self.catches_fleet),
+            "catches_fleet_by_profile": {p: list(self.catches_fleet_for(p)) for p in self.profiles},
             "breaks": list(self.breaks),
         }
 
@@ -331,7 +338,7 @@ def _hca_restore(node: Node) -> None:
 
 
 def _psid_change(node: Node) -> None:
-    _compute_ib(node)[4 % len(_compute_ib(node))]["psid"] = "DEL0000000036"  # an OEM PSID (corpus ibv_devinfo)
+    _compute_ib(node)[-1]["psid"] = "DEL0000000036"  # an OEM PSID (corpus ibv_devinfo)
 
 
 def _link_flap(node: Node) -> None:
@@ -563,16 +570,17 @@ CATALOG: tuple[Fault, ...] = (
           catches_by_profile={p: ("nvswitch.count", "fm.service_active", "nvlink.links_active", "nvlink.topology",
                                   "fabric.state_completed") for p in ("dgx-h100", "hgx-h200")},
           inject=_nvswitch_missing, clear=_nvswitch_missing_clear),
-    Fault("nvswitch-fw-drift", "NVSwitch 1 runs an older firmware than its peers (nvfwupd show_version).", "state",
-          FM_PROFILES, catches=("nvswitch.firmware",), catches_fleet=("nvswitch.firmware_consistent",),
+    Fault("nvswitch-fw-drift", "NVSwitch 1 runs an older firmware than its peers (nvfwupd show_version). "
+          "HGX H100/H200 only: A100 NVSwitch firmware ships in the DGX firmware container.", "state",
+          HGX_H, catches=("nvswitch.firmware",), catches_fleet=("nvswitch.firmware_consistent",),
           inject=_nvswitch_fw_drift, clear=_nvswitch_fw_clear),
     Fault("nvswitch-sxid-fatal", "NVSwitch 1 reported fatal SXid 24007 (kernel log) and FM logged the fatal error.",
           "state", FM_PROFILES, catches=("nvswitch.sxid_fatal", "fm.log_nvswitch_fatal"), inject=_sxid_fatal,
           clear=_sxid_clear),
-    Fault("ib-port-down", "mlx5_2 port 1: State Down, Physical state Disabled (no LID, no SM, rate falls back).",
-          "overlay", catches=("ib.port_active", "ib.phys_linkup", "ib.rate", "ib.sm_present"), apply=_ib_down),
+    Fault("ib-port-down", "mlx5_2 port 1: State Down, Physical state Disabled (no LID, SM lid 0, rate falls back to 10).",
+          "overlay", catches=("ib.port_active", "ib.phys_linkup", "ib.rate"), apply=_ib_down),
     Fault("ib-port-polling", "mlx5_2 port 1: State Down, Physical state Polling (no peer: cable or switch port).",
-          "overlay", catches=("ib.port_active", "ib.phys_linkup", "ib.rate", "ib.sm_present"), apply=_ib_polling),
+          "overlay", catches=("ib.port_active", "ib.phys_linkup", "ib.rate"), apply=_ib_polling),
     Fault("ib-no-sm", "No subnet manager: every InfiniBand port is Initializing/LinkUp with SM lid 0.", "overlay",
           catches=("ib.port_active", "ib.sm_present"), apply=_ib_no_sm),
     Fault("ib-rate-degraded", "mlx5_1 trained at half rate (200 on a 400 fabric; 100 on HDR).", "overlay",
@@ -582,7 +590,7 @@ CATALOG: tuple[Fault, ...] = (
     Fault("hca-fw-drift", "mlx5_3 runs an older ConnectX firmware than the baseline; fix with mlxfwmanager -u "
           "(or flint burn) then mlxfwreset.", "state", catches=("ib.fw_version",), catches_fleet=("ib.fw_consistent",),
           inject=_hca_fw_drift, clear=_hca_restore),
-    Fault("psid-change", "mlx5_4 carries an OEM PSID (DEL0000000036) instead of the baseline PSID.", "state",
+    Fault("psid-change", "The last compute HCA carries an OEM PSID (DEL0000000036) instead of the baseline PSID.", "state",
           catches=("ib.psid",), inject=_psid_change, clear=_hca_restore),
     Fault("mtu-wrong", "Every compute port runs active_mtu 2048 instead of 4096.", "overlay", catches=("ib.mtu",),
           apply=_mtu),
@@ -598,7 +606,9 @@ CATALOG: tuple[Fault, ...] = (
     Fault("driver-drift", "This node runs the next driver release of the branch (with matching FM/IMEX).", "state",
           catches=("driver.version",),
           catches_by_profile={p: ("driver.version", "fm.version") for p in FM_PROFILES},
-          catches_fleet=("driver.version_consistent", "fm.version_consistent"), inject=_driver_drift,
+          catches_fleet=("driver.version_consistent",),
+          catches_fleet_by_profile={p: ("driver.version_consistent", "fm.version_consistent") for p in FM_PROFILES},
+          inject=_driver_drift,
           clear=_driver_restore),
     Fault("imex-not-ready", "Two IMEX peers of the rack are UNAVAILABLE (domain DEGRADED).", "overlay",
           ("gb200-nvl72",), catches=("imex.nodes_ready",), apply=_imex_not_ready),

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
+import json
 from typing import Any
 
 from .profiles import KERNEL_MODULES, PROFILES, packages_for, rack_fabric
@@ -352,8 +352,8 @@ def nvml_mismatch(node: Node) -> bool:
 
 
 def copy_node(node: Node) -> Node:
-    """A deep copy (faults render a modified copy, never the stored state)."""
-    return copy.deepcopy(node)
+    """A deep copy (faults render a modified copy, never the stored state); the state is plain JSON."""
+    return json.loads(json.dumps(node))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -424,6 +424,9 @@ def fm_start(node: Node) -> bool:
         svc.update(active="failed", sub="failed", result="exit-code", exit_status=1, since=node["clock"])
         _fabric_pending(node)
         return False
+    fm_log(node, "INFO", "Successfully configured all the available NVSwitches to route GPU NVLink traffic. NVLink "
+                         "Peer-to-Peer support will be enabled once the GPUs are successfully registered with the "
+                         "NVLink fabric.")
     journal(node, "fm", f"nv-fabricmanager[{pid}]", "Connected to 1 node.")
     journal(node, "fm", f"nv-fabricmanager[{pid}]",
             "Successfully configured all the available NVSwitches to route GPU NVLink traffic. NVLink Peer-to-Peer "

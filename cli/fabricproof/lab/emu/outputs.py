@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -243,34 +244,79 @@ def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
 
 
+def _write_new(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, text.encode("utf-8", "surrogateescape"))
+    finally:
+        os.close(fd)
+
+
+def _place(path: str, text: str, labdir: str, fresh: bool) -> None:
+    """Write a file, or (re)point a symlink to a shared directory of the lab (render_ib.Link)."""
+    if isinstance(text, render_ib.Link):
+        if os.path.islink(path) or os.path.isfile(path):
+            os.unlink(path)
+        elif os.path.isdir(path):
+            shutil.rmtree(path)
+        os.symlink(f"{labdir}/{text}", path)
+        return
+    if os.path.islink(path):
+        os.unlink(path)
+    if fresh:
+        _write_new(path, text)
+    else:
+        write_atomic(Path(path), text)
+
+
+def ensure_shared(labdir: Path) -> None:
+    """The lab-wide shared files nodes link to (created once per lab dir)."""
+    marker = labdir / render_ib.ZERO_COUNTERS / "symbol_error"
+    if marker.exists():
+        return
+    for rel, text in render_ib.zero_counter_files().items():
+        path = labdir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+
+
 def render_node(node_dir: Path, node: Node) -> None:
     """Re-render a node's files from its stored state, writing only those whose content changed.
 
     A manifest of content digests (<node>/.rendered.json) makes a mutation cost a few writes instead of
-    hundreds (the sysfs tree alone is ~40 files per port).
+    dozens. A node without a manifest is being created: nobody reads it yet, so its files are written in
+    place (half the system calls of tmp+rename).
     """
     files = rendered_files(faults.view(node))
+    base = str(node_dir)
+    labdir = str(node_dir.parent.parent)
     try:
         old: dict[str, str] = json.loads((node_dir / MANIFEST).read_text())
     except (FileNotFoundError, ValueError):
         old = {}
+    fresh = not old
+    if fresh:
+        ensure_shared(node_dir.parent.parent)
     new: dict[str, str] = {}
-    made: set[Path] = set()
+    made: set[str] = set()
     for rel, text in files.items():
-        path = node_dir / rel
+        path = f"{base}/{rel}"
         if text is None:
-            if rel in old or not old:
+            if rel in old or fresh:
                 try:
-                    path.unlink()
+                    os.unlink(path)
                 except FileNotFoundError:
                     pass
             continue
-        digest = _digest(text)
+        digest = _digest(("->" if isinstance(text, render_ib.Link) else "") + text)
         new[rel] = digest
         if old.get(rel) == digest:
             continue
-        if path.parent not in made:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            made.add(path.parent)
-        write_atomic(path, text)
+        parent = path.rsplit("/", 1)[0]
+        if parent not in made:
+            if os.path.islink(parent):  # a shared counters link becomes a real directory
+                os.unlink(parent)
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        _place(path, text, labdir, fresh)
     write_atomic(node_dir / MANIFEST, json.dumps(new, separators=(",", ":")))

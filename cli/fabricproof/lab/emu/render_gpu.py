@@ -127,7 +127,7 @@ def gpu_entries(view: Node, gpu: dict[str, Any]) -> list[Entry]:
             ("GPU Fabric GUID", "gpu_fabric_guid", "N/A"),
         ]))
     else:
-        e.append(("Module ID", "module_id", str(gpu["module_id"])))
+        e.append(("Module ID", "gpu_module_id", str(gpu["module_id"])))
     e += [
         ("Inforom Version", "inforom_version", [
             ("Image Version", "img_version", g["inforom_image"]), ("OEM Object", "oem_object", "2.1"),
@@ -144,7 +144,7 @@ def gpu_entries(view: Node, gpu: dict[str, Any]) -> list[Entry]:
               + ([("vGPU Heterogeneous Mode", "vgpu_heterogeneous_mode", "N/A")] if new else [])))
     if new:
         e.append(("GPU Recovery Action", "gpu_recovery_action", "None"))
-    e.append(("GSP Firmware Version", "gsp_firmware_version", drv if g["architecture"] != "Ampere" else "N/A"))
+    e.append(("GSP Firmware Version", "gsp_firmware_version", drv))
     if not new:
         e.append(("GPU Reset Status", "gpu_reset_status", [
             ("Reset Required", "reset_required", "No"),

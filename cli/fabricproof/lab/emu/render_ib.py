@@ -305,26 +305,48 @@ IB_HW_COUNTER_NAMES = ("duplicate_request", "implied_nak_seq_err", "local_ack_ti
                        "rx_icrc_encapsulated", "np_cnp_sent", "rp_cnp_handled")
 
 
+#: Directory (relative to the lab dir) of all-zero counter files shared by every healthy port through a
+#: symlink: thousands of identical one-value files would dominate the cost of creating a lab.
+ZERO_COUNTERS = "share/sysfs-infiniband-zero/counters"
+ZERO_HW_COUNTERS = "share/sysfs-infiniband-zero/hw_counters"
+
+
+class Link(str):
+    """A sysfs entry that is a symlink to a shared directory (value: path relative to the lab dir)."""
+
+
+def zero_counter_files() -> dict[str, str]:
+    """The shared all-zero counter files (relative to the lab dir)."""
+    files = {f"{ZERO_COUNTERS}/{n}": "0\n" for n in IB_COUNTER_NAMES}
+    files.update({f"{ZERO_HW_COUNTERS}/{n}": "0\n" for n in IB_HW_COUNTER_NAMES})
+    return files
+
+
 def sysfs_files(view: Node) -> dict[str, str]:
-    """/sys/class/infiniband/<dev>/... one-value files (relative paths) for the node's fake root."""
+    """/sys/class/infiniband/<dev>/... entries (relative paths) for the node's fake root: the attributes the
+    collectors read as one-value files; counters as a link to the shared zero set unless a port has errors."""
     files: dict[str, str] = {}
     for hca in view["hcas"]:
         base = f"sys/class/infiniband/{hca['name']}"
-        files[f"{base}/fw_ver"] = hca["fw"]
-        files[f"{base}/board_id"] = hca["psid"]
-        files[f"{base}/hca_type"] = hca["ca_type"]
-        files[f"{base}/node_guid"] = _colon_guid(hca["node_guid"])
-        files[f"{base}/sys_image_guid"] = _colon_guid(hca["node_guid"])
+        files[f"{base}/fw_ver"] = hca["fw"] + "\n"
+        files[f"{base}/board_id"] = hca["psid"] + "\n"
+        files[f"{base}/hca_type"] = hca["ca_type"] + "\n"
+        files[f"{base}/node_guid"] = _colon_guid(hca["node_guid"]) + "\n"
         for p in hca["ports"]:
             pb = f"{base}/ports/{p['port']}"
-            files[f"{pb}/state"] = f"{_STATE_NUM[p['state']]}: {p['state'].upper()}"
-            files[f"{pb}/phys_state"] = f"{_PHYS_NUM[p['phys_state']]}: {p['phys_state']}"
-            files[f"{pb}/rate"] = port_rate_text(p)
-            files[f"{pb}/link_layer"] = p["link_layer"]
-            files[f"{pb}/lid"] = f"0x{p['base_lid']:x}"
-            files[f"{pb}/sm_lid"] = f"0x{p['sm_lid']:x}"
-            for name in IB_COUNTER_NAMES:
-                files[f"{pb}/counters/{name}"] = str(p["counters"].get(name, 0))
-            for name in IB_HW_COUNTER_NAMES:
-                files[f"{pb}/hw_counters/{name}"] = str(p["counters"].get("hw:" + name, 0))
+            files[f"{pb}/state"] = f"{_STATE_NUM[p['state']]}: {p['state'].upper()}\n"
+            files[f"{pb}/phys_state"] = f"{_PHYS_NUM[p['phys_state']]}: {p['phys_state']}\n"
+            files[f"{pb}/rate"] = port_rate_text(p) + "\n"
+            files[f"{pb}/link_layer"] = p["link_layer"] + "\n"
+            counters = p["counters"]
+            if any(v for k, v in counters.items() if not k.startswith("hw:")):
+                for name in IB_COUNTER_NAMES:
+                    files[f"{pb}/counters/{name}"] = f"{counters.get(name, 0)}\n"
+            else:
+                files[f"{pb}/counters"] = Link(ZERO_COUNTERS)
+            if any(v for k, v in counters.items() if k.startswith("hw:")):
+                for name in IB_HW_COUNTER_NAMES:
+                    files[f"{pb}/hw_counters/{name}"] = f"{counters.get('hw:' + name, 0)}\n"
+            else:
+                files[f"{pb}/hw_counters"] = Link(ZERO_HW_COUNTERS)
     return files
