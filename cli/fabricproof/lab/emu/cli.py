@@ -22,7 +22,6 @@ USAGE = {
     "ibstat": ("", "Usage: ibstat [-d(ebug) -l(ist_of_cas) -s(hort) -p(ort_list) -V(ersion)] <ca_name> [portnum]\n", 255),
     "ibv_devinfo": ("", "Usage: ibv_devinfo             print the ca attributes\n", 255),
     "lspci": ("", "lspci: Invalid option -- see lspci --help\n", 2),
-    "journalctl": ("", "journalctl: lab node answers only -u UNIT -b --no-pager and -k -b --no-pager\n", 1),
     "nvidia-imex-ctl": ("", "Usage: nvidia-imex-ctl [-i <IP> <PORT>|-u <unix domain socket path>|-c <nvidia-imex "
                             "config.cfg path>] <-n|-N|-q|-s|-d|-m> [-t <timeout>]\n", 1),
     "nv-fabricmanager": ("", "nv-fabricmanager: unrecognized option\n", 1),
@@ -74,9 +73,7 @@ def _special(nd: Path, key: str, spec: dict) -> int:
         # Counters that grow on every read: bump the read count, then print from the new state.
         with transaction(nd) as node:
             node["ticks"] += 1
-        from .store import load
-
-        return _emit(render_links.render_nvlink_errors(faults.view(load(nd))), "", 0)
+        return _emit(render_links.render_nvlink_errors(faults.view(node)), "", 0)
     return _emit(spec.get("stdout", ""), spec.get("stderr", ""), int(spec.get("rc", 0)))
 
 
@@ -103,13 +100,12 @@ def main(argv: list[str] | None = None) -> int:
             return _emit(plain.read_text(), "", 0)
         except FileNotFoundError:
             pass
-    from .commands import HANDLERS, HangRequested
+    from .commands import HANDLERS, HangRequested, run
 
-    handler = HANDLERS.get(tool)
-    if handler is None:
+    if tool not in HANDLERS:
         return _emit(*USAGE.get(tool, ("", f"{tool}: invalid arguments: {' '.join(args)}\n", 2)))
     try:
-        return _emit(*handler(nd, args))
+        return _emit(*run(tool, nd, args))
     except HangRequested:
         return hang()
 

@@ -522,6 +522,7 @@ def garbage(seed: str, size: int = 600) -> str:
 
 
 def _noop(_: Node) -> None:
+    """Tool faults change how a tool answers, not the node: outputs.render_key and cli.py act on their names."""
     return None
 
 
@@ -687,10 +688,12 @@ def clear(node: Node, name: str | None = None) -> list[str]:
 
 
 def view(node: Node) -> Node:
-    """The node as the tools show it: a copy with every overlay fault applied."""
+    """The node as the tools show it: a copy with every overlay fault applied (the node itself when none is)."""
+    overlays = [FAULTS[n] for n in sorted(node["faults"]) if n in FAULTS and FAULTS[n].kind == "overlay"
+                and FAULTS[n].apply is not None]
+    if not overlays:
+        return node
     v = model.copy_node(node)
-    for name in sorted(node["faults"]):
-        fault = FAULTS.get(name)
-        if fault is not None and fault.kind == "overlay" and fault.apply is not None:
-            fault.apply(v)
+    for fault in overlays:
+        fault.apply(v)  # type: ignore[misc]
     return v

@@ -6,9 +6,9 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 from . import faults, render_fabric, render_gpu, render_ib, render_links, render_sys
 from .model import Node, installed_driver, installed_fm, nvml_mismatch, profile_of

@@ -34,11 +34,11 @@ FM_CONFIG_DEFAULTS: dict[str, str] = {
 
 #: Kernel command line of every profile: IOMMU in passthrough so ACS is not forced on (domain A.6).
 KERNEL_CMDLINE_X86 = (
-    "BOOT_IMAGE=/boot/vmlinuz-5.15.0-1053-nvidia root=UUID={root_uuid} ro "
+    "BOOT_IMAGE=/boot/vmlinuz-{kernel} root=UUID={root_uuid} ro "
     "intel_iommu=on iommu=pt pci=realloc=off nvme_core.multipath=n console=tty0 console=ttyS0,115200n8"
 )
 KERNEL_CMDLINE_ARM = (
-    "BOOT_IMAGE=/boot/vmlinuz-6.8.0-1021-nvidia-64k root=UUID={root_uuid} ro "
+    "BOOT_IMAGE=/boot/vmlinuz-{kernel} root=UUID={root_uuid} ro "
     "iommu.passthrough=1 iommu=pt init_on_alloc=0 console=ttyAMA0,115200n8"
 )
 

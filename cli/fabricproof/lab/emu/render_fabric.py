@@ -71,7 +71,7 @@ def unit_properties(view: Node, name: str) -> list[tuple[str, str]]:
         ("FragmentPath", f"/lib/systemd/system/{name}.service"),
         ("UnitFileState", svc["enabled"]), ("UnitFilePreset", "enabled"),
         ("ActiveEnterTimestamp", _stamp(svc["since"] or view["boot_time"]) if active else ""),
-        ("ExecStart", "{ path=%s ; argv[]=%s ; }" % (UNIT_EXEC.get(name, name).split()[0], UNIT_EXEC.get(name, name))),
+        ("ExecStart", f"{{ path={UNIT_EXEC.get(name, name).split()[0]} ; argv[]={UNIT_EXEC.get(name, name)} ; }}"),
     ]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Union
+from typing import Any
 
 from .model import Node, branch_of, installed_driver, profile_of
 from .profiles import CUDA_BY_BRANCH
@@ -11,7 +11,7 @@ from .profiles import CUDA_BY_BRANCH
 # One entry of the -q tree, shared by the text and XML renderers so both always agree:
 # (text label or None for XML-only, XML tag or None for text-only, value str | list of entries).
 # A value may also be a (text, xml) pair where the two forms spell it differently.
-Entry = tuple[Union[str, None], Union[str, None], Any]
+Entry = tuple[str | None, str | None, Any]
 
 NVML_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\n"
 

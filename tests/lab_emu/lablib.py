@@ -1,0 +1,93 @@
+"""Helpers shared by the emulated-node tests: what the lab answers to each collector, rendered in-process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fabricproof.collectors import COLLECTORS
+from fabricproof.lab.emu import outputs, render_ib, render_links
+from fabricproof.lab.emu.profiles import PROFILES
+from fabricproof.model import CommandResult
+
+#: collector id -> output key (outputs.COMMANDS) answering its argv
+OUTPUT_KEYS = {
+    "nvidia_smi_q": "nvsmi_q", "nvidia_smi_q_xml": "nvsmi_q_x", "nvidia_smi_query_gpu": "nvsmi_query",
+    "nvlink_status": "nvlink_s", "nvlink_errors": "nvlink_e", "nvlink_caps": "nvlink_c", "nvlink_info": "nvlink_info",
+    "topo": "topo_m", "fm_version": "fm_version", "fm_service": "svc_fm", "fm_journal": "journal_fm",
+    "imex_service": "svc_imex", "imex_nodes": "imex_nodes", "nvswitch_pci": "lspci_nvidia",
+    "nvswitch_firmware": "nvfwupd", "kernel_log": "journal_kernel", "lsmod": "lsmod", "lspci_vvv": "lspci_vvv",
+    "ibstat": "ibstat", "ibstatus": "ibstatus", "ibv_devinfo": "ibv_devinfo", "ibdev2netdev": "ibdev2netdev",
+    "ofed_info": "ofed_info", "show_gids": "show_gids", "rdma_link": "rdma_link", "mlxfwmanager": "mlxfwmanager",
+}
+#: collector id -> host file (relative to the fake root) its `sh -c cat/tail` script reads
+ROOT_KEYS = {"cmdline": "proc/cmdline", "driver_version": "proc/driver/nvidia/version",
+             "fm_config": "usr/share/nvidia/nvswitch/fabricmanager.cfg", "fm_log": "var/log/fabricmanager.log"}
+PLATFORM = {"dgx-a100": "a100", "dgx-h100": "h100", "hgx-h200": "h200", "gb200-nvl72": "gb200"}
+
+
+def _sysfs_listing(view: dict[str, Any]) -> str:
+    """What the ib_counters script prints for the node's fake /sys (links resolved to the shared zeros)."""
+    lines = []
+    for rel, text in render_ib.sysfs_files(view).items():
+        path = "/" + rel
+        if isinstance(text, render_ib.Link):
+            names = render_ib.IB_COUNTER_NAMES if text == render_ib.ZERO_COUNTERS else render_ib.IB_HW_COUNTER_NAMES
+            lines += [f"{path}/{n}: 0" for n in names]
+        else:
+            lines.append(f"{path}: {text.strip()}")
+    return "\n".join(sorted(lines)) + "\n"
+
+
+def pure_outputs(view: dict[str, Any]) -> dict[str, str]:
+    """collector id -> the text the lab answers for its argv, rendered in-process."""
+    outs = outputs.render_outputs(view)
+    root = outputs.root_files(view)
+    text = {
+        "nvidia_smi_q": outs["nvsmi_q"].stdout, "nvidia_smi_q_xml": outs["nvsmi_q_x"].stdout,
+        "nvidia_smi_query_gpu": outs["nvsmi_query"].stdout, "nvlink_status": outs["nvlink_s"].stdout,
+        "nvlink_errors": outs["nvlink_e"].stdout, "nvlink_caps": outs["nvlink_c"].stdout,
+        "nvlink_info": outs["nvlink_info"].stdout, "topo": outs["topo_m"].stdout,
+        "fm_service": outs["svc_fm"].stdout, "fm_journal": outs["journal_fm"].stdout,
+        "imex_service": outs["svc_imex"].stdout, "nvswitch_pci": outs["lspci_nvidia"].stdout,
+        "nvswitch_firmware": outs["nvfwupd"].stdout, "kernel_log": outs["journal_kernel"].stdout,
+        "lsmod": outs["lsmod"].stdout, "lspci_vvv": outs["lspci_vvv"].stdout, "ibstat": outs["ibstat"].stdout,
+        "ibstatus": outs["ibstatus"].stdout, "ibv_devinfo": outs["ibv_devinfo"].stdout,
+        "ibdev2netdev": outs["ibdev2netdev"].stdout, "ofed_info": outs["ofed_info"].stdout,
+        "show_gids": outs["show_gids"].stdout, "rdma_link": outs["rdma_link"].stdout,
+        "mlxfwmanager": outs["mlxfwmanager"].stdout,
+        "cmdline": root["proc/cmdline"], "driver_version": root["proc/driver/nvidia/version"],
+        "ib_counters": _sysfs_listing(view),
+        "flint": render_ib.render_flint_q(view, view["hcas"][0]),
+    }
+    if PROFILES[view["profile"]]["fm"]["present"]:
+        text.update(fm_version=outs["fm_version"].stdout, fm_config=root["usr/share/nvidia/nvswitch/fabricmanager.cfg"],
+                    fm_log=root["var/log/fabricmanager.log"])
+    if PROFILES[view["profile"]]["imex"]["present"]:
+        text["imex_nodes"] = outs["imex_nodes"].stdout
+    return text
+
+
+def command_results(view: dict[str, Any]) -> dict[str, CommandResult]:
+    """What each default collector applicable to the node would get back, as a transport returns it."""
+    outs = outputs.render_outputs(view)
+    root = outputs.root_files(view)
+    results: dict[str, CommandResult] = {}
+    for cid, collector in COLLECTORS.items():
+        if not collector.default or PLATFORM[view["profile"]] not in collector.platforms:
+            continue
+        argv = tuple(collector.argv)
+        if cid in ROOT_KEYS:
+            text = root[ROOT_KEYS[cid]]
+            results[cid] = (CommandResult(argv, text) if text is not None
+                            else CommandResult(argv, "", f"cat: /{ROOT_KEYS[cid]}: No such file or directory\n", 1))
+        elif cid == "ib_counters":
+            results[cid] = CommandResult(argv, _sysfs_listing(view))
+        else:
+            out = outs[OUTPUT_KEYS[cid]]
+            if out.special == "hang":
+                results[cid] = CommandResult(argv, "", "", None, error="timed out")
+            elif out.special == "dynamic":
+                results[cid] = CommandResult(argv, render_links.render_nvlink_errors(view))
+            else:
+                results[cid] = CommandResult(argv, out.stdout, out.stderr, out.rc)
+    return results

@@ -1,0 +1,182 @@
+"""The fault catalog: stable names, real check ids, outputs that change and change back, tools that hang or
+print garbage, counters that grow, and an upgrade that breaks Fabric Manager."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from fabricproof.collectors import COLLECTORS, ParseError
+from fabricproof.lab.emu import api, faults, model, outputs
+from fabricproof.lab.emu.faults import FAULTS, FaultError
+
+REPO = Path(__file__).resolve().parents[2]
+REQUIRED = {"fm-down", "fm-driver-mismatch", "fabric-in-progress", "fabric-insufficient-resources",
+            "cluster-uuid-mismatch", "nvlink-inactive", "nvlink-speed-degraded", "nvlink-errors-growing",
+            "nvswitch-missing", "nvswitch-fw-drift", "ib-port-down", "ib-port-polling", "ib-no-sm", "ib-rate-degraded",
+            "hca-fw-drift", "psid-change", "mtu-wrong", "peermem-missing", "acs-enabled", "gpu-nic-affinity",
+            "driver-drift", "imex-not-ready", "tool-hangs", "tool-garbage", "upgrade-breaks-fm"}
+
+# Outputs each fault must change (keys of outputs.COMMANDS / host files under root/).
+EFFECTS = {
+    "fm-down": {"svc_fm", "active_fm"}, "fm-driver-mismatch": {"fm_version", "svc_fm", "root:var/log/fabricmanager.log"},
+    "fm-restarts": {"svc_fm"}, "fm-config-drift": {"root:usr/share/nvidia/nvswitch/fabricmanager.cfg"},
+    "fabric-in-progress": {"nvsmi_q", "nvsmi_q_x", "nvsmi_query"},
+    "fabric-insufficient-resources": {"nvsmi_q", "nvsmi_q_x"}, "cluster-uuid-mismatch": {"nvsmi_q", "nvsmi_q_x"},
+    "nvlink-inactive": {"nvlink_s", "nvlink_c", "topo_m"}, "nvlink-speed-degraded": {"nvlink_s"},
+    "nvlink-errors-growing": {"nvlink_e"}, "nvswitch-missing": {"lspci_nvidia", "lspci_vvv", "nvlink_s", "svc_fm"},
+    "nvswitch-fw-drift": {"nvfwupd"}, "nvswitch-sxid-fatal": {"journal_kernel", "root:var/log/fabricmanager.log"},
+    "ib-port-down": {"ibstat", "ibv_devinfo", "ibdev2netdev", "root:sys/class/infiniband/mlx5_2/ports/1/state"},
+    "ib-port-polling": {"ibstat", "ibv_devinfo", "root:sys/class/infiniband/mlx5_2/ports/1/phys_state"},
+    "ib-no-sm": {"ibstat", "ibv_devinfo", "rdma_link"}, "ib-rate-degraded": {"ibstat", "ibstatus"},
+    "ib-link-flap": {"journal_kernel"}, "hca-fw-drift": {"ibstat", "mlxfwmanager", "root:sys/class/infiniband/mlx5_3/fw_ver"},
+    "psid-change": {"ibv_devinfo", "mlxfwmanager"},
+    "mtu-wrong": {"ibv_devinfo"}, "peermem-missing": {"lsmod"}, "legacy-peermem": {"lsmod"},
+    "acs-enabled": {"lspci_vvv"}, "gpu-nic-affinity": {"topo_m", "lspci_vvv", "mlxfwmanager"},
+    "driver-drift": {"nvsmi_q", "root:proc/driver/nvidia/version"}, "imex-not-ready": {"imex_nodes"},
+    "imex-down": {"svc_imex", "imex_nodes"}, "gpu-xid-79": {"journal_kernel"},
+    "remapped-rows-pending": {"nvsmi_q", "nvsmi_q_x"}, "gpu-throttle": {"nvsmi_q", "nvsmi_query"},
+    "persistence-off": {"nvsmi_q", "nvsmi_query"}, "pcie-downtrained": {"nvsmi_q", "lspci_vvv"},
+    "iommu-translated": {"root:proc/cmdline"}, "tool-hangs": {"nvsmi_q", "nvlink_s", "topo_m"},
+    "tool-garbage": {"ibstat"}, "upgrade-breaks-fm": set(),
+}
+# Outputs that carry the lab clock or boot logs: they move on every event and are not compared.
+CLOCKED = re.compile(r'^(Timestamp|\s*<timestamp>|\s*"timestamp")')
+
+
+def _snapshot(view: dict) -> dict[str, str]:
+    snap = {k: f"{o.stdout}\n--\n{o.stderr}\n--\n{o.rc} {o.special}" for k, o in outputs.render_outputs(view).items()}
+    snap.update({f"root:{k}": v or "" for k, v in outputs.root_files(view).items()})
+    return {k: "\n".join(line for line in v.split("\n") if not CLOCKED.match(line)) for k, v in snap.items()}
+
+
+def _node(profile: str) -> dict:
+    node = model.new_node(profile, 3, 1 if profile == "gb200-nvl72" else None, "n-0003", "127.10.0.4")
+    if profile == "gb200-nvl72":
+        node["imex_peers"] = ["127.10.0.4", "127.10.0.5", "127.10.0.6", "127.10.0.7"]
+    return node
+
+
+def test_catalog_is_large_stable_and_names_real_checks() -> None:
+    assert len(FAULTS) >= 18 and REQUIRED <= set(FAULTS)
+    check_ids = {re.search(r"^id: (\S+)$", p.read_text(), re.M).group(1) for p in (REPO / "checks").rglob("*.yaml")}
+    for name, fault in FAULTS.items():
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", name) and fault.name == name
+        assert fault.description and fault.kind in ("overlay", "state", "trigger")
+        assert set(fault.profiles) <= {"dgx-a100", "dgx-h100", "hgx-h200", "gb200-nvl72"}
+        used = set(fault.catches) | set(fault.catches_over_time) | set(fault.catches_fleet)
+        for p in fault.profiles:
+            used |= set(fault.catches_for(p)) | set(fault.catches_fleet_for(p))
+        assert used <= check_ids, (name, sorted(used - check_ids))
+        doc = json.loads(json.dumps(fault.to_dict()))
+        assert {"name", "description", "catches", "catches_over_time"} <= doc.keys()
+    assert set(EFFECTS) == set(FAULTS), "every fault needs an expected effect in this test"
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_each_fault_changes_its_outputs_and_clearing_restores_them(name: str) -> None:
+    fault = FAULTS[name]
+    for profile in fault.profiles:
+        node = _node(profile)
+        healthy = _snapshot(faults.view(node))
+        faults.inject(node, name)
+        faulty = _snapshot(faults.view(node))
+        unchanged = sorted(k for k in EFFECTS[name] if faulty[k] == healthy[k])
+        assert not unchanged, (profile, unchanged)
+        assert name in node["faults"]
+        faults.clear(node, name)
+        assert node["faults"] == {}
+        cleared = _snapshot(faults.view(node))
+        logs = {"journal_fm", "journal_kernel", "journal_imex", "root:var/log/fabricmanager.log"}
+        differ = sorted(k for k in healthy if k not in logs and cleared[k] != healthy[k])
+        assert not differ, (profile, differ)
+
+
+def test_faults_refuse_unknown_names_and_other_platforms() -> None:
+    node = _node("dgx-a100")
+    with pytest.raises(FaultError, match="unknown fault 'fm-sad'"):
+        faults.inject(node, "fm-sad")
+    with pytest.raises(FaultError, match="does not apply to profile dgx-a100"):
+        faults.inject(node, "imex-not-ready")
+    faults.inject(node, "mtu-wrong")
+    faults.inject(node, "mtu-wrong")  # idempotent
+    assert list(node["faults"]) == ["mtu-wrong"]
+
+
+def test_inject_and_clear_through_the_lab_dir(make_node, lab: Path) -> None:
+    node = make_node("dgx-h100")
+    api.inject(lab, node.address, "peermem-missing")
+    api.inject(lab, node.address, "ib-port-down")
+    assert api.active_faults(lab, node.address) == ["ib-port-down", "peermem-missing"]
+    assert "nvidia_peermem" not in node.run("lsmod").stdout
+    assert "State: Down" in node.run("ibstat").stdout
+    assert api.clear(lab, node.address, "ib-port-down") == ["ib-port-down"]
+    assert "State: Down" not in node.run("ibstat").stdout
+    node.run("modprobe", "nvidia_peermem")  # the real remediation fixes a state fault
+    assert "nvidia_peermem" in node.run("lsmod").stdout
+    assert api.clear(lab, node.address) == ["peermem-missing"] and api.active_faults(lab, node.address) == []
+
+
+def test_tool_hangs_until_the_caller_gives_up_and_then_goes_away(make_node, lab: Path) -> None:
+    node = make_node("dgx-h100")
+    api.inject(lab, node.address, "tool-hangs")
+    with pytest.raises(subprocess.TimeoutExpired):
+        node.run("nvidia-smi", "-q", timeout=1.5)
+    # like an SSH channel closing: the reader goes away and the hung tool exits on its own
+    proc = subprocess.Popen(["nvidia-smi", "nvlink", "-s"], env=node.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    assert proc.poll() is None
+    proc.stdout.close()
+    assert proc.wait(timeout=5) == 124
+    assert node.run("ibstat").returncode == 0  # other tools are unaffected
+
+
+def test_tool_garbage_makes_the_ibstat_parser_refuse(make_node, lab: Path) -> None:
+    node = make_node("hgx-h200")
+    api.inject(lab, node.address, "tool-garbage")
+    r = node.run("ibstat")
+    assert r.returncode == 0 and r.stdout
+    with pytest.raises(ParseError):
+        COLLECTORS["ibstat"].parse(r.stdout)
+
+
+def test_nvlink_error_counters_grow_between_snapshots(make_node, lab: Path) -> None:
+    node = make_node("dgx-a100")
+    api.inject(lab, node.address, "nvlink-errors-growing")
+    first = COLLECTORS["nvlink_errors"].parse(node.run("nvidia-smi", "nvlink", "-e").stdout)["totals"]
+    second = COLLECTORS["nvlink_errors"].parse(node.run("nvidia-smi", "nvlink", "-e").stdout)["totals"]
+    step = faults.ERROR_STEP
+    assert second["crc"] - first["crc"] == step["crc_flit"] + step["crc_data"] > 10
+    assert second["replay"] - first["replay"] == step["replay"] and second["recovery"] > first["recovery"]
+
+
+def test_upgrade_breaks_fm_leaves_fm_behind_once(make_node, lab: Path) -> None:
+    node = make_node("dgx-h100")
+    api.inject(lab, node.address, "upgrade-breaks-fm")
+    r = node.run("apt-get", "install", "-y", "nvidia-driver-535=535.183.01-0ubuntu1",
+                 "nvidia-fabricmanager-535=535.183.01-1")
+    assert r.returncode == 0
+    assert node.run("nv-fabricmanager", "--version").stdout == "Fabric Manager version is : 535.161.08\n"
+    assert api.active_faults(lab, node.address) == []  # consumed
+    node.run("reboot")
+    journal = COLLECTORS["fm_journal"].parse(node.run("journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager").stdout)
+    assert journal["version_mismatch"] == {"fm_version": "535.161.08", "driver_version": "535.183.01"}
+    # the rollback/fix path works as on a real node: install the matching FM again
+    assert node.run("apt-get", "install", "-y", "nvidia-fabricmanager-535=535.183.01-1").returncode == 0
+    assert node.run("systemctl", "start", "nvidia-fabricmanager").returncode == 0
+
+
+def test_reboot_clears_faults_whose_evidence_is_the_running_boot(make_node, lab: Path) -> None:
+    node = make_node("dgx-h100")
+    for name in ("gpu-xid-79", "peermem-missing", "acs-enabled"):
+        api.inject(lab, node.address, name)
+    node.run("reboot")
+    # the Xid is in the previous boot's log and the module loads again; ACS is a BIOS setting and stays
+    assert api.active_faults(lab, node.address) == ["acs-enabled"]
+    assert COLLECTORS["kernel_log"].parse(node.run("journalctl", "-k", "-b", "--no-pager").stdout)["xid_codes"] == []
+    assert COLLECTORS["lspci_vvv"].parse(node.run("lspci", "-vvv").stdout)["gpu_nic_path_acs_enabled"] == ["17:00.0"]
