@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from . import __version__
-from .commands import baseline, checks, collectors, lab, schema, validate
+from .commands import baseline, check, checks, collect, collectors, demo, lab, schema, validate
 
 app = typer.Typer(
     name="fabricproof",
@@ -37,6 +37,10 @@ def root(
 
 
 app.command("validate", epilog=validate.EPILOG)(validate.validate)
+app.command("collect", epilog=collect.COLLECT_EPILOG)(collect.collect)
+app.command("drift", epilog=collect.DRIFT_EPILOG)(collect.drift)
+app.command("check", epilog=check.EPILOG)(check.check)
+app.command("demo")(demo.demo)
 app.add_typer(checks.app, name="checks")
 app.add_typer(baseline.app, name="baseline")
 app.add_typer(collectors.app, name="collectors")

@@ -249,7 +249,7 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator) -> Result
     if ok:
         return _result(check, host, Outcome.PASS, text, actual=actual, evidence=evidence)
     if scalar:
-        reason = f"found {render_value(judged[0].value)}"
+        reason = f"{check.fact} = {render_value(judged[0].value)}"
     elif check.quantifier == "any":
         reason = f"none of {len(judged)} values satisfies it"
     else:

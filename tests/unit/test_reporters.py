@@ -920,3 +920,13 @@ def test_table_empty_report():
 def test_table_respects_width():
     text = table.render(REPORT, width=80)
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_table_failures_stay_readable_at_80_columns():
+    """CI logs are 80 columns: each failure is a block whose sentence and fix read as prose, not folded cells."""
+    text = table.render(REPORT, width=80)
+    fails = text[text.index("Failures (2)") :]
+    lines = fails.splitlines()
+    assert any(line.strip().startswith("expected") and FAIL_CRIT.expected[:40] in line for line in lines)
+    assert any(line.strip().startswith("fix") for line in lines)
+    assert any("nvlink.links_active" in line and "critical" in line for line in lines)

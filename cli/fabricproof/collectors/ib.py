@@ -508,14 +508,14 @@ _PORT_ATTRS = ("state", "phys_state", "rate", "link_layer")
 # (some hw counters refuse reads) drop that one file. sysfs attributes are single values, one line each.
 IB_COUNTERS_SCRIPT = (
     # Globs relative to the class directory under $FABRICPROOF_HOST_ROOT, printed with the absolute sysfs path so
-    # the output reads the same on the node, in a DaemonSet (/host) and in the lab.
-    'cd "${FABRICPROOF_HOST_ROOT:-}' + _SYSFS + '" || exit 1; for f in '
+    # the output reads the same on the node, in a DaemonSet (/host) and in the lab. One grep reads every file:
+    # a `cat` per file costs ~290 forks per host (0.6-0.9 s of node CPU), grep costs one.
+    'cd "${FABRICPROOF_HOST_ROOT:-}' + _SYSFS + '" || exit 1; grep -H -s "" '
     + " ".join(f"*/{a}" for a in _DEVICE_ATTRS)
     + " "
     + " ".join(f"*/ports/*/{a}" for a in _PORT_ATTRS)
-    + " */ports/*/counters/* */ports/*/hw_counters/*; do "
-    + '[ -f "$f" ] && v=$(cat "$f" 2>/dev/null) && printf \'' + _SYSFS + '/%s: %s\\n\' "$f" "$v"; '
-    + "done | LC_ALL=C sort"
+    + " */ports/*/counters/* */ports/*/hw_counters/*"
+    + " | LC_ALL=C sort | sed 's|^|" + _SYSFS + "/|; s|:|: |'"
 )
 
 # `path: value` (our script) and `path:value` (grep -H . ...); relative paths (grep run inside the class dir) too.

@@ -1,64 +1,126 @@
-"""`fabricproof validate`: evaluate facts against a baseline and the check catalog, render reports, exit for CI."""
+"""`fabricproof validate`: prove hosts against a baseline and the check catalog, render reports, exit for CI."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .. import __version__, catalog
+from .. import __version__
 from .. import baseline as baseline_mod
+from .. import catalog
 from .. import facts as facts_mod
 from .. import inventory as inventory_mod
+from ..collect import DEFAULT_FORKS, new_run_id, reparse
+from ..errors import InputError
 from ..evaluate import evaluate, exit_code
+from ..fsutil import atomic_write_text
+from ..inventory import Host
+from ..reporters import REPORTERS
 from ..timeutil import utc_now
-from ._common import emit_report, input_errors, pair_outputs
+from ._common import emit_report, err_console, input_errors, pair_outputs
+from .collect import VIAS, gather, select_hosts
 
 EPILOG = """\
-Examples:
+Three sources of facts:
 
-  fabricproof validate --facts inventories/dgx-h100/facts -b inventories/dgx-h100/baseline.yaml
+  live      fabricproof validate -i inventory.yml -b baseline.yaml [--limit 'dgx_h100:!h100-0003'] [--via ssh|ansible|local]
+            (collects first; the evidence is kept under --run-dir, default runs/<run id>)
 
-  fabricproof validate --facts runs/2026-11-30/facts -b baseline.yaml -i inventory.yml \\
-      -f table -f junit -o junit.xml -f sarif -o fabric.sarif --fail-on warning
+  offline   fabricproof validate --facts runs/2026-11-30 -b baseline.yaml [-i inventory.yml for groups]
+
+  re-parse  fabricproof validate --raw runs/2026-11-30 -b baseline.yaml   (after a parser fix, or for incident review)
+
+Reports: fabricproof validate ... -f table -f junit -o junit.xml -f sarif -o fabric.sarif --fail-on warning
 
 Exit codes: 0 all pass; 1 a check at or above --fail-on failed; 2 invalid input (nothing touched);
 3 collection incomplete (collector errors or unreachable hosts, no failures).
 """
 
 
+def _recorded_errors(run_dir: Path) -> dict[str, str]:
+    """Hosts a run could not collect, as recorded in its run.json (absent for a plain facts directory)."""
+    try:
+        doc = json.loads((run_dir / "run.json").read_text())
+    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+        return {}
+    return {h: e.get("message", "not collected") for h, e in (doc.get("errors") or {}).items()}
+
+
 @input_errors
 def validate(
-    facts: Annotated[Path, typer.Option("--facts", help="Directory of <host>.json facts (or a run directory holding facts/).", show_default=False)],
     baseline: Annotated[Path, typer.Option("--baseline", "-b", help="Baseline YAML (kind: Baseline).", show_default=False)],
-    inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Ansible inventory: host groups select baseline overrides and fleet partitions.")] = None,
+    facts: Annotated[Path | None, typer.Option("--facts", help="Evaluate saved facts: a directory of <host>.json, or a run directory.")] = None,
+    raw: Annotated[Path | None, typer.Option("--raw", help="Re-parse a run directory's raw evidence, then evaluate.")] = None,
+    inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Ansible inventory: the hosts to collect (live), or their groups (with --facts/--raw).")] = None,
     limit: Annotated[str | None, typer.Option("--limit", "-l", help="Ansible host pattern, e.g. 'dgx_h100:!h100-0003'.")] = None,
+    via: Annotated[str, typer.Option("--via", help="Live collection over ssh (paramiko), ansible (ansible-runner) or local (this node).")] = "ssh",
+    forks: Annotated[int, typer.Option("--forks", help="Hosts collected at once.")] = DEFAULT_FORKS,
+    accept_new_host_keys: Annotated[bool, typer.Option("--accept-new-host-keys", help="Record unknown host keys instead of refusing the host (never a changed key).")] = False,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Where a live run keeps its evidence (default runs/<run id>).")] = None,
     previous: Annotated[Path | None, typer.Option("--previous", help="Earlier facts of the same hosts: enables counter-delta checks.")] = None,
-    fmt: Annotated[list[str], typer.Option("--format", "-f", help="table, json, junit, sarif, tap, prometheus, markdown, html. Repeatable.")] = [],  # noqa: B006
+    fmt: Annotated[list[str], typer.Option("--format", "-f", help=f"{', '.join(REPORTERS)}. Repeatable.")] = [],  # noqa: B006
     output: Annotated[list[Path], typer.Option("--output", "-o", help="File for the --format at the same position. Repeatable.")] = [],  # noqa: B006
     fail_on: Annotated[str, typer.Option("--fail-on", help="Lowest severity that makes the exit code 1: critical, warning or info.")] = "critical",
-    checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families to run, e.g. 'nvlink.*,ib.rate'. Repeatable.")] = [],  # noqa: B006
+    checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families, e.g. 'nvlink.*,ib.rate'. Repeatable.")] = [],  # noqa: B006
     require_all: Annotated[bool, typer.Option("--require-all", help="Fail when a selected check applied to no host.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No collection progress.")] = False,
 ) -> None:
-    """Evaluate collected facts against a baseline and the check catalog."""
+    """Prove hosts against a baseline and the check catalog: live over SSH/Ansible/local, or from saved evidence."""
     if fail_on not in ("critical", "warning", "info"):
-        raise typer.BadParameter("choose critical, warning or info", param_hint="--fail-on")
+        raise InputError(f"--fail-on {fail_on!r}: choose critical, warning or info")
+    if facts and raw:
+        raise InputError("give --facts or --raw, not both")
+    live = facts is None and raw is None
+    if live and via != "local" and not inventory:
+        raise InputError("nothing to validate: give --inventory (live), --facts DIR or --raw RUNDIR")
+    if via not in VIAS:
+        raise InputError(f"--via {via!r}: choose one of {', '.join(VIAS)}")
+    # Every input is read and checked before any host is touched.
     pairs = pair_outputs(fmt, output)
     base = baseline_mod.load(baseline)
     selected = catalog.select(catalog.load(), checks)
-    facts_by_host = facts_mod.load_dir(facts)
     before = facts_mod.load_dir(previous) if previous else None
+
     groups: dict[str, tuple[str, ...]] = {}
-    if inventory:
-        inv = inventory_mod.load(inventory)
-        groups = inv.groups_of()
-        if limit:
-            keep = set(inventory_mod.limit(inv, limit))
-            facts_by_host = {h: f for h, f in facts_by_host.items() if h in keep}
-    elif limit:
-        raise typer.BadParameter("--limit needs --inventory", param_hint="--limit")
-    report = evaluate(facts_by_host, base, selected, groups=groups, previous=before,
-                      created_at=utc_now(), tool_version=__version__)
+    collection_errors: dict[str, str] = {}
+    run_id, evidence_dir = "", None
+    if live:
+        hosts: list[Host] = select_hosts(inventory, limit, via)
+        run_id = new_run_id()
+        result = gather(inventory=inventory, limit=limit, via=via, forks=forks, accept_new_host_keys=accept_new_host_keys,
+                        output=run_dir or Path("runs") / run_id, quiet=quiet, hosts=hosts, run_id=run_id)
+        facts_by_host, collection_errors = result.facts_by_host, result.collection_errors
+        groups = {h.name: h.groups for h in hosts}
+        run_id, evidence_dir = result.run_id, result.run_dir
+    else:
+        source = facts or raw
+        assert source is not None
+        if raw:
+            if not raw.is_dir():
+                raise InputError(f"{raw}: run directory not found")
+            facts_by_host, collection_errors = reparse(raw)
+            if not facts_by_host and not collection_errors:
+                raise InputError(f"{raw}: no raw evidence (raw/<host>/...) in this run directory")
+        else:
+            facts_by_host = facts_mod.load_dir(source)
+            collection_errors = _recorded_errors(source)
+        if inventory:
+            inv = inventory_mod.load(inventory)
+            groups = dict(inv.groups_of())
+            if limit:
+                keep = set(inventory_mod.limit(inv, limit))
+                facts_by_host = {h: f for h, f in facts_by_host.items() if h in keep}
+                collection_errors = {h: e for h, e in collection_errors.items() if h in keep}
+        elif limit:
+            raise InputError("--limit needs --inventory")
+    report = evaluate(facts_by_host, base, selected, groups=groups, previous=before, collection_errors=collection_errors,
+                      run_id=run_id, created_at=utc_now(), tool_version=__version__)
+    if evidence_dir is not None:  # the verdict sits beside the evidence it rests on
+        atomic_write_text(evidence_dir / "report.json", REPORTERS["json"].render(report), mode=0o600)
+        err_console.print(f"evidence and report: {evidence_dir}", highlight=False)
     emit_report(report, pairs)
     raise typer.Exit(exit_code(report, fail_on, require_all))
+

@@ -35,6 +35,7 @@ _STATE_STYLE = {"failed": "red", "incomplete": "yellow", "passed": "green", "no 
 
 def renderables(report: Report) -> list[RenderableType]:
     """The report as rich renderables, in reading order."""
+    from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
 
@@ -78,19 +79,23 @@ def renderables(report: Report) -> list[RenderableType]:
 
     fails = failures(report)
     if fails:
-        table = Table(title=f"Failures ({len(fails)})", title_justify="left", show_lines=True)
-        for col in ("check", "host", "severity", "expected", "actual", "remediation"):
-            table.add_column(col, overflow="fold")
+        # One block per failure rather than a six-column table: the sentences and remediations stay
+        # readable at 80 columns (CI logs) instead of folding into one-word cells.
+        out.append(Text(f"Failures ({len(fails)})", style="bold"))
         for r in fails:
-            table.add_row(
-                t(r.check_id),
-                t(r.host),
-                t(r.severity.value, _SEVERITY_STYLE[r.severity]),
-                t(r.expected),
-                t(format_actual(r.actual) + (f"\n{r.reason}" if r.reason else "")),
-                t(r.remediation),
-            )
-        out.append(table)
+            block = Table.grid(padding=(0, 2))
+            block.add_column(style="dim", no_wrap=True)
+            block.add_column(overflow="fold")
+            for label, value in (("expected", r.expected), ("found", format_actual(r.actual)), ("where", r.reason),
+                                 ("evidence", ", ".join(r.evidence)), ("fix", r.remediation)):
+                if value:
+                    block.add_row(label, t(value))
+            title = Text("✗ ", style=_SEVERITY_STYLE[r.severity])
+            title.append(visible(r.check_id), style="bold")
+            title.append(f"  {visible(r.host)}  ")
+            title.append(r.severity.value, style=_SEVERITY_STYLE[r.severity])
+            out.append(title)
+            out.append(Padding(block, (0, 0, 1, 4)))
 
     unjudged = not_verified(report)
     if unjudged:

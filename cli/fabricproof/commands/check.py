@@ -1,0 +1,170 @@
+"""`fabricproof check --local`: a node proves itself (Slurm HealthCheckProgram, cron, DaemonSet), NHC-style."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from .. import __version__, catalog
+from .. import baseline as baseline_mod
+from .. import facts as facts_mod
+from .. import inventory as inventory_mod
+from .. import slurm
+from ..collect import DEFAULT_HOST_TIMEOUT_S, mark_not_applicable, select_collectors
+from ..errors import InputError
+from ..evaluate import evaluate, exit_code
+from ..fsutil import atomic_write_text
+from ..inventory import Host
+from ..model import ExitCode, Outcome, Report, Severity
+from ..timeutil import utc_now
+from ._common import console, err_console, input_errors
+from .collect import short_hostname
+
+EPILOG = """\
+Examples (on the node itself):
+
+  fabricproof check --local -b /etc/fabricproof/baseline.yaml --group dgx_h100
+
+  # Slurm: HealthCheckProgram=/usr/local/sbin/fabricproof-health, a wrapper running
+  fabricproof check --local -b /etc/fabricproof/baseline.yaml --group dgx_h100 --drain --facts-dir /shared/fabricproof/facts
+
+  # central, fleet checks included:  fabricproof validate --facts /shared/fabricproof/facts -b baseline.yaml -i inventory.yml
+
+Prints one line per problem (NHC style) and exits like validate: 0 pass; 1 a check at or above --fail-on failed;
+2 invalid input; 3 something could not be collected or judged. --drain drains this node in Slurm on exit 1 and,
+on a later passing run, resumes it only if the drain reason is fabricproof's. With --facts-dir, the facts of
+the previous run there also feed the counter-delta checks.
+"""
+
+
+def nhc_lines(report: Report, node: str, fail_on: str) -> list[str]:
+    """One line per problem, worst first, like NHC's "Health check failed" lines; one OK line otherwise."""
+    threshold = Severity(fail_on).rank
+    rank = {Outcome.FAIL: 0, Outcome.ERROR: 1, Outcome.UNKNOWN: 2}
+    problems = sorted((r for r in report.results if r.outcome in rank),
+                      key=lambda r: (rank[r.outcome], -r.severity.rank, r.check_id))
+    lines = []
+    for r in problems:
+        if r.outcome is Outcome.FAIL:
+            level = "FAIL" if r.severity.rank >= threshold else "WARN"
+            lines.append(f"{level} {node}: {r.check_id} ({r.severity.value}): {r.reason or r.expected}")
+        else:
+            lines.append(f"{r.outcome.value.upper()} {node}: {r.check_id}: {r.reason}")
+    for host, why in sorted(report.collection_errors.items()):
+        lines.append(f"ERROR {host}: not collected: {why}")
+    s = report.summary
+    if not lines:
+        lines.append(f"OK {node}: {s.passed} checks passed, {s.skipped} not applicable")
+    return lines
+
+
+def failed_ids(report: Report, fail_on: str) -> list[str]:
+    threshold = Severity(fail_on).rank
+    return sorted({r.check_id for r in report.results if r.outcome is Outcome.FAIL and r.severity.rank >= threshold})
+
+
+def _previous(path: Path) -> dict | None:
+    """This node's facts from the last run in --facts-dir, if readable: the earlier snapshot for delta checks."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("kind") == "Facts" else None
+
+
+def _slurm(node: str, report: Report, code: int, fail_on: str) -> None:
+    ids = failed_ids(report, fail_on)
+    if code not in (ExitCode.OK, ExitCode.CHECK_FAILED):
+        err_console.print(f"--drain: {node} left as it is: the run was incomplete (exit {code})")
+        return
+    try:
+        state = slurm.parse_show_node(slurm.run(slurm.show_argv(node)), node)
+        action = slurm.decide(state, ids, passed=code == ExitCode.OK)
+        if action.message:
+            err_console.print(escape(action.message), soft_wrap=True, highlight=False)
+        if action.argv:
+            slurm.run(action.argv)
+    except slurm.SlurmError as exc:
+        err_console.print(f"[bold red]error:[/] --drain: {escape(str(exc))}", soft_wrap=True)
+
+
+@input_errors
+def check(
+    baseline: Annotated[Path, typer.Option("--baseline", "-b", help="Baseline YAML (kind: Baseline).", show_default=False)],
+    local: Annotated[bool, typer.Option("--local", help="Collect on this node itself (the only mode of `check`).")] = False,
+    group: Annotated[list[str], typer.Option("--group", "-g", help="Inventory group(s) of this node: selects "
+                                             "baseline overrides (e.g. dgx_h100). Repeatable.")] = [],  # noqa: B006
+    inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Inventory to take this node's groups from.")] = None,
+    node_name: Annotated[str | None, typer.Option("--node-name", help="Slurm NodeName and facts host name "
+                                                  "(default: the short hostname).")] = None,
+    facts_dir: Annotated[Path | None, typer.Option("--facts-dir", help="Also write this node's facts to "
+                                                   "DIR/<node>.json for a central `validate --facts DIR`.")] = None,
+    drain: Annotated[bool, typer.Option("--drain", help="Drain this node in Slurm on failure; resume it when "
+                                        "it passes again, only if fabricproof drained it.")] = False,
+    fail_on: Annotated[str, typer.Option("--fail-on", help="critical, warning or info.")] = "critical",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="nhc (one line per problem), or a report format: "
+                                     "json, junit, tap, prometheus, markdown, html, sarif, table.")] = "nhc",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the --format report here "
+                                                "(stdout then gets the nhc lines).")] = None,
+    checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families. Repeatable.")] = [],  # noqa: B006
+    command_timeout: Annotated[float | None, typer.Option("--command-timeout", help="Cap on every collector's timeout, seconds.")] = None,
+) -> None:
+    """Check this node against a baseline (node-local mode)."""
+    from ..reporters import REPORTERS
+    from ..transport.local import LocalTransport
+
+    if not local:
+        raise InputError("`check` runs on the node itself: pass --local (to check a fleet, use `fabricproof validate`)")
+    if fail_on not in ("critical", "warning", "info"):
+        raise InputError(f"--fail-on {fail_on!r}: choose critical, warning or info")
+    if fmt != "nhc" and fmt not in REPORTERS:
+        raise InputError(f"--format {fmt!r}: choose nhc or one of {', '.join(REPORTERS)}")
+    if output is not None and fmt == "nhc":
+        raise InputError("--output needs a report --format (json, prometheus, ...); nhc lines go to stdout")
+    if command_timeout is not None and command_timeout <= 0:
+        raise InputError("--command-timeout must be positive")
+    base = baseline_mod.load(baseline)
+    selected = catalog.select(catalog.load(), checks)
+    collectors = select_collectors(None)
+    node = node_name or short_hostname()
+    groups = list(group)
+    if inventory:
+        inv = inventory_mod.load(inventory)
+        if node in inv.hosts:
+            groups += list(inv.hosts[node].groups)
+    groups = sorted(set(groups))
+
+    transport = LocalTransport()
+    timeouts = [min(c.timeout_s, command_timeout) if command_timeout else c.timeout_s for c in collectors]
+    results = transport.run_many(Host(node, {}, tuple(groups)), [c.argv for c in collectors], timeouts,
+                                 deadline=time.monotonic() + DEFAULT_HOST_TIMEOUT_S)
+    doc = mark_not_applicable(facts_mod.build(node, {c.id: r for c, r in zip(collectors, results, strict=True)},
+                                              via="local", groups=groups, collected_at=utc_now()))
+    previous = None
+    if facts_dir is not None:
+        target = facts_dir / f"{node}.json"
+        previous = _previous(target)
+        atomic_write_text(target, facts_mod.dump(doc))
+    report = evaluate({node: doc}, base, selected, groups={node: groups},
+                      previous={node: previous} if previous else None, created_at=utc_now(), tool_version=__version__)
+    code = exit_code(report, fail_on)
+
+    lines = nhc_lines(report, node, fail_on)
+    if fmt == "nhc" or output is not None:
+        for line in lines:
+            console.print(escape(line), soft_wrap=True, highlight=False)
+    if fmt != "nhc":
+        text = REPORTERS[fmt].render(report)
+        if output is not None:
+            atomic_write_text(output, text)
+        else:
+            sys.stdout.write(text)
+    if drain:
+        _slurm(node, report, code, fail_on)
+    raise typer.Exit(code)

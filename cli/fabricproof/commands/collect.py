@@ -1,0 +1,190 @@
+"""`fabricproof collect` (run the collectors on a fleet into a run directory) and `fabricproof drift` (compare two)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .. import facts as facts_mod
+from .. import inventory as inventory_mod
+from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, CollectResult, collect as run_collection
+from ..collect import new_run_id, prepare_run_dir, select_collectors
+from ..errors import InputError
+from ..inventory import Host
+from ._common import console, err_console, input_errors
+from ._progress import ProgressView
+
+VIAS = ("ssh", "ansible", "local")
+
+COLLECT_EPILOG = """\
+Examples:
+
+  fabricproof collect -i inventory.yml -o runs/$(date +%F)
+
+  fabricproof collect -i inventory.yml --limit 'dgx_h100:!h100-0003' --collectors 'nvlink_*,ibstat' -o runs/nvl
+
+  fabricproof collect -i inventory.yml --via ansible --forks 50 -o runs/ansible
+
+Writes RUNDIR/raw/<host>/<collector>.txt (+ .stderr, meta.json), RUNDIR/facts/<host>.json and RUNDIR/run.json;
+evaluate them with `fabricproof validate --facts RUNDIR -b BASELINE`.
+
+Exit codes: 0 every host and collector collected; 2 invalid input (no host touched);
+3 some host or collector was not collected (see RUNDIR/run.json).
+"""
+
+DRIFT_EPILOG = """\
+Example: fabricproof drift runs/before runs/after --format json
+
+Lists version changes (driver, CUDA, Fabric Manager, VBIOS, NVSwitch and HCA firmware, PSID, OFED) and
+error-counter growth (NVLink replay/recovery/CRC, IB error counters) per host.
+Exit codes: 0 no drift; 1 drift found; 2 invalid input.
+"""
+
+
+def short_hostname() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+def _local_host(inventory: str | None) -> Host:
+    """This node, named by its short hostname; its groups come from the inventory when it is listed there."""
+    name = short_hostname()
+    if inventory:
+        inv = inventory_mod.load(inventory)
+        if name in inv.hosts:
+            return inv.hosts[name]
+    return Host(name)
+
+
+def _summary(result: CollectResult, out: Console) -> None:
+    n = len(result.hosts)
+    rate = n / result.duration_s if result.duration_s > 0 else 0.0
+    collected = len(result.facts_by_host)
+    out.print(f"collected {collected}/{n} hosts in {result.duration_s:.1f} s ({rate:.1f} hosts/s) "
+                      f"-> {escape(str(result.run_dir))}", soft_wrap=True, highlight=False)
+    if result.errors:
+        out.print(f"[red]not collected ({len(result.errors)}):[/]")
+        for host, err in sorted(result.errors.items()):
+            out.print(f"  {escape(host)}: {escape(str(err))}", soft_wrap=True, highlight=False)
+    if result.collector_errors:
+        out.print(f"[yellow]collector errors on {len(result.collector_errors)} host(s):[/]")
+        for host, failed in sorted(result.collector_errors.items()):
+            for cid, why in failed.items():
+                out.print(f"  {escape(host)} {cid}: {escape(why)}", soft_wrap=True, highlight=False)
+
+
+def select_hosts(inventory: str | None, limit: str | None, via: str) -> list[Host]:
+    """The hosts a run targets, before any is touched (inventory and --limit errors exit 2 here)."""
+    if via not in VIAS:
+        raise InputError(f"--via {via!r}: choose one of {', '.join(VIAS)}")
+    if via == "local":
+        return [_local_host(inventory)]
+    if not inventory:
+        raise InputError(f"--via {via} needs --inventory (-i)")
+    inv = inventory_mod.load(inventory)
+    return [inv.hosts[name] for name in inventory_mod.limit(inv, limit)]
+
+
+def gather(*, inventory: str | None, limit: str | None, via: str, output: Path, forks: int = DEFAULT_FORKS,
+           accept_new_host_keys: bool = False, collectors: list[str] | None = None,
+           host_timeout: float = DEFAULT_HOST_TIMEOUT_S, command_timeout: float | None = None,
+           quiet: bool = False, hosts: list[Host] | None = None, run_id: str | None = None) -> CollectResult:
+    """Collect the selected hosts into a new run directory with progress on stderr (shared by collect and validate)."""
+    from ..transport import TransportOptions, create
+
+    if forks < 1:
+        raise InputError(f"--forks must be at least 1, got {forks}")
+    if host_timeout <= 0 or (command_timeout is not None and command_timeout <= 0):
+        raise InputError("--host-timeout and --command-timeout must be positive")
+    chosen = select_collectors(collectors)
+    hosts = hosts if hosts is not None else select_hosts(inventory, limit, via)
+    run_dir = prepare_run_dir(output)
+    run_id = run_id or new_run_id()
+    options = TransportOptions(accept_new_host_keys=accept_new_host_keys, forks=forks, run_dir=run_dir,
+                               run_id=run_id, inventory_path=inventory)
+    transport = create(via, options)
+    manifest: dict[str, Any] = {"inventory": inventory, "limit": limit, "forks": forks,
+                                "host_timeout_s": host_timeout, "command_timeout_s": command_timeout}
+    try:
+        with ProgressView(err_console, len(hosts), "collect", quiet=quiet) as view:
+            return run_collection(hosts, run_dir, transport, collectors=chosen, forks=forks,
+                                  host_timeout_s=host_timeout, command_timeout_s=command_timeout,
+                                  progress=view, run_id=run_id, manifest=manifest)
+    finally:
+        transport.close()
+
+
+@input_errors
+def collect(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Run directory to create (must be new or empty).",
+                                         show_default=False)],
+    inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Ansible inventory (any form Ansible reads).")] = None,
+    limit: Annotated[str | None, typer.Option("--limit", "-l", help="Ansible host pattern, e.g. 'dgx_h100:!h100-0003'.")] = None,
+    via: Annotated[str, typer.Option("--via", help="ssh (paramiko), ansible (ansible-runner) or local (this node).")] = "ssh",
+    forks: Annotated[int, typer.Option("--forks", help="Hosts collected at once.")] = DEFAULT_FORKS,
+    accept_new_host_keys: Annotated[bool, typer.Option("--accept-new-host-keys", help="Record unknown host keys "
+                                                       "instead of refusing the host (never accepts a changed key).")] = False,
+    collectors: Annotated[list[str], typer.Option("--collectors", "-c", help="Collector ids or globs, comma-separated "
+                                                  "or repeated (default: the standard set).")] = [],  # noqa: B006
+    host_timeout: Annotated[float, typer.Option("--host-timeout", help="Seconds one host may take, connect to last byte.")] = DEFAULT_HOST_TIMEOUT_S,
+    command_timeout: Annotated[float | None, typer.Option("--command-timeout", help="Cap on every collector's own timeout, in seconds.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="Summary on stdout: text or json (run.json).")] = "text",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress; only errors.")] = False,
+) -> None:
+    """Run the collectors on every host: raw evidence and facts into a run directory."""
+    if fmt not in ("text", "json"):
+        raise InputError(f"--format {fmt!r}: choose text or json")
+    result = gather(inventory=inventory, limit=limit, via=via, forks=forks, output=output,
+                    accept_new_host_keys=accept_new_host_keys, collectors=collectors, host_timeout=host_timeout,
+                    command_timeout=command_timeout, quiet=quiet)
+    run_dir = result.run_dir
+    if fmt == "json":
+        sys.stdout.write((run_dir / "run.json").read_text())
+    if not quiet or not result.complete:
+        _summary(result, err_console if fmt == "json" else console)
+    raise typer.Exit(result.exit_code)
+
+
+def _render_drift_table(drift: Any, a: Path, b: Path) -> None:
+    from ..drift import Drift
+
+    assert isinstance(drift, Drift)
+    console.print(f"drift {escape(str(a))} -> {escape(str(b))}: {len(drift.hosts_compared)} host(s) compared, "
+                  f"{len(drift.changes)} change(s)", highlight=False, soft_wrap=True)
+    if drift.changes:
+        table = Table("host", "kind", "what", "before", "after", "delta")
+        for c in drift.changes:
+            delta = "" if c.delta is None else f"+{c.delta}" + (" (reset)" if c.reset else "")
+            table.add_row(escape(c.host), c.kind, escape(c.what), escape(str(c.before)), escape(str(c.after)), delta)
+        console.print(table)
+    for label, hosts in (("only in A", drift.only_in_a), ("only in B", drift.only_in_b)):
+        if hosts:
+            console.print(f"{label}: {escape(', '.join(hosts))}", highlight=False, soft_wrap=True)
+
+
+@input_errors
+def drift(
+    run_a: Annotated[Path, typer.Argument(help="Earlier run directory (or facts directory).", show_default=False)],
+    run_b: Annotated[Path, typer.Argument(help="Later run directory (or facts directory).", show_default=False)],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
+) -> None:
+    """Compare two collections: version changes and error-counter deltas per host."""
+    from ..drift import compare
+
+    if fmt not in ("table", "json"):
+        raise InputError(f"--format {fmt!r}: choose table or json")
+    before = facts_mod.load_dir(run_a)
+    after = facts_mod.load_dir(run_b)
+    result = compare(before, after)
+    if fmt == "json":
+        sys.stdout.write(json.dumps({"a": str(run_a), "b": str(run_b), **result.as_dict()}, indent=2) + "\n")
+    else:
+        _render_drift_table(result, run_a, run_b)
+    raise typer.Exit(1 if result.any else 0)

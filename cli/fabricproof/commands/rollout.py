@@ -1,0 +1,221 @@
+"""`fabricproof rollout`: plan (dry run), run, status, resume and abort staged rollouts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..errors import InputError
+from ..rollout import decisions, runs
+from ..rollout import plan as plan_mod
+from ..rollout import state as st
+from ._common import console, err_console, input_errors
+
+EXIT_HELP = ("Exit codes: 0 done · 1 a gate failed and the run halted · 2 bad input (nothing touched) · "
+             "4 rolled back · 5 waiting for an operator (paused, rollback not proven, aborted) · 130 interrupted.")
+
+app = typer.Typer(
+    help="Staged rollouts: change a pilot, prove it, widen in waves, roll back by itself when the proof fails.\n\n"
+         + EXIT_HELP,
+    no_args_is_help=True,
+)
+
+RunsDir = Annotated[Path, typer.Option("--runs-dir", help="Where runs are kept (state, decisions, evidence, locks).")]
+Inventory = Annotated[str | None, typer.Option("--inventory", "-i", help="Ansible inventory; overrides the plan's.")]
+Fmt = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
+
+
+def _say(msg: str) -> None:
+    err_console.print(escape(msg), soft_wrap=True)
+
+
+def _check_fmt(fmt: str) -> None:
+    if fmt not in ("table", "json"):
+        raise InputError(f"--format {fmt!r}: choose table or json")
+
+
+# -------------------------------------------------------------------------------------------- plan
+
+
+@app.command("plan")
+@input_errors
+def plan_cmd(
+    plan: Annotated[Path, typer.Argument(help="Rollout plan YAML (kind: RolloutPlan).", show_default=False)],
+    inventory: Inventory = None,
+    fmt: Fmt = "table",
+) -> None:
+    """Dry run: validate the plan and show the hosts of every wave, the gates and thresholds, the soak and the
+    rollback steps. Touches nothing: no host, no lock, no run directory.
+
+    Example: fabricproof rollout plan inventories/lab/plans/driver-fm-upgrade.yml -i "$(fabricproof lab up)"
+    """
+    _check_fmt(fmt)
+    prep = runs.prepare(plan, inventory)
+    gate_checks = runs.select_checks(prep.plan.gates.checks, prep.catalog)
+    soak_checks = runs.select_checks(prep.plan.soak.checks, prep.catalog) if prep.plan.soak else []
+    doc = plan_mod.describe(prep.plan, prep.waves, prep.inventory_path, gate_checks, soak_checks)
+    if fmt == "json":
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    _print_plan(doc)
+
+
+def _print_plan(doc: dict[str, Any]) -> None:
+    console.print(f"[bold]{escape(doc['plan'])}[/]: {escape(doc['description'])}", soft_wrap=True)
+    console.print(f"target {escape(doc['target'])} in {escape(doc['inventory'])}: {doc['hosts']} host(s), "
+                  f"moving by {escape(doc['units'])}", soft_wrap=True)
+    console.print(f"apply {escape(doc['change']['apply'])}\nrollback {escape(doc['change']['rollback'])}", soft_wrap=True)
+    console.print(f"before {escape(doc['baseline']['before'])}\nafter  {escape(doc['baseline']['after'])}",
+                  soft_wrap=True)
+    table = Table("wave", "hosts", "batches", "may fail", "soak", "pause", title="waves (pilot first)")
+    for w in doc["waves"]:
+        hosts = ", ".join(w["hosts"][:6]) + (f" (+{len(w['hosts']) - 6})" if len(w["hosts"]) > 6 else "")
+        table.add_row(f"{w['index'] + 1}. {w['name']}", f"{len(w['hosts'])}: {escape(hosts)}",
+                      " | ".join(str(len(b)) for b in w["batches"]), f"{w['tolerated_failures']} ({w['budget']})",
+                      plan_mod.format_duration(w["soak_s"]) if w["soak_s"] is not None else "-",
+                      "yes" if w["pause"] else "")
+    console.print(table)
+    g = doc["gates"]
+    console.print(f"gates: {len(g['checks'])} check(s) fail a host at {g['fail_on']} or above; post-gate retried "
+                  f"every {g['retry_interval_s']}s for up to {g['timeout_s']}s\n  budget boundary: {g['boundary']}",
+                  soft_wrap=True)
+    console.print("  checks: " + escape(", ".join(g["checks"])), soft_wrap=True)
+    if doc["soak"]:
+        s = doc["soak"]
+        every = f", read every {s['interval_s']}s" if s["interval_s"] else ""
+        console.print(f"soak: counters must not grow{every}: {escape(', '.join(s['checks']))}", soft_wrap=True)
+    if doc["drain"]:
+        console.print(f"drain: {doc['drain']['scheduler']} ({escape(Path(doc['drain']['drain']).name)} / "
+                      f"{escape(Path(doc['drain']['undrain']).name)})", soft_wrap=True)
+    console.print(f"on failure: {doc['on_failure']}")
+    for step in doc["rollback_steps"]:
+        console.print(f"  - {escape(step)}", soft_wrap=True)
+    console.print(f"reports: {', '.join(doc['reports'])}")
+
+
+# --------------------------------------------------------------------------------------------- run
+
+
+def _finish(code: int, runs_dir: Path, run_id: str) -> None:
+    """Print the run's decision log (the story an auditor reads) and exit with the run's code."""
+    run_dir = Path(runs_dir) / run_id
+    _say(f"decision log {run_dir / decisions.DECISIONS_FILE}:")  # _say escapes and soft-wraps
+    for d in decisions.read(run_dir):
+        err_console.print("  " + escape(decisions.format_line(d)), soft_wrap=True)
+    status = st.RunState.load(run_dir).status
+    _say(f"run {run_id}: {status} (exit {int(code)})")
+    raise typer.Exit(int(code))
+
+
+@app.command("run", epilog=EXIT_HELP)
+@input_errors
+def run_cmd(
+    plan: Annotated[Path, typer.Argument(help="Rollout plan YAML.", show_default=False)],
+    inventory: Inventory = None,
+    runs_dir: RunsDir = Path("runs"),
+    via: Annotated[str, typer.Option("--via", help="How gates collect: ssh (paramiko) or ansible.")] = "ssh",
+) -> None:
+    """Run a rollout: for each wave pre-gate, drain, apply, post-gate, soak, decide, undrain.
+
+    State lives in RUNS_DIR/<run id>/state.json (resumable), decisions in decisions.jsonl, gate reports under
+    waves/. A failed wave is rolled back (or halted) as the plan says.
+    """
+    code, run_id = runs.start(plan, runs_dir=runs_dir, inventory_override=inventory, via=via, progress=_say)
+    _finish(code, runs_dir, run_id)
+
+
+@app.command("resume", epilog=EXIT_HELP)
+@input_errors
+def resume_cmd(
+    run: Annotated[str, typer.Argument(help="Run id (or 'last').", show_default=False)],
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """Continue an interrupted, paused or halted run. Hosts whose apply was cut short are probed first and never
+    applied twice: a host that already proves the after-baseline is left alone."""
+    state = st.find_run(runs_dir, run)
+    code = runs.resume(runs_dir, state.run_id, progress=_say)
+    _finish(code, runs_dir, state.run_id)
+
+
+@app.command("abort")
+@input_errors
+def abort_cmd(
+    run: Annotated[str, typer.Argument(help="Run id (or 'last').", show_default=False)],
+    runs_dir: RunsDir = Path("runs"),
+    reason: Annotated[str, typer.Option("--reason", "-r", help="Why, for the decision log.")] = "",
+) -> None:
+    """Stop a run at its next step boundary (a running playbook finishes its batch). Nothing is rolled back:
+    run `fabricproof rollback RUN` for that."""
+    _say(runs.abort(runs_dir, run, reason or "aborted by an operator"))
+
+
+# ------------------------------------------------------------------------------------------ status
+
+
+def _counts(state: st.RunState, wave: int | None = None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for d in state.hosts.values():
+        if wave is None or d["wave"] == wave:
+            out[d["state"]] = out.get(d["state"], 0) + 1
+    return out
+
+
+def _fmt_counts(c: dict[str, int]) -> str:
+    return ", ".join(f"{n} {s}" for s, n in sorted(c.items()))
+
+
+@app.command("status")
+@input_errors
+def status_cmd(
+    run: Annotated[str | None, typer.Argument(help="Run id or 'last'; omitted: list every run.")] = None,
+    runs_dir: RunsDir = Path("runs"),
+    fmt: Fmt = "table",
+) -> None:
+    """Show runs: without RUN a list; with RUN its waves, hosts, steps and decisions."""
+    _check_fmt(fmt)
+    from ..rollout import lock
+
+    if run is None:
+        all_runs = st.list_runs(runs_dir)
+        if fmt == "json":
+            typer.echo(json.dumps([{"run_id": r.run_id, "plan": r.data["plan"], "status": r.status,
+                                    "exit_code": r.data["exit_code"], "created_at": r.data["created_at"],
+                                    "updated_at": r.data["updated_at"], "hosts": _counts(r)} for r in all_runs],
+                                  indent=2))
+            return
+        table = Table("run", "plan", "status", "updated", "hosts", title=f"{len(all_runs)} run(s) in {runs_dir}")
+        table.columns[0].overflow = "fold"  # a run id is what the operator copies: never cut it
+        for r in all_runs:
+            table.add_row(r.run_id, r.data["plan"], r.status, r.data["updated_at"], _fmt_counts(_counts(r)))
+        console.print(table)
+        return
+    state = st.find_run(runs_dir, run)
+    owner = lock.run_holder(state.dir)
+    doc = {**state.data, "driven_by": owner, "decisions": decisions.read(state.dir)}
+    if fmt == "json":
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    live = f", driven by pid {owner.get('pid')}" if owner else ""
+    console.print(f"[bold]{state.run_id}[/] plan {escape(state.data['plan'])}: [bold]{state.status}[/]{live} "
+                  f"(exit {state.data['exit_code']}); started {state.data['created_at']} by "
+                  f"{escape(state.data['created_by'])}, updated {state.data['updated_at']}", soft_wrap=True)
+    waves = Table("wave", "hosts", "steps done", title="waves")
+    for w in state.waves:
+        done = [s.split(".", 1)[1] for s, v in state.data["steps"].items()
+                if s.startswith(f"w{w.index}.") and v["status"] in ("done", "failed")]
+        waves.add_row(f"{w.index + 1}. {w.name}", _fmt_counts(_counts(state, w.index)), ", ".join(done))
+    console.print(waves)
+    hosts = Table("host", "wave", "state", "reason", title="hosts")
+    names = [w.name for w in state.waves]
+    for h, d in sorted(state.hosts.items(), key=lambda kv: (kv[1]["wave"], kv[0])):
+        hosts.add_row(h, names[d["wave"]], d["state"], escape(d.get("reason", "")))
+    console.print(hosts)
+    console.print("decisions:")
+    for d in doc["decisions"][-15:]:
+        console.print("  " + escape(decisions.format_line(d)), soft_wrap=True)
+    console.print(f"state {state.dir / st.STATE_FILE}")
