@@ -15,8 +15,8 @@ process tree so its client CPU and memory are measured alone:
   ansible        ansible-playbook, command module, forks 50, pipelining, ControlPersist 600 s, on K nodes
 
 Client CPU is every CPU second of the variant's process tree (this script is a child subreaper, so daemonized
-ssh mux masters are counted too); peak RSS is sampled over the whole tree. Server CPU is what the lab's sshd
-spent meanwhile. The emulated fleet shares the machine's cores with the client, so wall times include the
+ssh mux masters are counted too); peak RSS is sampled over the whole tree. "fleet+other CPU" is the rest of
+the machine's busy time meanwhile: the lab's sshd and emulated tools (and anything else running). The emulated fleet shares the machine's cores with the client, so wall times include the
 fleet's own cost; client CPU per host is the figure that transfers to real fleets.
 """
 
@@ -101,16 +101,14 @@ class TreeSampler(threading.Thread):
         self.join()
 
 
-def _sshd_cpu_s(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                rest = fh.read().rpartition(b")")[2].split()
-            total += sum(int(x) for x in rest[11:15])  # utime stime cutime cstime
-        except (OSError, ValueError):
-            continue
-    return total / _clock_ticks()
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy (all cores): the lab's sshd and tools, the client, and
+    anything else running. sshd's own accounting cannot be used: session processes exit without
+    reaping the shell they ran, so its CPU never reaches the listener's cutime."""
+    with open("/proc/stat") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / _clock_ticks()
 
 
 def _reap_orphans() -> None:
@@ -123,12 +121,12 @@ def _reap_orphans() -> None:
             return
 
 
-def measure(name: str, argv: list[str], hosts: int, sshd_pids: list[int], env: dict[str, str] | None = None,
+def measure(name: str, argv: list[str], hosts: int, env: dict[str, str] | None = None,
             cleanup=None) -> dict[str, Any]:
-    """Run argv as a child; wall, client CPU of its whole tree, peak tree RSS, sshd CPU meanwhile."""
+    """Run argv as a child; wall, client CPU of its whole tree, peak tree RSS, machine CPU meanwhile."""
     _reap_orphans()
     before = os.times()
-    server0 = _sshd_cpu_s(sshd_pids)
+    busy0 = _machine_busy_s()
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
     sampler = TreeSampler(proc.pid)
@@ -142,16 +140,16 @@ def measure(name: str, argv: list[str], hosts: int, sshd_pids: list[int], env: d
     _reap_orphans()
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    server = _sshd_cpu_s(sshd_pids) - server0
+    busy = _machine_busy_s() - busy0
     row = {"variant": name, "hosts": hosts, "rc": proc.returncode, "wall_s": round(wall, 3),
            "client_cpu_s": round(cpu, 3), "client_cpu_ms_per_host": round(cpu * 1000 / hosts, 2),
            "wall_ms_per_host": round(wall * 1000 / hosts, 2), "peak_rss_mb": round(sampler.peak_bytes / 2**20, 1),
-           "server_cpu_s": round(server, 2)}
+           "machine_cpu_s": round(busy, 2), "other_cpu_s": round(busy - cpu, 2)}
     if proc.returncode not in (0,):
         row["stderr_tail"] = stderr.decode(errors="replace")[-600:]
     print(f"  {name:12s} {hosts:5d} hosts  wall {wall:8.2f} s  client CPU {cpu:7.2f} s "
           f"({row['client_cpu_ms_per_host']:6.2f} ms/host)  peak RSS {row['peak_rss_mb']:7.1f} MB  "
-          f"sshd CPU {server:7.2f} s  rc {proc.returncode}", flush=True)
+          f"fleet+other CPU {busy - cpu:7.2f} s  rc {proc.returncode}", flush=True)
     return row
 
 
@@ -270,14 +268,13 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     try:
         lab = lab_state.load(lab_dir / "lab.json")
-        sshd_pids = lab.pids()
         inventory = lab_dir / "inventory.yml"
         argvs = [c.argv for c in default_collectors()]
         addresses = [h.address for h in lab.hosts]
         print(f"lab up in {lab_up_s:.1f} s; {len(argvs)} commands per host", flush=True)
 
         rows.append(measure("fabricproof", [py, __file__, "_fabricproof", str(inventory), str(work / "run"),
-                                            str(args.forks)], len(addresses), sshd_pids))
+                                            str(args.forks)], len(addresses)))
         script = work / "commands.sh"
         script.write_text(plain_script(argvs))
         if "floor" not in skip:
@@ -286,7 +283,7 @@ def main() -> int:
                                            "key": str(lab_dir / "keys" / "id_ed25519"),
                                            "known_hosts": str(lab_dir / "known_hosts")}))
             rows.append(measure("floor", [py, __file__, "_floor", str(targets), str(script), str(args.forks)],
-                                len(addresses), sshd_pids))
+                                len(addresses)))
         if "clush" not in skip:
             clush = shutil.which("clush")
             if clush is None:
@@ -297,7 +294,7 @@ def main() -> int:
                 ssh_opts = (f"-p {lab.port} -i {lab_dir / 'keys' / 'id_ed25519'} -o IdentitiesOnly=yes "
                             f"-o UserKnownHostsFile={lab_dir / 'known_hosts'} -o StrictHostKeyChecking=yes -o BatchMode=yes")
                 rows.append(measure("clush", [clush, "--hostfile", str(hostfile), "-l", lab.user, "-o", ssh_opts,
-                                              script.read_text()], len(addresses), sshd_pids))
+                                              script.read_text()], len(addresses)))
         k = min(args.ansible_nodes, len(addresses))
         if "ansible" not in skip and k > 0:
             playbook = work / "bench.yml"
@@ -313,11 +310,11 @@ def main() -> int:
                    "PATH": f"{Path(py).parent}:{os.environ.get('PATH', '')}"}
             argv = ["ansible-playbook", "-i", str(inventory), "--limit", f"@{limit}", "-f", "50",
                     "-e", f"@{extra}", str(playbook)]
-            rows.append(measure("ansible", argv, k, sshd_pids, env=env,
+            rows.append(measure("ansible", argv, k, env=env,
                                 cleanup=lambda: (kill_mentioning(str(control)), time.sleep(0.5))))
             shutil.rmtree(control, ignore_errors=True)
     finally:
-        subprocess.run([py, "-m", "fabricproof", "lab", "down", "--dir", str(lab_dir)], cwd=REPO,
+        subprocess.run([py, "-m", "fabricproof", "lab", "down", "--dir", str(lab_dir), "--purge"], cwd=REPO,
                        stdout=subprocess.DEVNULL, check=False)
         _reap_orphans()
 

@@ -34,7 +34,10 @@ class HostError(Exception):
         self.kind = kind
         self.message = message
         self.retryable = retryable
-        super().__init__(f"{kind.value}: {message}")
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.message}"
 
 
 @dataclass(frozen=True)

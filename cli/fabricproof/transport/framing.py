@@ -137,6 +137,17 @@ class Clock:
         return self._times[k]
 
 
+def finished(cmd: Command, stdout: str, stderr: str, status: int, duration_s: float = 0.0,
+             timed: bool = False) -> CommandResult:
+    """The result of a command that ran to its end under GNU timeout, which exits 124 (or 137 after
+    its -k KILL) when the command ran out of time. 137 is also a plain SIGKILL (the OOM killer),
+    so with a measured duration (`timed`) it counts as a timeout only when the time was up."""
+    if status in TIMEOUT_STATUSES and (status == 124 or not timed or duration_s >= cmd.timeout_s - 0.5):
+        return CommandResult(cmd.argv, stdout, stderr, exit_code=None, duration_s=duration_s,
+                             error=f"timed out after {cmd.timeout_s:g} s")
+    return CommandResult(cmd.argv, stdout, stderr, exit_code=status, duration_s=duration_s)
+
+
 def decode_results(commands: Sequence[Command], stdout: bytes, stderr: bytes, nonce: str, *,
                    cut_reason: str = "the connection closed before the command finished",
                    clock: Clock | None = None) -> list[CommandResult]:
@@ -159,12 +170,8 @@ def decode_results(commands: Sequence[Command], stdout: bytes, stderr: bytes, no
         if out.status is None:
             results.append(CommandResult(argv=cmd.argv, stdout=text, stderr=err_text, exit_code=None,
                                          duration_s=duration, error=cut_reason))
-        elif out.status in TIMEOUT_STATUSES and (out.status == 124 or clock is None or duration >= cmd.timeout_s - 0.5):
-            results.append(CommandResult(argv=cmd.argv, stdout=text, stderr=err_text, exit_code=None,
-                                         duration_s=duration, error=f"timed out after {cmd.timeout_s:g} s"))
         else:
-            results.append(CommandResult(argv=cmd.argv, stdout=text, stderr=err_text, exit_code=out.status,
-                                         duration_s=duration))
+            results.append(finished(cmd, text, err_text, out.status, duration, timed=clock is not None))
     return results
 
 

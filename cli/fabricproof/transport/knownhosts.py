@@ -11,7 +11,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -137,37 +137,70 @@ def known_types(entries: Sequence[Entry], name: str) -> list[str]:
     return list(seen)
 
 
+@dataclass
+class _Index:
+    """One file's entries, indexed so a 1,000-line known_hosts costs a dict lookup per host, not a scan."""
+
+    entries: list[Entry]
+    exact: dict[str, list[Entry]] = field(default_factory=dict)  # plain names of plain entries
+    scan: list[Entry] = field(default_factory=list)  # hashed, wildcard, negated or marked: matched one by one
+
+    def add(self, entry: Entry) -> None:
+        self.entries.append(entry)
+        pats = entry.patterns.split(",")
+        if entry.marker or entry.patterns.startswith("|") or any(c in p for p in pats for c in "*?!"):
+            self.scan.append(entry)
+        else:
+            for p in pats:
+                self.exact.setdefault(p.lower(), []).append(entry)
+
+
 class KnownHosts:
     """The known_hosts files of a run, read once and shared by every connection; appends are serialised."""
 
     def __init__(self, files: Iterable[str | Path]):
         self.files = tuple(dict.fromkeys(os.path.expanduser(str(f)) for f in files))
-        self._entries: dict[str, list[Entry]] = {}
+        self._index: dict[str, _Index] = {}
         self._lock = threading.Lock()
 
+    def _load(self, file: str) -> _Index:
+        # Called with the lock held.
+        index = self._index.get(file)
+        if index is None:
+            try:
+                text = Path(file).read_text(encoding="utf-8", errors="replace")
+            except (FileNotFoundError, NotADirectoryError, PermissionError, IsADirectoryError):
+                text = ""
+            index = self._index[file] = _Index([])
+            for entry in parse(text, file):
+                index.add(entry)
+        return index
+
     def entries(self, files: Sequence[str] | None = None) -> list[Entry]:
-        """Entries of the given files (default: all), each file read once per run."""
+        """Every entry of the given files (default: all), each file read once per run."""
+        with self._lock:
+            return [e for f in (self.files if files is None else files) for e in self._load(os.path.expanduser(f)).entries]
+
+    def relevant(self, files: Sequence[str], name: str) -> list[Entry]:
+        """The entries that can decide about host `name`: those naming it, and every marked one (@revoked).
+        judge() and known_types() give the same answers on this list as on all entries."""
         out: list[Entry] = []
-        for f in (self.files if files is None else files):
-            f = os.path.expanduser(f)
-            with self._lock:
-                cached = self._entries.get(f)
-                if cached is None:
-                    try:
-                        text = Path(f).read_text(encoding="utf-8", errors="replace")
-                    except (FileNotFoundError, NotADirectoryError, PermissionError):
-                        text = ""
-                    cached = self._entries[f] = parse(text, f)
-            out.extend(cached)
+        key = name.lower()
+        with self._lock:
+            for f in files:
+                index = self._load(os.path.expanduser(f))
+                out += index.exact.get(key, ())
+                out += [e for e in index.scan if e.marker or e.matches(name)]
         return out
 
     def add(self, file: str, name: str, keytype: str, blob: bytes) -> None:
         """Append a newly accepted key (accept-new) and remember it for the rest of the run."""
         file = os.path.expanduser(file)
         with self._lock:
+            index = self._load(file)
             path = Path(file)
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             needs_nl = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
             with open(path, "a", encoding="utf-8") as fh:
                 fh.write(("\n" if needs_nl else "") + line(name, keytype, blob))
-            self._entries.setdefault(file, []).append(Entry(name, keytype, blob, "", f"{file}:new"))
+            index.add(Entry(name, keytype, blob, "", f"{file}:new"))

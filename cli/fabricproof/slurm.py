@@ -1,0 +1,99 @@
+"""Slurm node state for node-local health checks: drain on failure, resume only what fabricproof drained."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: Every drain reason fabricproof sets starts with this; it resumes only nodes whose reason does.
+REASON_PREFIX = "fabricproof:"
+MAX_REASON = 200  # keep `sinfo -R` readable; the failed ids are listed in full in the check output
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    state: str  # as scontrol prints it, e.g. IDLE+DRAIN, DRAINED, MIXED
+    reason: str | None  # without the "[user@time]" suffix scontrol appends
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.state.upper()
+
+    @property
+    def ours(self) -> bool:
+        return self.reason is not None and self.reason.startswith(REASON_PREFIX)
+
+
+def parse_show_node(text: str, name: str) -> NodeState:
+    """`scontrol show node NAME` output -> state and reason."""
+    state = re.search(r"\bState=(\S+)", text)
+    reason = re.search(r"^\s*Reason=(.*?)(?:\s+\[[^\]\s]*@[^\]]*\])?\s*$", text, re.MULTILINE)
+    value = reason[1].strip() if reason else None
+    return NodeState(name=name, state=state[1] if state else "UNKNOWN",
+                     reason=value if value and value != "(null)" else None)
+
+
+def drain_reason(check_ids: Sequence[str]) -> str:
+    ids = sorted(dict.fromkeys(check_ids))
+    text = f"{REASON_PREFIX} {','.join(ids)}"
+    k = len(ids)
+    while len(text) > MAX_REASON and k > 1:
+        k -= 1
+        text = f"{REASON_PREFIX} {','.join(ids[:k])} +{len(ids) - k} more"
+    return text
+
+
+def show_argv(node: str) -> list[str]:
+    return ["scontrol", "show", "node", node]
+
+
+def drain_argv(node: str, check_ids: Sequence[str]) -> list[str]:
+    # One argv element per key=value: no shell ever sees the reason, so nothing in it needs quoting.
+    return ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={drain_reason(check_ids)}"]
+
+
+def resume_argv(node: str) -> list[str]:
+    return ["scontrol", "update", f"nodename={node}", "state=resume"]
+
+
+@dataclass(frozen=True)
+class Action:
+    """What to do to the node, and why (printed either way)."""
+
+    argv: list[str] | None
+    message: str
+
+
+def decide(node: NodeState, failed_ids: Sequence[str], passed: bool) -> Action:
+    """Drain a failing node unless someone else drained it; resume a passing node only if fabricproof drained it."""
+    if failed_ids:
+        if node.drained and not node.ours:
+            return Action(None, f"{node.name} is already drained by someone else ({node.reason}); leaving it")
+        return Action(drain_argv(node.name, failed_ids), f"draining {node.name}: {drain_reason(failed_ids)}")
+    if passed and node.drained and node.ours:
+        return Action(resume_argv(node.name), f"resuming {node.name}: checks pass again (was {node.reason})")
+    if passed and node.drained:
+        return Action(None, f"{node.name} stays drained: the reason is not fabricproof's ({node.reason})")
+    return Action(None, "")
+
+
+class SlurmError(RuntimeError):
+    pass
+
+
+def run(argv: list[str], timeout_s: float = 30.0) -> str:
+    """Run scontrol (no shell); stdout, or SlurmError with its first stderr line."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+                              check=False)
+    except FileNotFoundError:
+        raise SlurmError(f"{argv[0]} not found on PATH: --drain needs Slurm's scontrol") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{' '.join(argv[:3])} timed out after {timeout_s:g} s") from None
+    if proc.returncode != 0:
+        first = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[0]
+        raise SlurmError(f"{' '.join(argv[:3])} failed: {first}")
+    return proc.stdout

@@ -1,0 +1,72 @@
+"""Local transport: run the collectors on this node itself (Slurm health check, cron, DaemonSet), no shell."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+
+from ..inventory import Host
+from ..model import CommandResult
+from .base import TransportOptions, as_commands, default_deadline
+from .framing import KILL_AFTER_S, Command
+
+
+def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+class LocalTransport:
+    """Runs each argv as a child in its own session, so a timeout ends the tool and everything it started."""
+
+    name = "local"
+
+    def __init__(self, options: TransportOptions | None = None, env: Mapping[str, str] | None = None):
+        self.options = options or TransportOptions()
+        self.env = dict(env) if env is not None else None
+
+    def run(self, host: Host, argv: Sequence[str], timeout: float) -> CommandResult:
+        return self._run(Command(tuple(argv), float(timeout)), time.monotonic() + timeout + KILL_AFTER_S + 1)
+
+    def run_many(self, host: Host, argvs: Sequence[Sequence[str]], timeout_per_command: float | Sequence[float],
+                 deadline: float | None = None) -> list[CommandResult]:
+        commands = as_commands(argvs, timeout_per_command)
+        deadline = deadline if deadline is not None else default_deadline(commands)
+        return [self._run(c, deadline) for c in commands]
+
+    def close(self) -> None:
+        pass
+
+    def _run(self, cmd: Command, deadline: float) -> CommandResult:
+        budget = min(cmd.timeout_s, deadline - time.monotonic())
+        if budget <= 0:
+            return CommandResult(cmd.argv, "", exit_code=None, error="not run: the host's collection deadline passed")
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(cmd.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True, env=self.env)
+        except FileNotFoundError:
+            # What a shell reports for a missing tool, so facts read the same whichever transport ran it.
+            return CommandResult(cmd.argv, "", f"{cmd.argv[0]}: command not found\n", exit_code=127)
+        except PermissionError:
+            return CommandResult(cmd.argv, "", f"{cmd.argv[0]}: permission denied\n", exit_code=126)
+        error = None
+        try:
+            out, err = proc.communicate(timeout=budget)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc, signal.SIGTERM)
+            try:
+                out, err = proc.communicate(timeout=KILL_AFTER_S)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc, signal.SIGKILL)
+                out, err = proc.communicate()
+            error = (f"timed out after {cmd.timeout_s:g} s" if budget >= cmd.timeout_s
+                     else "cut off: the host's collection deadline passed")
+        return CommandResult(cmd.argv, out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace"),
+                             exit_code=None if error else proc.returncode, duration_s=time.monotonic() - started,
+                             error=error)

@@ -1,0 +1,353 @@
+"""SSH transport (paramiko): one connection and ONE framed remote exec per host, strict host-key checking."""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+
+from ..inventory import Host
+from ..model import CommandResult
+from . import framing, knownhosts
+from .base import ErrorKind, HostError, TransportOptions, as_commands, default_deadline
+from .sshopts import SettingsError, Target, target
+
+#: The exec request: the login shell replaces itself with sh reading the script from stdin. The
+#: script (and its nonce) never appears in an argv that a process on the host could read.
+REMOTE_COMMAND = "exec /bin/sh -s"
+DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
+_READ = 1 << 16
+_PAPERWORK_S = 5.0  # KEX, auth and channel setup are given at least this long, whatever the deadline
+
+
+@dataclass
+class _Connection:
+    """The final SSH transport plus the jump transports it tunnels through (closed in reverse)."""
+
+    transport: paramiko.Transport
+    hops: list[paramiko.Transport] = field(default_factory=list)
+
+    def close(self) -> None:
+        for t in (self.transport, *reversed(self.hops)):
+            try:
+                t.close()
+            except Exception:  # closing is best effort: the host may already be gone
+                pass
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    """One SSH server on the way: a jump host or the target itself."""
+
+    label: str  # for messages: inventory name, or "jump host X for Y"
+    hostname: str
+    port: int
+    user: str
+    known_name: str  # the name looked up in known_hosts
+
+
+class SSHTransport:
+    """Collects over paramiko. Thread-safe: one instance serves a whole run's thread pool."""
+
+    name = "ssh"
+
+    def __init__(self, options: TransportOptions | None = None,
+                 default_known_hosts: Sequence[str] = knownhosts.SYSTEM_FILES + knownhosts.USER_FILES):
+        self.options = options or TransportOptions()
+        self.default_known_hosts = tuple(default_known_hosts)
+        self.known = knownhosts.KnownHosts(())
+        self._keys: dict[str, paramiko.PKey] = {}
+        self._keys_lock = threading.Lock()
+        self._accept_lock = threading.Lock()
+        self._closing = threading.Event()  # close() during a run (Ctrl-C) cuts running hosts short
+
+    # ------------------------------------------------------------------ the seam
+    def run(self, host: Host, argv: Sequence[str], timeout: float) -> CommandResult:
+        return self.run_many(host, [argv], timeout)[0]
+
+    def run_many(self, host: Host, argvs: Sequence[Sequence[str]], timeout_per_command: float | Sequence[float],
+                 deadline: float | None = None) -> list[CommandResult]:
+        commands = as_commands(argvs, timeout_per_command)
+        deadline = deadline if deadline is not None else default_deadline(commands)
+        try:
+            tgt = target(host.name, host.vars, default_known_hosts=self.default_known_hosts)
+        except SettingsError as exc:
+            raise HostError(ErrorKind.CONFIG, str(exc)) from None
+        conn = self._connect(tgt, deadline)
+        try:
+            return self._exec(conn, tgt, commands, deadline)
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._closing.set()
+        with self._keys_lock:
+            self._keys.clear()
+
+    # ------------------------------------------------------------------ connecting
+    def _connect(self, tgt: Target, deadline: float) -> _Connection:
+        """Connect with retries and exponential backoff; only failures that may pass are retried."""
+        backoff = self.options.retry_backoff_s
+        attempt = 1
+        while True:
+            try:
+                return self._connect_once(tgt, deadline)
+            except HostError as exc:
+                last_try = attempt >= self.options.connect_attempts
+                if not exc.retryable or last_try or time.monotonic() + backoff >= deadline:
+                    if attempt > 1:
+                        exc.message += f" (after {attempt} attempts)"
+                    raise
+            time.sleep(backoff)
+            backoff *= 2
+            attempt += 1
+
+    def _connect_once(self, tgt: Target, deadline: float) -> _Connection:
+        final = _Endpoint(tgt.name, tgt.hostname, tgt.port, tgt.user,
+                          knownhosts.host_id(tgt.host_key_alias or tgt.hostname, tgt.port))
+        hops = [_Endpoint(f"jump host {h} for {tgt.name}", h.hostname, h.port, h.user or tgt.user,
+                          knownhosts.host_id(h.hostname, h.port)) for h in tgt.jumps]
+        conn: _Connection | None = None
+        sock: socket.socket | paramiko.Channel | None = None
+        opened: list[paramiko.Transport] = []
+        try:
+            for k, ep in enumerate([*hops, final]):
+                tr = self._handshake(ep, sock, tgt, deadline)
+                opened.append(tr)
+                if ep is final:
+                    conn = _Connection(tr, opened[:-1])
+                    break
+                nxt = ([*hops, final])[k + 1]
+                sock = self._tunnel(tr, ep, nxt, deadline)
+        finally:
+            if conn is None:
+                for tr in reversed(opened):
+                    tr.close()
+        assert conn is not None
+        return conn
+
+    def _connect_timeout(self, tgt: Target, deadline: float) -> float:
+        budget = tgt.connect_timeout_s or self.options.connect_timeout_s
+        return max(0.5, min(budget, deadline - time.monotonic()))
+
+    def _tcp(self, ep: _Endpoint, tgt: Target, deadline: float) -> socket.socket:
+        timeout = self._connect_timeout(tgt, deadline)
+        try:
+            sock = socket.create_connection((ep.hostname, ep.port), timeout=timeout)
+        except socket.gaierror as exc:
+            raise HostError(ErrorKind.UNREACHABLE, f"{ep.label}: cannot resolve {ep.hostname}: {exc.strerror}",
+                            retryable=exc.errno == socket.EAI_AGAIN) from None
+        except TimeoutError:
+            raise HostError(ErrorKind.TIMEOUT, f"{ep.label}: connecting to {ep.hostname}:{ep.port} timed out "
+                                               f"after {timeout:g} s", retryable=True) from None
+        except ConnectionRefusedError:
+            raise HostError(ErrorKind.UNREACHABLE, f"{ep.label}: connection refused by {ep.hostname}:{ep.port}",
+                            retryable=True) from None
+        except OSError as exc:
+            raise HostError(ErrorKind.UNREACHABLE, f"{ep.label}: cannot connect to {ep.hostname}:{ep.port}: "
+                                                   f"{exc.strerror or exc}", retryable=True) from None
+        # Small request/response exchanges: never wait for Nagle.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def _tunnel(self, via: paramiko.Transport, ep: _Endpoint, nxt: _Endpoint, deadline: float) -> paramiko.Channel:
+        try:
+            return via.open_channel("direct-tcpip", (nxt.hostname, nxt.port), ("127.0.0.1", 0),
+                                    timeout=max(1.0, deadline - time.monotonic()))
+        except paramiko.ChannelException as exc:
+            raise HostError(ErrorKind.UNREACHABLE, f"{ep.label} cannot reach {nxt.hostname}:{nxt.port}: "
+                                                   f"{exc.text or exc}", retryable=True) from None
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise HostError(ErrorKind.UNREACHABLE, f"{ep.label}: tunnel to {nxt.hostname}:{nxt.port} failed: "
+                                                   f"{exc or type(exc).__name__}", retryable=True) from None
+
+    def _handshake(self, ep: _Endpoint, sock: socket.socket | paramiko.Channel | None, tgt: Target,
+                   deadline: float) -> paramiko.Transport:
+        if sock is None:
+            sock = self._tcp(ep, tgt, deadline)
+        tr = paramiko.Transport(sock)
+        try:
+            timeout = max(_PAPERWORK_S, self._connect_timeout(tgt, deadline))
+            tr.banner_timeout = tr.handshake_timeout = tr.auth_timeout = timeout
+            entries = self.known.relevant(tgt.known_hosts_files, ep.known_name)
+            self._prefer_known_key_types(tr, knownhosts.known_types(entries, ep.known_name))
+            try:
+                tr.start_client(timeout=timeout)
+            except paramiko.SSHException as exc:
+                raise HostError(ErrorKind.UNREACHABLE, f"{ep.label}: SSH handshake with {ep.hostname}:{ep.port} "
+                                                       f"failed: {exc}", retryable=True) from None
+            except (EOFError, OSError) as exc:
+                raise HostError(ErrorKind.UNREACHABLE, f"{ep.label}: {ep.hostname}:{ep.port} closed the "
+                                                       f"connection during the handshake ({type(exc).__name__})",
+                                retryable=True) from None
+            self._check_host_key(ep, tr.get_remote_server_key(), tgt)
+            self._authenticate(tr, ep, tgt)
+            return tr
+        except BaseException:
+            tr.close()
+            raise
+
+    @staticmethod
+    def _prefer_known_key_types(tr: paramiko.Transport, known: list[str]) -> None:
+        """Ask first for the key types known_hosts holds, as OpenSSH does, so a host with several keys
+        is checked against the one we know instead of failing as unknown."""
+        if not known:
+            return
+        opts = tr.get_security_options()
+        offered = list(opts.key_types)
+        names = {"ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")}
+        first = [a for t in known for a in names.get(t, (t,)) if a in offered]
+        opts.key_types = tuple(dict.fromkeys([*first, *offered]))
+
+    # ------------------------------------------------------------------ host keys
+    def _check_host_key(self, ep: _Endpoint, key: paramiko.PKey, tgt: Target) -> None:
+        keytype, blob = key.get_name(), key.asbytes()
+        offered = knownhosts.fingerprint(blob)
+        entries = self.known.relevant(tgt.known_hosts_files, ep.known_name)
+        j = knownhosts.judge(entries, ep.known_name, keytype, blob)
+        if j.verdict is knownhosts.Verdict.KNOWN:
+            return
+        if j.verdict is knownhosts.Verdict.REVOKED:
+            raise HostError(ErrorKind.HOSTKEY_MISMATCH, f"{ep.label} ({ep.known_name}) offered the {keytype} key "
+                                                        f"{offered}, which {j.expected[0].source} marks @revoked")
+        if j.verdict is knownhosts.Verdict.CHANGED:
+            known = "; ".join(f"{knownhosts.fingerprint(e.blob)} in {e.source}" for e in j.expected[:3])
+            raise HostError(ErrorKind.HOSTKEY_MISMATCH,
+                            f"{ep.label} ({ep.known_name}) offered the {keytype} key {offered}, but known_hosts "
+                            f"has {known}. The host key changed: a reinstalled host, or someone in the middle. "
+                            f"Refusing to connect; if the change is expected, replace that line")
+        if not self.options.accept_new_host_keys:
+            other = f" (known with other key types: {', '.join(sorted({e.keytype for e in j.expected}))})" \
+                if j.expected else ""
+            raise HostError(ErrorKind.HOSTKEY_UNKNOWN,
+                            f"{ep.label} ({ep.known_name}) is not in known_hosts{other}; it offered the {keytype} "
+                            f"key {offered}. Verify it and add it to known_hosts, or run with --accept-new-host-keys")
+        with self._accept_lock:  # two threads meeting the same new jump host record it once
+            j = knownhosts.judge(self.known.relevant(tgt.known_hosts_files, ep.known_name), ep.known_name, keytype, blob)
+            if j.verdict is knownhosts.Verdict.UNKNOWN:
+                self.known.add(tgt.new_keys_file, ep.known_name, keytype, blob)
+            elif j.verdict is not knownhosts.Verdict.KNOWN:
+                raise HostError(ErrorKind.HOSTKEY_MISMATCH, f"{ep.label} ({ep.known_name}) offered {offered}, "
+                                                            f"which does not match the key just recorded for it")
+
+    # ------------------------------------------------------------------ authentication
+    def _load_key(self, path: str) -> paramiko.PKey:
+        full = os.path.expanduser(path)
+        with self._keys_lock:
+            key = self._keys.get(full)
+        if key is not None:
+            return key
+        try:
+            key = paramiko.PKey.from_path(full)
+        except FileNotFoundError:
+            raise HostError(ErrorKind.CONFIG, f"private key file {path} not found") from None
+        except PermissionError:
+            raise HostError(ErrorKind.CONFIG, f"private key file {path} is not readable") from None
+        except TypeError:  # cryptography: "Password was not given but private key is encrypted"
+            raise HostError(ErrorKind.CONFIG, f"private key {path} is encrypted; load it into ssh-agent "
+                                              f"and leave ansible_ssh_private_key_file unset") from None
+        except (paramiko.SSHException, ValueError) as exc:
+            raise HostError(ErrorKind.CONFIG, f"cannot read private key {path}: {exc}") from None
+        with self._keys_lock:
+            self._keys[full] = key
+        return key
+
+    def _authenticate(self, tr: paramiko.Transport, ep: _Endpoint, tgt: Target) -> None:
+        tried: list[str] = []
+        keys: list[tuple[str, paramiko.PKey]] = [(p, self._load_key(p)) for p in tgt.key_files]
+        agent: paramiko.Agent | None = None
+        if not keys:
+            if os.environ.get("SSH_AUTH_SOCK"):
+                # One agent connection per host: paramiko's agent client is not safe to share across threads.
+                agent = paramiko.Agent()
+                keys += [(f"agent key {k.get_fingerprint().hex()[:16]}", k) for k in agent.get_keys()]
+            keys += [(p, self._load_key(p)) for p in DEFAULT_IDENTITIES if Path(p).expanduser().is_file()]
+        try:
+            for label, key in keys:
+                tried.append(label)
+                try:
+                    if not tr.auth_publickey(ep.user, key) and tr.is_authenticated():
+                        return
+                except paramiko.BadAuthenticationType as exc:
+                    tried[-1] += f" (server accepts only {', '.join(exc.allowed_types)})"
+                    break
+                except paramiko.AuthenticationException:
+                    continue
+                except (paramiko.SSHException, EOFError, OSError) as exc:
+                    raise HostError(ErrorKind.UNREACHABLE, f"{ep.label}: connection lost during authentication: "
+                                                           f"{exc or type(exc).__name__}", retryable=True) from None
+            if tgt.password is not None:
+                tried.append("password")
+                try:
+                    tr.auth_password(ep.user, tgt.password)
+                    if tr.is_authenticated():
+                        return
+                except paramiko.AuthenticationException:
+                    pass
+        finally:
+            if agent is not None:
+                agent.close()
+        what = ", ".join(tried) if tried else "no key (set ansible_ssh_private_key_file, or load a key into ssh-agent)"
+        raise HostError(ErrorKind.AUTH, f"{ep.label}: {ep.user}@{ep.hostname}:{ep.port} refused {what}")
+
+    # ------------------------------------------------------------------ the one exec
+    def _exec(self, conn: _Connection, tgt: Target, commands: list[framing.Command],
+              deadline: float) -> list[CommandResult]:
+        nonce = framing.new_nonce()
+        script = framing.build_script(commands, nonce, tgt.become).encode()
+        tr = conn.transport
+        try:
+            chan = tr.open_session(timeout=max(_PAPERWORK_S, deadline - time.monotonic()))
+            chan.exec_command(REMOTE_COMMAND)
+            chan.sendall(script)
+            chan.shutdown_write()
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise HostError(ErrorKind.PROTOCOL, f"{tgt.name}: cannot start the remote shell: "
+                                                f"{exc or type(exc).__name__}", retryable=False) from None
+        out, err = bytearray(), bytearray()
+        chunks: list[tuple[int, float]] = [(0, time.monotonic())]
+        cut = "the connection closed before the command finished"
+        poller = select.poll()
+        poller.register(chan.fileno(), select.POLLIN)
+        try:
+            while True:
+                while chan.recv_ready():
+                    out += chan.recv(_READ)
+                    chunks.append((len(out), time.monotonic()))
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(_READ)
+                if (chan.eof_received or chan.closed) and not chan.recv_ready() and not chan.recv_stderr_ready():
+                    if not tr.is_active():
+                        cut = "the connection to the host was lost"
+                    break
+                if len(out) + len(err) > self.options.max_output_bytes:
+                    cut = f"the host printed more than {self.options.max_output_bytes >> 20} MiB; stopped reading"
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    cut = "the host's collection deadline passed"
+                    break
+                if not tr.is_active():
+                    cut = "the connection to the host was lost"
+                    break
+                if self._closing.is_set():
+                    cut = "the collection was interrupted"
+                    break
+                poller.poll(min(remaining, 1.0) * 1000)
+        finally:
+            chan.close()
+        results = framing.decode_results(commands, bytes(out), bytes(err), nonce, cut_reason=cut,
+                                         clock=framing.Clock(chunks))
+        if all(r.error and r.error.startswith("not run") for r in results):
+            junk = framing.first_line(framing.preamble(bytes(err), nonce)) or \
+                framing.first_line(framing.preamble(bytes(out), nonce))
+            raise HostError(ErrorKind.FAILED, f"{tgt.name}: the remote shell ran no command"
+                                              f"{': ' + junk if junk else ''} ({cut})")
+        return results

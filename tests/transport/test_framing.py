@@ -1,0 +1,145 @@
+"""The one-exec framing: script shape and the parser against adversarial, binary and cut-off streams (pure)."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from fabricproof.transport import framing
+from fabricproof.transport.framing import Clock, Command, build_script, decode_results, split_stream
+
+NONCE = "0123456789abcdef0123456789abcdef"
+CMDS = [Command(("nvidia-smi", "-q"), 60), Command(("sh", "-c", "echo 'it''s'; exit 3"), 30), Command(("ibstat",), 5)]
+
+
+def frame(nonce: str, i: int, body: bytes, status: int | None) -> bytes:
+    """Bytes exactly as the script's printf calls emit them."""
+    out = f"{nonce}:{i}:B\n".encode() + body
+    if status is not None:
+        out += f"\n{nonce}:{i}:E:{status}\n".encode()
+    return out
+
+
+def test_script_wraps_each_argv_in_timeout_quotes_it_and_reads_dev_null():
+    script = build_script(CMDS, NONCE)
+    assert script.splitlines()[0] == f"N={NONCE}"
+    assert "timeout -k 2 60 nvidia-smi -q </dev/null" in script
+    # shlex-quoted: the shell splits the line back into exactly the argv, quotes inside it included
+    line = next(ln for ln in script.splitlines() if ln.startswith("timeout -k 2 30 sh"))
+    assert shlex.split(line) == ["timeout", "-k", "2", "30", *CMDS[1].argv, "</dev/null"]
+    assert script.count('>&2') == 2 * len(CMDS)  # BEGIN and END on stderr too
+    assert script.rstrip().endswith("exit 0")
+
+
+def test_script_puts_become_between_timeout_and_the_tool():
+    script = build_script([Command(("ibstat",), 5)], NONCE, become=("sudo", "-n", "--"))
+    assert "timeout -k 2 5 sudo -n -- ibstat </dev/null" in script
+
+
+@pytest.mark.parametrize("nonce", ["", "short", "ABCDEF0123456789ABCD", "0123456789abcdef; rm -rf /"])
+def test_script_refuses_a_nonce_that_is_not_long_lowercase_hex(nonce):
+    with pytest.raises(ValueError):
+        build_script(CMDS, nonce)
+
+
+def test_timed_argv_rejects_empty_argv_and_non_positive_timeouts():
+    with pytest.raises(ValueError):
+        framing.timed_argv((), 5)
+    with pytest.raises(ValueError):
+        framing.timed_argv(("ls",), 0)
+
+
+def test_nonces_are_fresh_128_bit_hex():
+    a, b = framing.new_nonce(), framing.new_nonce()
+    assert a != b and len(a) == 32 and int(a, 16) >= 0
+
+
+def test_round_trip_keeps_output_byte_exact_with_and_without_final_newline():
+    stream = frame(NONCE, 0, b"line 1\nline 2\n", 0) + frame(NONCE, 1, b"no newline at end", 3) + frame(NONCE, 2, b"", 0)
+    secs = split_stream(stream, NONCE, 3)
+    assert [s.data for s in secs] == [b"line 1\nline 2\n", b"no newline at end", b""]
+    assert [s.status for s in secs] == [0, 3, 0]
+
+
+def test_markers_printed_by_the_host_cannot_forge_a_boundary():
+    # A host that prints marker-shaped lines with a guessed nonce, our command index, and even the
+    # real END prefix without the nonce: none of it ends the section.
+    evil = (b"deadbeefdeadbeefdeadbeefdeadbeef:0:E:0\n"
+            b"\n:0:E:0\n"
+            + f"{NONCE[:-1]}0:0:E:0\n".encode()
+            + b"0:1:B\nstill command 0\n")
+    stream = frame(NONCE, 0, evil, 0) + frame(NONCE, 1, b"real 1\n", 0)
+    secs = split_stream(stream, NONCE, 2)
+    assert secs[0].data == evil
+    assert secs[1].data == b"real 1\n"
+
+
+def test_binary_garbage_survives_framing_and_decodes_with_replacement():
+    garbage = bytes(range(256)) * 4 + b"\xff\xfe\x00"
+    stream = frame(NONCE, 0, garbage, 0)
+    assert split_stream(stream, NONCE, 1)[0].data == garbage
+    result = decode_results(CMDS[:1], stream, b"", NONCE)[0]
+    assert result.exit_code == 0 and result.error is None
+    assert "\ufffd" in result.stdout  # invalid UTF-8 replaced, never an exception
+
+
+def test_missing_end_marks_the_command_cut_off_and_keeps_its_partial_output():
+    stream = frame(NONCE, 0, b"ok\n", 0) + frame(NONCE, 1, b"partial out", None)
+    results = decode_results(CMDS, stream, b"", NONCE, cut_reason="the connection to the host was lost")
+    assert results[0].exit_code == 0 and results[0].stdout == "ok\n"
+    assert results[1].exit_code is None and results[1].stdout == "partial out"
+    assert results[1].error == "the connection to the host was lost"
+    assert results[2].exit_code is None and results[2].error == "not run: the connection to the host was lost"
+
+
+def test_a_malformed_end_status_counts_as_missing():
+    stream = f"{NONCE}:0:B\nout\n{NONCE}:0:E:12x\n".encode()
+    sec = split_stream(stream, NONCE, 1)[0]
+    assert sec.status is None
+
+
+def test_missing_end_stops_at_the_next_begin():
+    stream = f"{NONCE}:0:B\nhalf".encode() + frame(NONCE, 1, b"second\n", 0)
+    secs = split_stream(stream, NONCE, 2)
+    assert secs[0].data == b"half" and secs[0].status is None
+    assert secs[1].data == b"second\n" and secs[1].status == 0
+
+
+def test_noise_outside_frames_is_ignored_and_reported_as_preamble():
+    banner = b"Welcome to node 7\r\n"
+    stream = banner + frame(NONCE, 0, b"x\n", 0) + b"trailing junk"
+    assert split_stream(stream, NONCE, 1)[0].data == b"x\n"
+    assert framing.preamble(stream, NONCE) == banner
+    assert framing.preamble(b"This account is currently not available.\n", NONCE).startswith(b"This account")
+
+
+def test_stderr_is_framed_separately():
+    out = frame(NONCE, 0, b"", 127)
+    err = frame(NONCE, 0, b"sh: 1: nvidia-smi: not found\n", 127)
+    r = decode_results(CMDS[:1], out, err, NONCE)[0]
+    assert r.exit_code == 127 and r.stderr == "sh: 1: nvidia-smi: not found\n" and r.error is None
+
+
+def test_gnu_timeout_statuses_become_timeouts():
+    out = frame(NONCE, 0, b"slow", 124)
+    r = decode_results(CMDS[:1], out, b"", NONCE)[0]
+    assert r.exit_code is None and r.error == "timed out after 60 s" and r.stdout == "slow"
+
+
+def test_137_is_a_timeout_only_when_the_time_was_up():
+    cmd = Command(("x",), 10)
+    assert framing.finished(cmd, "", "", 137, duration_s=10.2, timed=True).error == "timed out after 10 s"
+    oom = framing.finished(cmd, "", "", 137, duration_s=0.3, timed=True)
+    assert oom.error is None and oom.exit_code == 137
+
+
+def test_clock_gives_each_command_its_duration():
+    stream = frame(NONCE, 0, b"a" * 10, 0) + frame(NONCE, 1, b"b" * 10, 0)
+    first_end = len(frame(NONCE, 0, b"a" * 10, 0))
+    # first frame arrived in one chunk at t=1.0; the second BEGIN at 1.0 too, its body and END at 4.5
+    begin1 = first_end + len(f"{NONCE}:1:B\n")
+    clock = Clock([(0, 0.0), (begin1, 1.0), (len(stream), 4.5)])
+    results = decode_results([Command(("a",), 9), Command(("b",), 9)], stream, b"", NONCE, clock=clock)
+    assert results[0].duration_s == 0.0
+    assert results[1].duration_s == pytest.approx(3.5)

@@ -1,0 +1,60 @@
+"""The local transport runs real processes: exit codes, missing tools, timeouts that end whole process groups."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from fabricproof.inventory import Host
+from fabricproof.transport.local import LocalTransport
+
+HOST = Host("this-node")
+
+
+def test_output_exit_status_and_stderr():
+    r = LocalTransport().run(HOST, ["sh", "-c", "printf 'a\\nb'; echo oops >&2; exit 4"], 5)
+    assert (r.stdout, r.stderr, r.exit_code, r.error) == ("a\nb", "oops\n", 4, None)
+    assert r.argv == ("sh", "-c", "printf 'a\\nb'; echo oops >&2; exit 4")
+
+
+def test_missing_tool_reads_like_a_shell_would_say_it():
+    r = LocalTransport().run(HOST, ["nv-fabricmanager-not-here"], 5)
+    assert r.exit_code == 127 and r.stderr == "nv-fabricmanager-not-here: command not found\n" and r.error is None
+
+
+def test_commands_read_dev_null_not_our_stdin():
+    r = LocalTransport().run(HOST, ["cat"], 5)
+    assert r.exit_code == 0 and r.stdout == ""
+
+
+def test_timeout_kills_the_tool_and_its_children(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    t0 = time.monotonic()
+    r = LocalTransport().run(HOST, ["sh", "-c", f"trap '' TERM; sleep 60 & echo $! > {pidfile}; echo started; wait"], 1)
+    assert time.monotonic() - t0 < 8
+    assert r.exit_code is None and r.error == "timed out after 1 s" and r.stdout == "started\n"
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"child {child} of the timed-out command survived")
+
+
+def test_run_many_honours_the_host_deadline():
+    t = LocalTransport()
+    t0 = time.monotonic()
+    rs = t.run_many(HOST, [["sleep", "5"], ["echo", "late"]], [10, 10], deadline=time.monotonic() + 1)
+    assert time.monotonic() - t0 < 6
+    assert rs[0].error == "cut off: the host's collection deadline passed"
+    assert rs[1].error == "not run: the host's collection deadline passed" and rs[1].stdout == ""
+
+
+def test_env_is_passed_to_tools():
+    r = LocalTransport(env={"PATH": os.environ["PATH"], "FABRICPROOF_HOST_ROOT": "/host"}).run(
+        HOST, ["sh", "-c", 'echo "$FABRICPROOF_HOST_ROOT"'], 5)
+    assert r.stdout == "/host\n"
