@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from . import __version__
-from .commands import baseline, check, checks, collect, collectors, demo, lab, schema, validate
+from .commands import baseline, check, checks, collect, collectors, demo, lab, rollback, rollout, runbook, schema, validate
 
 app = typer.Typer(
     name="fabricproof",
@@ -46,3 +46,6 @@ app.add_typer(baseline.app, name="baseline")
 app.add_typer(collectors.app, name="collectors")
 app.add_typer(schema.app, name="schema")
 app.add_typer(lab.app, name="lab")
+app.add_typer(rollout.app, name="rollout")
+app.command("rollback", epilog=rollback.EPILOG)(rollback.rollback)
+app.add_typer(runbook.app, name="runbook")

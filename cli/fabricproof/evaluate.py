@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from functools import lru_cache
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,13 +32,20 @@ class _Missing(Exception):
     pass
 
 
+@lru_cache(maxsize=4096)
+def _last_star(segs: tuple[str, ...]) -> int:
+    """Index of the last '*' segment (where `where` filters apply), -1 if none."""
+    return max((i for i, s in enumerate(segs) if s == "*"), default=-1)
+
+
+@lru_cache(maxsize=4096)
 def split_pointer(ptr: str) -> tuple[str, ...]:
     return tuple(p.replace("~1", "/").replace("~0", "~") for p in ptr.strip("/").split("/")) if ptr.strip("/") else ()
 
 
 def _resolve(doc: Any, segs: tuple[str, ...], where: tuple[tuple[tuple[str, ...], Any, Any], ...] = ()) -> tuple[list[Found], bool]:
     """Values at a pointer with '*' segments. Returns (found, any_missing). `where` filters items at the last '*'."""
-    last_star = max((i for i, s in enumerate(segs) if s == "*"), default=-1)
+    last_star = _last_star(segs)
     found: list[Found] = []
     missing = False
     stack: list[tuple[int, tuple[Any, ...], Any]] = [(0, (), doc)]
@@ -73,6 +81,51 @@ def _resolve(doc: Any, segs: tuple[str, ...], where: tuple[tuple[tuple[str, ...]
     return found, missing
 
 
+def _values(doc: Any, segs: tuple[str, ...], where: tuple = ()) -> tuple[list[Any], bool]:
+    """The values at a pointer, without their paths: the hot path of evaluation (paths are rebuilt with
+    _resolve only for the rare failure that has to name them)."""
+    out: list[Any] = []
+    missing = False
+    n = len(segs)
+    last_star = _last_star(segs)
+
+    def walk(node: Any, i: int) -> None:
+        nonlocal missing
+        while i < n:
+            seg = segs[i]
+            if seg == "*":
+                if isinstance(node, list):
+                    items: Any = node
+                elif isinstance(node, dict):
+                    items = node.values()
+                else:
+                    missing = True
+                    return
+                if i == last_star and where:
+                    items = [v for v in items if _item_matches(v, where)]
+                if i == n - 1:
+                    out.extend(items)
+                else:
+                    for v in items:
+                        walk(v, i + 1)
+                return
+            if isinstance(node, dict):
+                if seg not in node:
+                    missing = True
+                    return
+                node = node[seg]
+            elif isinstance(node, list) and seg.isdigit() and int(seg) < len(node):
+                node = node[int(seg)]
+            else:
+                missing = True
+                return
+            i += 1
+        out.append(node)
+
+    walk(doc, 0)
+    return out, missing
+
+
 def _item_matches(item: Any, where: tuple[tuple[tuple[str, ...], Any, Any], ...]) -> bool:
     for path, op, expected in where:
         node = item
@@ -96,6 +149,7 @@ class _Evaluator:
         self.groups = {h: tuple(g) for h, g in groups.items()}
         self.previous = previous
         self._values_cache: dict[tuple[str, ...], dict[str, Any]] = {}
+        self._sentences: dict[tuple[str, str, str], str] = {}
 
     def values_for(self, host: str, facts: Facts) -> dict[str, Any]:
         groups = self.groups.get(host) or tuple(facts.get("groups", ()))
@@ -104,6 +158,14 @@ class _Evaluator:
         if v is None:
             v = self._values_cache[key] = self.baseline.for_groups(key)
         return v
+
+    def sentence(self, check: Check, expected: Any, source: str) -> str:
+        """sentence() memoised: every host of a group shares the same expectation text."""
+        key = (check.id, repr(expected), source)
+        text = self._sentences.get(key)
+        if text is None:
+            text = self._sentences[key] = sentence(check, expected, source)
+        return text
 
     # -- expectation ------------------------------------------------------------------
     def expected(self, spec: Any, values: dict[str, Any], facts: Facts) -> tuple[Any, str]:
@@ -114,10 +176,10 @@ class _Evaluator:
                 raise _Skip(f"baseline sets no {spec['baseline']}")
             return v, f" (baseline {spec['baseline']})"
         if isinstance(spec, dict) and "fact" in spec:
-            found, _ = _resolve(facts, split_pointer(spec["fact"]))
-            if not found or found[0].value is None:
+            vals, _ = _values(facts, split_pointer(spec["fact"]))
+            if not vals or vals[0] is None:
                 raise _Missing(f"fact {spec['fact']} (the expected value) is missing")
-            return found[0].value, f" (this host's {spec['fact']})"
+            return vals[0], f" (this host's {spec['fact']})"
         return spec, ""
 
 
@@ -216,43 +278,48 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator) -> Result
         return _result(check, host, Outcome.SKIP, sentence(check), reason=str(exc))
     except _Missing as exc:
         return _result(check, host, Outcome.UNKNOWN, sentence(check), reason=str(exc), evidence=evidence)
-    text = sentence(check, expected, source)
+    text = ev.sentence(check, expected, source)
     segs = split_pointer(check.fact)
-    found, missing = _resolve(facts, segs, where)
 
+    if check.op == "delta_le":
+        if (ev.previous or {}).get(host) is None:
+            return _result(check, host, Outcome.SKIP, text, reason="needs two snapshots (a soak window or --previous)")
+        found, _ = _resolve(facts, segs, where)
+        return _judge_delta(check, host, found, expected, text, evidence, ev, where)
+
+    vals, missing = _values(facts, segs, where)
     if check.op == "count":
-        n = len([f for f in found if f.value is not None])
-        if not found and missing and "*" not in segs:
+        n = sum(1 for v in vals if v is not None)
+        if not vals and missing and "*" not in segs:
             return _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=evidence)
         ok = OPERATORS[check.compare or "eq"].test(n, expected)
         return _result(check, host, Outcome.PASS if ok else Outcome.FAIL, text, actual=n,
                        reason="" if ok else f"counted {n}", evidence=evidence)
 
-    if check.op == "delta_le":
-        return _judge_delta(check, host, found, expected, text, evidence, ev, where)
-
-    judged = found if expected is None and check.op in ("eq", "ne") else [f for f in found if f.value is not None]
+    judged = vals if expected is None and check.op in ("eq", "ne") else [v for v in vals if v is not None]
     if not judged:
-        if found or not missing:
-            if check.allow_empty and not found:
+        if vals or not missing:
+            if check.allow_empty and not vals:
                 return _result(check, host, Outcome.PASS, text, actual=[], evidence=evidence)
-            what = "reported no value" if found else "yields no values"
-            return _result(check, host, Outcome.UNKNOWN if found else Outcome.FAIL, text, actual=[],
+            what = "reported no value" if vals else "yields no values"
+            return _result(check, host, Outcome.UNKNOWN if vals else Outcome.FAIL, text, actual=[],
                            reason=f"{check.fact} {what}", evidence=evidence)
         return _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=evidence)
 
     test = OPERATORS[check.op].test
-    bad = [f for f in judged if not test(f.value, expected)]
+    n_bad = sum(1 for v in judged if not test(v, expected))
     scalar = "*" not in segs
-    actual = judged[0].value if scalar else _compact([f.value for f in judged])
-    ok = (not bad) if check.quantifier == "all" else (len(bad) < len(judged))
+    actual = judged[0] if scalar else _compact(judged)
+    ok = (n_bad == 0) if check.quantifier == "all" else (n_bad < len(judged))
     if ok:
         return _result(check, host, Outcome.PASS, text, actual=actual, evidence=evidence)
     if scalar:
-        reason = f"{check.fact} = {render_value(judged[0].value)}"
+        reason = f"{check.fact} = {render_value(judged[0])}"
     elif check.quantifier == "any":
         reason = f"none of {len(judged)} values satisfies it"
     else:
+        found, _ = _resolve(facts, segs, where)
+        bad = [f for f in found if f.value is not None and not test(f.value, expected)]
         listed = "; ".join(f"{_fmt_path(f.path)} = {render_value(f.value)}" for f in bad[:_MAX_LISTED])
         more = f" (+{len(bad) - _MAX_LISTED} more)" if len(bad) > _MAX_LISTED else ""
         reason = f"{len(bad)} of {len(judged)} differ: {listed}{more}"
@@ -316,8 +383,8 @@ def _judge_fleet(check: Check, hosts: list[str], facts_by_host: Mapping[str, Fac
         except _Skip as exc:
             results[host] = _result(check, host, Outcome.SKIP, text, reason=str(exc))
             continue
-        found, _ = _resolve(facts, segs, where)
-        vals = [f.value for f in found if f.value is not None]
+        found_vals, _ = _values(facts, segs, where)
+        vals = [v for v in found_vals if v is not None]
         if not vals:
             results[host] = _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=_evidence(facts, check))
             continue
