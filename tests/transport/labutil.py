@@ -1,24 +1,14 @@
-"""Helpers for transport lab tests: the lab engineers' LabFactory (loaded from tests/lab/conftest.py), host vars."""
+"""Helpers for transport lab tests: the shared LabFactory (tests/labkit.py), host vars, process lookups."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 from fabricproof.inventory import Host
+from labkit import LabFactory, RunningLab, lab_skip_reason
 
-_spec = importlib.util.spec_from_file_location("fabricproof_tests_lab_conftest",
-                                               Path(__file__).resolve().parents[1] / "lab" / "conftest.py")
-assert _spec is not None and _spec.loader is not None
-_lab = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = _lab  # dataclasses look their module up while the class is being built
-_spec.loader.exec_module(_lab)
-
-LabFactory = _lab.LabFactory
-RunningLab = _lab.RunningLab
-lab_skip_reason = _lab.lab_skip_reason
+__all__ = ["LabFactory", "RunningLab", "lab_skip_reason", "processes_mentioning", "with_vars"]
 
 
 def with_vars(host: Host, **changes: object) -> Host:

@@ -20,6 +20,7 @@ from ..lab import manager
 from ..model import Outcome, Report
 from ..paths import inventories_dir
 from ..reporters import table
+from ..rollout import decisions, runs
 from ._common import console, input_errors
 from .collect import gather
 
@@ -94,7 +95,26 @@ def tour(lab_dir: Path, nodes: int, work: Path, step: Callable[[Step], None]) ->
     mended = _prove(inv_path, base, work / "3-mended")
     ok_mended = exit_code(mended) == 0
     step(Step("clear the faults and prove the fleet again", ok_mended, f"exit {exit_code(mended)}"))
-    return ok and ok_broken and ok_mended
+
+    ok_rollout = _rollout_rolls_back(lab_dir, inv_path, work, step)
+    return ok and ok_broken and ok_mended and ok_rollout
+
+
+def _rollout_rolls_back(lab_dir: Path, inv_path: Path, work: Path, step: Callable[[Step], None]) -> bool:
+    """A driver + Fabric Manager rollout whose pilot breaks: the post-gate fails and the pilot rolls itself back."""
+    plan = inventories_dir() / "lab" / "plans" / "driver-fm-upgrade.yml"
+    pilot = "h100-0001"
+    manager.fault_inject(lab_dir, pilot, "upgrade-breaks-fm")
+    step(Step(f"rollout {plan.name}: the pilot {pilot} will leave Fabric Manager behind the new driver", True,
+              "waves pilot -> 25% -> rest; gates: driver, FM, fabric, NVLink; on failure: roll the wave back"))
+    code, run_id = runs.start(plan, runs_dir=work / "rollouts", inventory_override=str(inv_path),
+                              progress=lambda m: _say(escape(m)))
+    run_dir = work / "rollouts" / run_id
+    log = [decisions.format_line(d) for d in decisions.read(run_dir)]
+    step(Step("the post-gate failed on the pilot, which rolled itself back; no other host was touched", code == 4,
+              f"exit {code}; decision log {run_dir / decisions.DECISIONS_FILE}:\n" + "\n".join(log)))
+    manager.fault_clear(lab_dir, pilot)
+    return code == 4
 
 
 @input_errors

@@ -146,6 +146,7 @@ class Plan:
     unit_group: str | None = None
     description: str = ""
     ticket: str = ""
+    target_line: int | None = None
 
     def problem(self, message: str, line: int | None = None, pointer: str = "") -> Problem:
         return Problem(message, str(self.source), line, pointer)
@@ -204,13 +205,28 @@ def resolve_playbook(name: str, base: Path) -> Path | None:
     return None
 
 
-def _catalog_matches(pattern: str, checks: Sequence[Check]) -> list[Check]:
+def catalog_matches(pattern: str, checks: Sequence[Check]) -> list[Check]:
     return [c for c in checks if fnmatch.fnmatchcase(c.id, pattern) or c.family == pattern]
+
+
+DURATION_KEYS = ("timeout", "retry_interval", "duration", "interval", "soak")
+
+
+def _validate_schema(doc: documents.Document) -> None:
+    """Schema validation, with one plain message for a malformed duration instead of two schema branches."""
+    try:
+        documents.validate(doc, "rollout")
+    except InputError as exc:
+        for p in exc.problems:
+            if p.pointer.rsplit("/", 1)[-1] in DURATION_KEYS and ("is not of type" in p.message
+                                                                   or "does not match" in p.message):
+                p.message = "not a duration: use seconds (90) or a string like 90s, 5m, 1h30m"
+        raise InputError(exc.problems) from None
 
 
 def from_document(doc: documents.Document, catalog: Sequence[Check] | None = None) -> Plan:
     """Validate a plan document (schema, then meaning) and resolve the files it names."""
-    documents.validate(doc, "rollout")
+    _validate_schema(doc)
     if catalog is None:
         from .. import catalog as catalog_mod
 
@@ -249,7 +265,7 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
 
     g = spec["gates"]
     for i, pat in enumerate(g.get("checks") or ()):
-        if not _catalog_matches(pat, catalog):
+        if not catalog_matches(pat, catalog):
             problems.append(doc.problem(("spec", "gates", "checks", i), f"{pat!r} matches no check id or family"))
     budget = Budget(g.get("max_failed_hosts", 0), g.get("max_failed_percent"))
     gates = Gates(checks=tuple(g.get("checks") or ()), fail_on=g.get("fail_on", "critical"),
@@ -264,7 +280,7 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
         soak_checks = tuple(s.get("checks") or DEFAULT_SOAK_CHECKS)
         for i, pat in enumerate(soak_checks):
             where = ("spec", "soak", "checks", i) if s.get("checks") else ("spec", "soak")
-            hits = _catalog_matches(pat, catalog)
+            hits = catalog_matches(pat, catalog)
             if not hits:
                 problems.append(doc.problem(where, f"{pat!r} matches no check id or family"))
             for c in hits:
@@ -323,7 +339,7 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
         on_failure=spec.get("on_failure", "rollback_wave"), drain=drain,
         reports=tuple(spec.get("reports") or ("json",)),
         inventory=(base / spec["inventory"]).resolve() if "inventory" in spec else None,
-        unit_group=(spec.get("units") or {}).get("group"),
+        unit_group=(spec.get("units") or {}).get("group"), target_line=doc.line(("spec", "target")),
     )
 
 
@@ -353,14 +369,19 @@ def units_of(hosts: Sequence[str], host_groups: Mapping[str, Iterable[str]], gro
     return sorted((tuple(hs) for hs in by_group.values()), key=lambda u: u[0])
 
 
-def _take(count: int | float, total: int) -> int:
+def _limit_reason(exc: InputError) -> str:
+    """inventory.limit() speaks of --limit; in a plan the pattern is the target or a wave's."""
+    return re.sub(r"^--limit '[^']*' ?:? ?", "", exc.problems[0].message)
+
+
+def _take(count: float, total: int) -> int:
     """Units a size stands for: a count, or a percent of all target units rounded down but at least 1."""
     if isinstance(count, float):
         return max(1, math.floor(total * count / 100 + 1e-9))
     return count
 
 
-def _batches(units: Sequence[tuple[str, ...]], batch: int | float | None) -> tuple[tuple[str, ...], ...]:
+def _batches(units: Sequence[tuple[str, ...]], batch: float | None) -> tuple[tuple[str, ...], ...]:
     if not units:
         return ()
     size = len(units) if batch is None else min(len(units), _take(batch, len(units)))
@@ -369,7 +390,14 @@ def _batches(units: Sequence[tuple[str, ...]], batch: int | float | None) -> tup
 
 def compute_waves(plan: Plan, inventory: Inventory, target: Sequence[str] | None = None) -> list[Wave]:
     """Place every target unit in exactly one wave, pilot first. Errors name the plan file and the wave's line."""
-    hosts = list(target) if target is not None else limit(inventory, plan.target)
+    if target is None:
+        try:
+            target = limit(inventory, plan.target)
+        except InputError as exc:
+            reason = _limit_reason(exc)
+            raise InputError(plan.problem(f"target {plan.target!r} in {inventory.source}: {reason}",
+                                          plan.target_line, "/spec/target")) from None
+    hosts = list(target)
     units = units_of(hosts, inventory.groups_of(), plan.unit_group)
     remaining = list(units)
     total = len(units)
@@ -383,7 +411,8 @@ def compute_waves(plan: Plan, inventory: Inventory, target: Sequence[str] | None
             try:
                 matching = set(limit(inventory, spec.size[1]))
             except InputError as exc:
-                problems.append(plan.problem(f"wave {spec.name!r}: {exc}", spec.line, ptr))
+                reason = _limit_reason(exc)
+                problems.append(plan.problem(f"wave {spec.name!r}: pattern {spec.size[1]!r}: {reason}", spec.line, ptr))
                 continue
             chosen = [u for u in remaining if matching.intersection(u)]
         else:
@@ -405,3 +434,50 @@ def compute_waves(plan: Plan, inventory: Inventory, target: Sequence[str] | None
     if problems:
         raise InputError(problems)
     return out
+
+
+def describe(plan: Plan, waves: Sequence[Wave], inventory: str, gate_checks: Sequence[Check],
+             soak_checks: Sequence[Check]) -> dict[str, Any]:
+    """What `rollout plan` shows: hosts per wave, gates and thresholds, soak, and the rollback path (pure)."""
+    g = plan.gates
+    total = sum(len(w.hosts) for w in waves)
+    return {
+        "plan": plan.name, "description": plan.description, "file": str(plan.source), "inventory": inventory,
+        "target": plan.target, "hosts": total, "units": plan.unit_group or "host",
+        "change": {"apply": str(plan.apply.path), "apply_vars": dict(plan.apply.vars),
+                   "rollback": str(plan.rollback.path), "rollback_vars": dict(plan.rollback.vars)},
+        "baseline": {"before": str(plan.before), "after": str(plan.after)},
+        "waves": [{**w.as_dict(), "tolerated_failures": w.budget.tolerated(len(w.hosts)),
+                   "budget": w.budget.describe()} for w in waves],
+        "gates": {"checks": [c.id for c in gate_checks], "fail_on": g.fail_on, "retry_interval_s": g.retry_interval_s,
+                  "timeout_s": g.timeout_s, "max_failed_hosts": g.budget.max_failed_hosts,
+                  "max_failed_percent": g.budget.max_failed_percent,
+                  "boundary": "a wave proceeds when its failed hosts <= max_failed_hosts and, if set, failed * 100 "
+                              "<= max_failed_percent * hosts in the wave (both inclusive)"},
+        "soak": ({"duration_s": plan.soak.duration_s, "interval_s": plan.soak.interval_s,
+                  "checks": [c.id for c in soak_checks]} if plan.soak else None),
+        "on_failure": plan.on_failure,
+        "drain": ({"scheduler": plan.drain.scheduler, "drain": str(plan.drain.drain),
+                   "undrain": str(plan.drain.undrain)} if plan.drain else None),
+        "rollback_steps": rollback_steps(plan),
+        "reports": list(plan.reports),
+    }
+
+
+def rollback_steps(plan: Plan) -> list[str]:
+    """The rollback path in words, in the order the executor takes it."""
+    steps = []
+    scope = {"rollback_wave": "the failing wave's changed hosts", "rollback_all": "every changed host, newest wave "
+             "first", "halt": "nothing automatically (policy halt); `fabricproof rollback RUN` on demand"}[plan.on_failure]
+    steps.append(f"on a failed wave: roll back {scope}")
+    if plan.drain and plan.drain.enabled:
+        steps.append(f"drain hosts not already drained ({plan.drain.drain.name}, {plan.drain.scheduler})")
+    steps.append(f"run {plan.rollback.path.name} on them, in the wave's batches")
+    steps.append(f"prove {plan.before.name} (retry every {plan.gates.retry_interval_s}s, up to {plan.gates.timeout_s}s)")
+    if plan.drain and plan.drain.enabled:
+        steps.append(f"undrain the hosts proven ({plan.drain.undrain.name}); hosts not proven stay drained (exit 5)")
+    if plan.on_failure == "halt":
+        steps.append("hosts that fail within a wave's budget stay drained for an operator")
+    else:
+        steps.append("hosts that fail within a wave's budget are rolled back the same way, and the rollout goes on")
+    return steps

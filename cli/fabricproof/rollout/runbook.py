@@ -1,0 +1,347 @@
+"""Runbooks: load an incident procedure (file:line errors) and run its steps in order, asking before each mutating
+step, recording every decision, and ending with an evidence bundle (tar.gz of decisions, reports, raw outputs)."""
+
+from __future__ import annotations
+
+import json
+import re
+import tarfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import baseline as baseline_mod
+from .. import catalog as catalog_mod
+from .. import documents
+from .. import inventory as inventory_mod
+from ..catalog import Check
+from ..errors import InputError, Problem
+from ..fsutil import atomic_write_text
+from ..inventory import Inventory
+from ..model import ExitCode
+from ..timeutil import utc_now
+from . import lock
+from . import state as st
+from .decisions import DecisionLog, who
+from .gate import Clock, Collect, Proof, RealClock, prove, run_gate, summarize, wait
+from .plan import catalog_matches, parse_duration, resolve_playbook
+from .playbook import PlaybookResult, run_playbook
+
+ACTIONS = ("playbook", "validate", "rollback", "wait", "confirm")
+MUTATING = ("playbook", "rollback")
+FAILED_HOSTS = "@failed"
+BUNDLE = "evidence.tar.gz"
+
+
+@dataclass(frozen=True)
+class Validate:
+    baseline: Path
+    checks: tuple[str, ...] = ()
+    fail_on: str = "critical"
+    retry_interval_s: int = 10
+    timeout_s: int = 0
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    name: str
+    kind: str
+    on_failure: str = "stop"
+    hosts: str | None = None
+    playbook: Path | None = None
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    validate: Validate | None = None
+    run: str | None = None  # rollback: run id or 'last'
+    wait_s: int | None = None
+    question: str | None = None
+
+
+@dataclass(frozen=True)
+class Runbook:
+    name: str
+    source: Path
+    steps: tuple[Step, ...]
+    description: str = ""
+    inventory: Path | None = None
+    target: str | None = None
+    vars: Mapping[str, Any] = field(default_factory=dict)
+
+
+def from_document(doc: documents.Document, catalog: Sequence[Check] | None = None) -> Runbook:
+    """Validate a runbook (one action per step first, for a plain message; then the schema; then files and checks)."""
+    d = doc.data
+    problems: list[Problem] = []
+    steps_raw = ((d or {}).get("spec") or {}).get("steps") if isinstance(d, dict) else None
+    if isinstance(steps_raw, list):
+        for i, s in enumerate(steps_raw):
+            if isinstance(s, dict):
+                found = [a for a in ACTIONS if a in s]
+                if len(found) != 1:
+                    got = f"it has {', '.join(found)}" if found else "it has none"
+                    problems.append(doc.problem(("spec", "steps", i), f"a step needs exactly one of {', '.join(ACTIONS)}; {got}"))
+    if problems:
+        raise InputError(problems)
+    documents.validate(doc, "runbook")
+    if catalog is None:
+        catalog = catalog_mod.load()
+    base = Path(doc.file).resolve().parent
+    spec = d["spec"]
+    steps: list[Step] = []
+    for i, s in enumerate(spec["steps"]):
+        at = ("spec", "steps", i)
+        kind = next(a for a in ACTIONS if a in s)
+        common = {"index": i, "name": s["name"], "kind": kind, "on_failure": s.get("on_failure", "stop"),
+                  "hosts": s.get("hosts")}
+        if kind == "playbook":
+            path = resolve_playbook(s["playbook"], base)
+            if path is None:
+                problems.append(doc.problem(at + ("playbook",), f"playbook {s['playbook']!r} not found"))
+            steps.append(Step(**common, playbook=path, vars=dict(s.get("vars") or {})))
+        elif kind == "validate":
+            v = s["validate"]
+            bpath = (base / v["baseline"]).resolve()
+            if not bpath.is_file():
+                problems.append(doc.problem(at + ("validate", "baseline"), f"baseline {v['baseline']!r} not found"))
+            else:
+                try:
+                    baseline_mod.load(bpath)
+                except InputError as exc:
+                    problems.extend(exc.problems)
+            for j, pat in enumerate(v.get("checks") or ()):
+                if not catalog_matches(pat, catalog):
+                    problems.append(doc.problem(at + ("validate", "checks", j), f"{pat!r} matches no check id or family"))
+            steps.append(Step(**common, validate=Validate(
+                bpath, tuple(v.get("checks") or ()), v.get("fail_on", "critical"),
+                parse_duration(v.get("retry_interval", 10)), parse_duration(v.get("timeout", 0)))))
+        elif kind == "rollback":
+            steps.append(Step(**common, run=s["rollback"]["run"]))
+        elif kind == "wait":
+            steps.append(Step(**common, wait_s=parse_duration(s["wait"])))
+        else:
+            steps.append(Step(**common, question=s["confirm"]))
+        if s.get("hosts") and kind in ("rollback", "wait", "confirm"):
+            problems.append(doc.problem(at + ("hosts",), f"a {kind} step acts on no hosts; remove hosts"))
+    if problems:
+        raise InputError(problems)
+    meta = d["metadata"]
+    return Runbook(name=meta["name"], description=meta.get("description", ""), source=Path(doc.file).resolve(),
+                   steps=tuple(steps), inventory=(base / spec["inventory"]).resolve() if "inventory" in spec else None,
+                   target=spec.get("target"), vars=dict(spec.get("vars") or {}))
+
+
+def load(path: Path, catalog: Sequence[Check] | None = None) -> Runbook:
+    return from_document(documents.load_yaml(Path(path)), catalog)
+
+
+# ---------------------------------------------------------------------------------------------- run
+
+
+Ask = Callable[[str], bool]
+CollectFactory = Callable[[Inventory, Sequence[Check], str, str, str], Collect]
+
+
+@dataclass
+class Session:
+    """One run of a runbook: where it writes, how it asks, and the seams tests replace."""
+
+    runbook: Runbook
+    inventory_path: str
+    inventory: Inventory
+    runs_dir: Path
+    yes: bool
+    ask: Ask
+    limit: str | None = None
+    collect_factory: CollectFactory | None = None
+    run_playbook: Callable[..., PlaybookResult] = run_playbook
+    progress: Callable[[str], None] = lambda _m: None
+    clock: Clock = field(default_factory=RealClock)
+
+
+class RunbookRun:
+    def __init__(self, s: Session):
+        self.s = s
+        self.rb = s.runbook
+        self.run_id = st.new_run_id(f"runbook-{self.rb.name}")
+        self.dir = Path(s.runs_dir) / self.run_id
+        self.dir.mkdir(mode=0o700, parents=True)
+        self.log = DecisionLog(self.dir, self.run_id)
+        self.failed: list[str] = []  # hosts that failed the latest validate step
+        self.related_runs: list[Path] = []
+        self.step_code: int = ExitCode.CHECK_FAILED  # exit code a failed step stands for
+        self.record: dict[str, Any] = {"apiVersion": "fabricproof/v1", "kind": "RunbookRun", "run_id": self.run_id,
+                                       "runbook": self.rb.name, "file": str(self.rb.source),
+                                       "inventory": s.inventory_path, "started_at": utc_now(), "by": who(),
+                                       "yes": s.yes, "steps": []}
+        self._save()
+
+    def _save(self) -> None:
+        atomic_write_text(self.dir / "runbook.json", json.dumps(self.record, indent=2) + "\n", mode=0o600)
+
+    def _target(self) -> list[str]:
+        hosts = inventory_mod.limit(self.s.inventory, self.rb.target)
+        if self.s.limit:
+            keep = set(inventory_mod.limit(self.s.inventory, self.s.limit))
+            hosts = [h for h in hosts if h in keep]
+        return hosts
+
+    def _hosts(self, step: Step) -> list[str]:
+        target = self._target()
+        if step.hosts == FAILED_HOSTS:
+            return [h for h in self.failed if h in target]
+        if step.hosts:
+            chosen = set(inventory_mod.limit(self.s.inventory, step.hosts))
+            return [h for h in target if h in chosen]
+        return target
+
+    def _confirm(self, step: Step, question: str) -> bool:
+        if self.s.yes:
+            self.log.record("CONFIRMED", f"{question} (--yes)", step=f"{step.index + 1}")
+            return True
+        answer = self.s.ask(question)
+        self.log.record("CONFIRMED" if answer else "DECLINED", question, step=f"{step.index + 1}")
+        return answer
+
+    def run(self) -> int:
+        self.log.record("RUNBOOK_START", f"runbook {self.rb.name}: {len(self.rb.steps)} step(s)"
+                        + (f", --limit {self.s.limit}" if self.s.limit else ""), evidence=[self.rb.source])
+        code: int = ExitCode.OK
+        try:
+            for step in self.rb.steps:
+                self.s.progress(f"step {step.index + 1}/{len(self.rb.steps)}: {step.name}")
+                self.step_code = ExitCode.CHECK_FAILED
+                outcome, why, evidence = self._step(step)
+                self.record["steps"].append({"index": step.index + 1, "name": step.name, "kind": step.kind,
+                                             "outcome": outcome, "why": why, "evidence": evidence, "at": utc_now()})
+                self._save()
+                self.log.record(f"STEP_{outcome.upper()}", f"{step.name}: {why}", step=f"{step.index + 1}",
+                                evidence=evidence)
+                self.s.progress(f"  {outcome}: {why}")
+                if outcome == "declined":
+                    code = ExitCode.HALTED
+                    break
+                if outcome == "failed":
+                    code = self.step_code
+                    if step.on_failure == "stop":
+                        break
+        finally:
+            self.record["ended_at"] = utc_now()
+            self.record["exit_code"] = int(code)
+            self._save()
+            self.log.record("RUNBOOK_END", f"exit {int(code)}", evidence=[self.dir / BUNDLE])
+            bundle(self.dir, self.related_runs)
+        return code
+
+    def _step(self, step: Step) -> tuple[str, str, list[str]]:
+        if step.kind == "wait":
+            assert step.wait_s is not None
+            wait(step.wait_s, self.s.clock, lambda: False)
+            return "done", f"waited {step.wait_s}s", []
+        if step.kind == "confirm":
+            assert step.question is not None
+            return ("done", "confirmed", []) if self._confirm(step, step.question) else ("declined", "declined", [])
+        if step.kind == "validate":
+            return self._validate(step)
+        if step.kind == "rollback":
+            return self._rollback(step)
+        return self._playbook(step)
+
+    def _validate(self, step: Step) -> tuple[str, str, list[str]]:
+        v = step.validate
+        assert v is not None
+        hosts = self._hosts(step)
+        if not hosts:
+            return "skipped", "no hosts to validate", []
+        catalog = catalog_mod.load()
+        checks = catalog_mod.select(catalog, list(v.checks)) if v.checks else catalog
+        base = baseline_mod.load(v.baseline)
+        collect = (self.s.collect_factory or _default_collect)(self.s.inventory, checks, "ssh", self.run_id,
+                                                                self.s.inventory_path)
+        out = self.dir / "steps" / f"{step.index + 1}-{_slug(step.name)}"
+
+        def attempt(n: int) -> Proof:
+            return prove(hosts, base, checks, collect, out / f"attempt-{n}", groups=self.s.inventory.groups_of(),
+                         fail_on=v.fail_on, formats=("json", "markdown"), run_id=self.run_id)
+
+        result = run_gate(step.name, hosts, attempt, retry_interval_s=v.retry_interval_s, timeout_s=v.timeout_s,
+                          clock=self.s.clock)
+        self.failed = sorted(result.failed)
+        evidence = list(result.evidence)
+        if result.failed:
+            listing = summarize([f"{h}: {r}" for h, r in result.failed.items()], 3)
+            return "failed", f"{len(result.failed)} of {len(hosts)} host(s) failed: {listing}", evidence
+        return "done", f"{len(hosts)} host(s) proven on {v.baseline.name}", evidence
+
+    def _playbook(self, step: Step) -> tuple[str, str, list[str]]:
+        assert step.playbook is not None
+        hosts = self._hosts(step)
+        if not hosts:
+            return "skipped", "no hosts" + (" failed the last validate step" if step.hosts == FAILED_HOSTS else ""), []
+        shown = ", ".join(hosts[:5]) + (f" (+{len(hosts) - 5})" if len(hosts) > 5 else "")
+        if not self._confirm(step, f"run {step.playbook.name} on {len(hosts)} host(s): {shown}?"):
+            return "declined", f"operator declined {step.playbook.name}", []
+        locks = lock.acquire(self.s.runs_dir, self.run_id, hosts, _reservations(self.s.runs_dir))
+        try:
+            extravars = {**self.rb.vars, **step.vars, "fabricproof_run_id": self.run_id,
+                         "fabricproof_change": f"runbook-{self.rb.name}",
+                         "fabricproof_reason": f"fabricproof: runbook {self.rb.name} run {self.run_id}"}
+            res = self.s.run_playbook(step.playbook, inventory=self.s.inventory_path, hosts=hosts, extravars=extravars,
+                                      private_dir=self.dir / "ansible", ident=f"{self.run_id}_step{step.index + 1}")
+        finally:
+            locks.release()
+        if res.failed:
+            listing = summarize([f"{h}: {r}" for h, r in res.failed.items()], 3)
+            return "failed", f"{step.playbook.name}: {len(res.failed)} of {len(hosts)} failed: {listing}", [res.artifacts]
+        return "done", f"{step.playbook.name} ok on {len(hosts)} host(s)", [res.artifacts]
+
+    def _rollback(self, step: Step) -> tuple[str, str, list[str]]:
+        from . import runs
+
+        assert step.run is not None
+        target = st.find_run(self.s.runs_dir, step.run)
+        if not self._confirm(step, f"roll back rollout run {target.run_id} ({target.data['plan']}, {target.status})?"):
+            return "declined", "operator declined the rollback", []
+        self.related_runs.append(target.dir)
+        seams = runs.Seams(collect_factory=self.s.collect_factory, run_playbook=self.s.run_playbook, clock=self.s.clock)
+        code, state = runs.rollback(self.s.runs_dir, target.run_id, limit=self.s.limit, progress=self.s.progress,
+                                    seams=seams)
+        evidence = [str(state.dir / "decisions.jsonl"), str(state.dir / st.STATE_FILE)]
+        if code in (ExitCode.OK, ExitCode.ROLLED_BACK):
+            return "done", f"run {target.run_id}: {state.status}", evidence
+        self.step_code = code  # 5: hosts not proven after the rollback wait for an operator
+        return "failed", f"run {target.run_id}: {state.status} (exit {int(code)})", evidence
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:40] or "step"
+
+
+def _reservations(runs_dir: Path) -> list[tuple[str, str, list[str]]]:
+    from .runs import reservations
+
+    return reservations(runs_dir)
+
+
+def _default_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id: str, inv_path: str) -> Collect:
+    from .runs import live_collect
+
+    return live_collect(inventory, checks, via, run_id, inv_path)
+
+
+def bundle(run_dir: Path, related: Sequence[Path] = ()) -> Path:
+    """runs/<id>/evidence.tar.gz: everything the run wrote (decisions, reports, raw outputs, playbook artifacts) and
+    the decisions and state of rollout runs it acted on (under rollouts/<run id>/)."""
+    out = Path(run_dir) / BUNDLE
+    tmp = out.with_suffix(".tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for path in sorted(Path(run_dir).rglob("*")):
+            if path.is_file() and path not in (out, tmp):
+                tar.add(path, arcname=str(Path(run_dir.name) / path.relative_to(run_dir)), recursive=False)
+        for other in related:
+            for name in ("decisions.jsonl", st.STATE_FILE):
+                if (other / name).is_file():
+                    tar.add(other / name, arcname=str(Path(run_dir.name) / "rollouts" / other.name / name))
+    tmp.chmod(0o600)
+    tmp.replace(out)
+    return out

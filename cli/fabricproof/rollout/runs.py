@@ -1,0 +1,280 @@
+"""Start, resume, roll back and abort rollout runs: plan + inventory -> waves, locks, state, then the executor."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import baseline as baseline_mod
+from .. import catalog as catalog_mod
+from .. import inventory as inventory_mod
+from ..catalog import Check
+from ..errors import InputError, Problem
+from ..inventory import Inventory
+from ..model import ExitCode
+from . import lock
+from . import plan as plan_mod
+from . import state as st
+from .decisions import DecisionLog, who
+from .executor import (
+    ABORT_FILE,
+    Context,
+    Executor,
+    RunPlaybook,
+    snapshot_inputs,
+    start_rollback,
+)
+from .gate import Clock, Collect, Collected, RealClock
+from .plan import Plan, Wave
+from .playbook import run_playbook
+
+Progress = Callable[[str], None]
+VIAS = ("ssh", "ansible")
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def inventory_path(plan: Plan, override: str | None) -> str:
+    if override:
+        return str(Path(override).resolve()) if Path(override).exists() else override
+    if plan.inventory is None:
+        raise InputError(Problem("the plan names no spec.inventory: give one with -i INVENTORY", str(plan.source)))
+    return str(plan.inventory)
+
+
+def select_checks(patterns: Sequence[str], catalog: Sequence[Check]) -> list[Check]:
+    return catalog_mod.select(catalog, list(patterns)) if patterns else list(catalog)
+
+
+def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id: str, inv_path: str) -> Collect:
+    """Collection over SSH (paramiko) or Ansible into each proof's evidence directory, running only the collectors
+    these checks read."""
+    from .. import collect as collect_mod
+    from ..collectors import COLLECTORS
+    from ..transport import TransportOptions, create
+
+    collectors = [COLLECTORS[cid] for cid in sorted({c.collector for c in checks}) if cid in COLLECTORS]
+
+    def collect(hosts: Sequence[str], evidence_dir: Path) -> Collected:
+        collect_mod.prepare_run_dir(evidence_dir)
+        # One transport per proof: the Ansible one keeps its runner artifacts with the proof's evidence.
+        ident = f"{run_id}-{evidence_dir.parent.name}-{evidence_dir.name}"
+        transport = create(via, TransportOptions(run_id=ident, inventory_path=inv_path, run_dir=evidence_dir))
+        try:
+            res = collect_mod.collect([inventory.hosts[h] for h in hosts], evidence_dir, transport,
+                                      collectors=collectors, run_id=run_id)
+        finally:
+            transport.close()
+        return Collected(res.facts_by_host, res.collection_errors)
+
+    return collect
+
+
+@dataclass(frozen=True)
+class Seams:
+    """What a run talks to: collection, playbooks and the clock. Tests replace them; defaults are the real ones."""
+
+    collect_factory: Callable[..., Collect] | None = None  # (inventory, checks, via, run id, inventory path)
+    run_playbook: RunPlaybook | None = None
+    clock: Clock | None = None
+
+
+@dataclass
+class Prepared:
+    plan: Plan
+    inventory_path: str
+    inventory: Inventory
+    waves: list[Wave]
+    catalog: list[Check]
+
+
+def prepare(plan_file: Path, inventory_override: str | None) -> Prepared:
+    """Load and validate everything a run or a dry run needs; touches nothing (InputError -> exit 2)."""
+    catalog = catalog_mod.load()
+    plan = plan_mod.load(plan_file, catalog)
+    inv_path = inventory_path(plan, inventory_override)
+    inv = inventory_mod.load(inv_path)
+    waves = plan_mod.compute_waves(plan, inv)
+    return Prepared(plan, inv_path, inv, waves, catalog)
+
+
+def context(prep: Prepared, run_id: str, via: str, progress: Progress, seams: Seams | None = None) -> Context:
+    seams = seams or Seams()
+    plan = prep.plan
+    gate_checks = select_checks(plan.gates.checks, prep.catalog)
+    soak_checks = select_checks(plan.soak.checks, prep.catalog) if plan.soak else []
+    factory = seams.collect_factory or live_collect
+    collect = factory(prep.inventory, list(gate_checks) + list(soak_checks), via, run_id, prep.inventory_path)
+    return Context(plan=plan, inventory_path=prep.inventory_path, groups=prep.inventory.groups_of(),
+                   before=baseline_mod.load(plan.before), after=baseline_mod.load(plan.after),
+                   gate_checks=gate_checks, soak_checks=soak_checks, collect=collect,
+                   run_playbook=seams.run_playbook or run_playbook, clock=seams.clock or RealClock(),
+                   progress=progress)
+
+
+def reservations(runs_dir: Path) -> list[tuple[str, str, list[str]]]:
+    """(run id, status, hosts it may have touched) of every run that stopped unfinished."""
+    out = []
+    for run in st.list_runs(runs_dir):
+        if run.status in st.FINISHED:
+            continue
+        out.append((run.run_id, run.status, sorted(run.hosts)))
+    return out
+
+
+def ensure_runs_dir(runs_dir: Path) -> Path:
+    runs_dir = Path(runs_dir)
+    runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return runs_dir
+
+
+def _drive(state: st.RunState, ctx: Context, locks: lock.HostLocks) -> int:
+    log = DecisionLog(state.dir, state.run_id)
+    for stale in locks.stale:
+        log.record("LOCK_TAKEN_OVER", f"lock of run {stale.get('run_id')} (pid {stale.get('pid')}) was stale: its "
+                   "process is gone", hosts=[stale.get("host", "")])
+    with lock.run_lock(state.dir, state.run_id):
+        return Executor(ctx, state, log).run()
+
+
+def start(plan_file: Path, *, runs_dir: Path, inventory_override: str | None = None, via: str = "ssh",
+          progress: Progress = lambda _m: None, seams: Seams | None = None) -> tuple[int, str]:
+    """Validate, lock the hosts, create the run, drive it. Returns (exit code, run id)."""
+    if via not in VIAS:
+        raise InputError(f"--via {via!r}: choose {' or '.join(VIAS)}")
+    prep = prepare(plan_file, inventory_override)
+    runs_dir = ensure_runs_dir(runs_dir)
+    run_id = st.new_run_id(prep.plan.name)
+    hosts = [h for w in prep.waves for h in w.hosts]
+    locks = lock.acquire(runs_dir, run_id, hosts, reservations(runs_dir))
+    try:
+        ctx = context(prep, run_id, via, progress, seams)
+        state = st.RunState.create(runs_dir / run_id, run_id=run_id, plan_name=prep.plan.name,
+                                   plan_file=str(prep.plan.source), inventory=prep.inventory_path, waves=prep.waves,
+                                   who=who(), settings={"via": via, "plan_sha256": sha256_file(prep.plan.source),
+                                                        "on_failure": prep.plan.on_failure})
+        inputs = snapshot_inputs(state.dir, prep.plan)
+        DecisionLog(state.dir, run_id).record(
+            "START", f"plan {prep.plan.name}: {len(prep.waves)} wave(s), {len(hosts)} host(s), on failure "
+                     f"{prep.plan.on_failure}" + (f"; ticket {prep.plan.ticket}" if prep.plan.ticket else ""),
+            hosts=hosts, evidence=list(inputs.values()))
+        progress(f"run {run_id} ({state.dir})")
+        return _drive(state, ctx, locks), run_id
+    finally:
+        locks.release()
+
+
+def _reopen(runs_dir: Path, run: str, progress: Progress,
+            seams: Seams | None) -> tuple[st.RunState, Context, lock.HostLocks]:
+    """Load a run, check its plan did not change, and lock its hosts again."""
+    state = st.find_run(runs_dir, run)
+    plan_file = Path(state.data["plan_file"])
+    if not plan_file.is_file():
+        raise InputError(Problem("the run's plan file is gone; restore it (a copy is in inputs/plan.yaml)",
+                                 str(plan_file)))
+    if sha256_file(plan_file) != state.data["settings"].get("plan_sha256"):
+        raise InputError(Problem(f"the plan changed since run {state.run_id} started; restore it (the original is "
+                                 f"in {state.dir / 'inputs'}) or start a new run", str(plan_file)))
+    catalog = catalog_mod.load()
+    plan = plan_mod.load(plan_file, catalog)
+    inv = inventory_mod.load(state.data["inventory"])
+    prep = Prepared(plan, state.data["inventory"], inv, state.waves, catalog)
+    locks = lock.acquire(Path(runs_dir), state.run_id, sorted(state.hosts), reservations(runs_dir))
+    try:
+        ctx = context(prep, state.run_id, state.data["settings"].get("via", "ssh"), progress, seams)
+    except BaseException:
+        locks.release()
+        raise
+    return state, ctx, locks
+
+
+def resume(runs_dir: Path, run: str, *, progress: Progress = lambda _m: None, seams: Seams | None = None) -> int:
+    """Continue a run that was interrupted, paused or halted."""
+    state = st.find_run(runs_dir, run)
+    if state.status in (st.DONE, st.ROLLED_BACK):
+        progress(f"run {state.run_id} is {state.status}: nothing to resume")
+        return ExitCode.OK
+    if state.status == st.ABORTED:
+        raise InputError(Problem(f"run {state.run_id} was aborted; roll it back with `fabricproof rollback "
+                                 f"{state.run_id}` or start a new run", str(state.dir)))
+    state, ctx, locks = _reopen(runs_dir, run, progress, seams)
+    try:
+        log = DecisionLog(state.dir, state.run_id)
+        why = f"resumed from {state.status}"
+        if state.status == st.PAUSED:
+            pause = next((s for s in state.data["steps"] if s.endswith(".pause")
+                          and state.data["steps"][s]["status"] == "started"), None)
+            if pause:
+                state.finish(pause, approved_by=who())
+                why = f"operator approved the next wave ({pause.split('.')[0]})"
+        elif state.status == st.HALTED:
+            k = state.data.get("halted_wave", 0)
+            state.forget(s for s in list(state.data["steps"]) if s.split(".")[0] == f"w{k}" and
+                         s.split(".")[1] in ("pre_gate", "pre_verdict", "post_gate", "soak", "decide"))
+            why = f"re-proving halted wave {k + 1} and going on if it passes"
+        elif state.status == st.RUNNING:  # we hold its locks, so the process that drove it is gone
+            why = "resumed a run whose process died (killed or crashed) while it was running"
+        elif state.status == st.ROLLBACK_FAILED:
+            why = "resumed after a failed rollback: the remaining steps run; use `fabricproof rollback` to retry"
+        in_doubt = state.in_doubt("apply") + state.in_doubt("rollback")
+        log.record("RESUME", why + (f"; {len(in_doubt)} host(s) in doubt will be probed before anything is applied"
+                                    if in_doubt else ""), hosts=in_doubt)
+        state.save()
+        return _drive(state, ctx, locks)
+    finally:
+        locks.release()
+
+
+def rollback(runs_dir: Path, run: str, *, limit: str | None = None, progress: Progress = lambda _m: None,
+             seams: Seams | None = None) -> tuple[int, st.RunState]:
+    """Put back the hosts a run changed, newest wave first, and prove the before-baseline on them."""
+    state, ctx, locks = _reopen(runs_dir, run, progress, seams)
+    try:
+        changed = state.hosts_in(*st.CHANGED)
+        if limit:
+            inv = inventory_mod.load(state.data["inventory"])
+            chosen = set(inventory_mod.limit(inv, limit))
+            changed = [h for h in changed if h in chosen]
+        if not changed:
+            progress(f"run {state.run_id}: no host matching the limit is changed; nothing to roll back")
+            return ExitCode.OK, state
+        log = DecisionLog(state.dir, state.run_id)
+        abort_file = state.dir / ABORT_FILE
+        if abort_file.exists():  # an earlier abort must not stop the rollback that cleans up after it
+            abort_file.rename(state.dir / f"{ABORT_FILE}.{state.data['updated_at'].replace(':', '')}")
+        executor = Executor(ctx, state, log)
+        start_rollback(executor, changed, reason=f"rollback requested by {who()}"
+                                                  + (f" (--limit {limit})" if limit else ""))
+        with lock.run_lock(state.dir, state.run_id):
+            code = executor.run()
+        return code, state
+    finally:
+        locks.release()
+
+
+def abort(runs_dir: Path, run: str, reason: str) -> str:
+    """Stop a run: signal the process driving it, or mark a stopped run aborted. Returns what was done."""
+    state = st.find_run(runs_dir, run)
+    if state.status in st.FINISHED:
+        raise InputError(Problem(f"run {state.run_id} is already {state.status}", str(state.dir)))
+    log = DecisionLog(state.dir, state.run_id)
+    (state.dir / ABORT_FILE).write_text(f"{who()}: {reason}\n")
+    log.record("ABORT", reason or "aborted by an operator", hosts=[])
+    owner = lock.run_holder(state.dir)
+    if owner and owner.get("pid"):
+        try:
+            os.kill(int(owner["pid"]), signal.SIGTERM)
+        except ProcessLookupError:
+            owner = None
+    if owner:
+        return (f"asked pid {owner['pid']} to stop run {state.run_id} after its current step; "
+                "drained hosts stay drained")
+    state.set_status(st.ABORTED)
+    state.save()
+    return f"run {state.run_id} marked aborted; its hosts are free (drained hosts stay drained)"

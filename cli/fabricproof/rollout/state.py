@@ -1,0 +1,199 @@
+"""Run state: runs/<run id>/state.json, rewritten atomically (owner-only) after every step, so a killed run resumes.
+
+Every step records its intent ("started") before it acts and its completion ("done"/"failed") after.
+Applying a host is tracked per host: `apply.started` is written before the playbook touches it and
+`apply.done` once the playbook finished on it, so resume can tell hosts that were never touched,
+hosts whose apply completed, and hosts whose apply was interrupted (in doubt).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, Problem
+from ..fsutil import atomic_write_text
+from ..model import ExitCode
+from ..timeutil import utc_now
+from .plan import Wave
+
+STATE_FILE = "state.json"
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+# Run status -> exit code of the command that left it there.
+RUNNING, PAUSED, HALTED, DONE = "running", "paused", "halted", "done"
+ROLLED_BACK, ROLLBACK_FAILED, ABORTED, INTERRUPTED = "rolled_back", "rollback_failed", "aborted", "interrupted"
+EXIT_BY_STATUS: dict[str, int] = {
+    DONE: ExitCode.OK, HALTED: ExitCode.CHECK_FAILED, ROLLED_BACK: ExitCode.ROLLED_BACK,
+    PAUSED: ExitCode.HALTED, ROLLBACK_FAILED: ExitCode.HALTED, ABORTED: ExitCode.HALTED,
+    INTERRUPTED: ExitCode.INTERRUPTED, RUNNING: ExitCode.INTERRUPTED,
+}
+# A run in one of these no longer holds its hosts; any other status reserves them until resumed or aborted.
+FINISHED = frozenset({DONE, ROLLED_BACK, ABORTED})
+
+# Host states along the way; see docs in README (Rollouts -> state).
+PENDING, EXCLUDED, APPLYING, APPLIED, APPLY_FAILED = "pending", "excluded", "applying", "applied", "apply_failed"
+PASSED, FAILED, ROLLING_BACK = "passed", "failed", "rolling_back"
+HOST_ROLLED_BACK, HOST_ROLLBACK_FAILED = "rolled_back", "rollback_failed"
+CHANGED = frozenset({APPLYING, APPLIED, APPLY_FAILED, PASSED, FAILED, ROLLING_BACK, HOST_ROLLBACK_FAILED})
+
+
+def new_run_id(name: str, now: str | None = None) -> str:
+    """'<UTC yyyymmddThhmmss>-<change>-<4 hex>': sorts by time, names the change, never collides in practice."""
+    stamp = (now or utc_now()).replace("-", "").replace(":", "").rstrip("Z")
+    return f"{stamp}-{name}-{secrets.token_hex(2)}"
+
+
+class RunState:
+    """The state document of one run and its file. Mutators change memory; save() makes them durable."""
+
+    def __init__(self, run_dir: Path, data: dict[str, Any]):
+        self.dir = Path(run_dir)
+        self.data = data
+
+    # ---------------------------------------------------------------------------- construction
+    @classmethod
+    def create(cls, run_dir: Path, *, run_id: str, plan_name: str, plan_file: str, inventory: str,
+               waves: Sequence[Wave], who: str, settings: Mapping[str, Any]) -> RunState:
+        run_dir = Path(run_dir)
+        run_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=False)
+        os.chmod(run_dir, DIR_MODE)  # whatever the umask: decisions and evidence are the owner's only
+        now = utc_now()
+        hosts = {h: {"wave": w.index, "state": PENDING, "reason": ""} for w in waves for h in w.hosts}
+        data = {
+            "apiVersion": "fabricproof/v1", "kind": "RolloutState", "run_id": run_id, "plan": plan_name,
+            "plan_file": plan_file, "inventory": inventory, "created_at": now, "updated_at": now,
+            "created_by": who, "status": RUNNING, "phase": "rollout", "exit_code": None,
+            "settings": dict(settings), "waves": [w.as_dict() for w in waves], "steps": {}, "hosts": hosts,
+            "rollback": None,
+        }
+        state = cls(run_dir, data)
+        state.save()
+        return state
+
+    @classmethod
+    def load(cls, run_dir: Path) -> RunState:
+        path = Path(run_dir) / STATE_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError(Problem("no rollout run here (state.json missing)", str(run_dir))) from None
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(Problem(f"cannot read run state: {exc}", str(path))) from None
+        if data.get("kind") != "RolloutState":
+            raise InputError(Problem("not a rollout state file", str(path)))
+        return cls(Path(run_dir), data)
+
+    def save(self) -> None:
+        self.data["updated_at"] = utc_now()
+        atomic_write_text(self.dir / STATE_FILE, json.dumps(self.data, indent=2, sort_keys=False) + "\n", mode=FILE_MODE)
+
+    # --------------------------------------------------------------------------------- accessors
+    @property
+    def run_id(self) -> str:
+        return self.data["run_id"]
+
+    @property
+    def status(self) -> str:
+        return self.data["status"]
+
+    @property
+    def waves(self) -> list[Wave]:
+        return [Wave.from_dict(w) for w in self.data["waves"]]
+
+    @property
+    def hosts(self) -> dict[str, dict[str, Any]]:
+        return self.data["hosts"]
+
+    def hosts_in(self, *states: str, wave: int | None = None) -> list[str]:
+        return sorted(h for h, d in self.hosts.items()
+                      if d["state"] in states and (wave is None or d["wave"] == wave))
+
+    def set_status(self, status: str, exit_code: int | None = None) -> None:
+        self.data["status"] = status
+        self.data["exit_code"] = EXIT_BY_STATUS.get(status) if exit_code is None else exit_code
+
+    # ------------------------------------------------------------------------------------- steps
+    def step(self, sid: str) -> dict[str, Any] | None:
+        return self.data["steps"].get(sid)
+
+    def step_done(self, sid: str) -> bool:
+        st = self.step(sid)
+        return st is not None and st["status"] in ("done", "failed")
+
+    def begin(self, sid: str, **detail: Any) -> None:
+        """Record the intent to run a step (before it acts), durably."""
+        st = self.data["steps"].get(sid) or {"attempts": 0}
+        st.update(status="started", started_at=utc_now(), ended_at=None, attempts=st["attempts"] + 1, **detail)
+        self.data["steps"][sid] = st
+        self.save()
+
+    def finish(self, sid: str, status: str = "done", **detail: Any) -> None:
+        """Record a step's completion (after it acted), durably."""
+        st = self.data["steps"].setdefault(sid, {"attempts": 1})
+        st.update(status=status, ended_at=utc_now(), **detail)
+        self.save()
+
+    def forget(self, sids: Iterable[str]) -> None:
+        """Drop steps so they run again (resume after a halt re-proves the halted wave)."""
+        for sid in list(sids):
+            self.data["steps"].pop(sid, None)
+
+    # ------------------------------------------------------------------------------------- hosts
+    def set_hosts(self, hosts: Iterable[str], state: str, reason: str | None = None, **fields: Any) -> None:
+        for h in hosts:
+            d = self.hosts[h]
+            d["state"] = state
+            if reason is not None:
+                d["reason"] = reason
+            for k, v in fields.items():
+                d[k] = v
+
+    def mark(self, hosts: Iterable[str], key: str, **fields: Any) -> None:
+        """Update a per-host record such as apply/rollback: {'started': ts, 'done': ts, 'ok': bool, ...}."""
+        for h in hosts:
+            rec = self.hosts[h].get(key) or {}
+            rec.update(fields)
+            self.hosts[h][key] = rec
+
+    def in_doubt(self, key: str = "apply") -> list[str]:
+        """Hosts whose apply (or rollback) started but never recorded an end: the playbook may or may not have run."""
+        return sorted(h for h, d in self.hosts.items()
+                      if (d.get(key) or {}).get("started") and not (d.get(key) or {}).get("done"))
+
+
+def list_runs(runs_dir: Path) -> list[RunState]:
+    """Every run under runs_dir, oldest first (run ids sort by time); unreadable ones are skipped."""
+    out: list[RunState] = []
+    if not Path(runs_dir).is_dir():
+        return out
+    for d in sorted(Path(runs_dir).iterdir()):
+        if (d / STATE_FILE).is_file():
+            try:
+                out.append(RunState.load(d))
+            except InputError:
+                continue
+    return out
+
+
+def find_run(runs_dir: Path, run: str) -> RunState:
+    """A run by id, by path, or 'last' (the newest)."""
+    runs_dir = Path(runs_dir)
+    if run == "last":
+        runs = list_runs(runs_dir)
+        if not runs:
+            raise InputError(Problem("no rollout runs yet", str(runs_dir)))
+        return runs[-1]
+    candidate = Path(run)
+    if (candidate / STATE_FILE).is_file():
+        return RunState.load(candidate)
+    if "/" not in run and (runs_dir / run / STATE_FILE).is_file():
+        return RunState.load(runs_dir / run)
+    known = [r.run_id for r in list_runs(runs_dir)][-5:]
+    hint = f"; recent runs: {', '.join(known)}" if known else ""
+    raise InputError(Problem(f"no rollout run {run!r} in {runs_dir}{hint}", str(runs_dir)))

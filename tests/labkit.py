@@ -1,0 +1,89 @@
+"""Real labs for tests: start them with real sshd in throwaway dirs, and always stop them by PID (shared by the
+lab, transport, rollout and fault-matrix suites)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fabricproof.lab import manager, nodestore, procs, sshd
+from fabricproof.lab import state as lab_state
+
+
+def lab_skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "lab tests need root: they create the lab user and run sshd"
+    if not os.access(sshd.SSHD, os.X_OK):
+        return f"{sshd.SSHD} is missing; install it with: {sshd.INSTALL_HINT}"
+    return None
+
+
+def _lab_tmpdir() -> Path:
+    # Not pytest's tmp_path: /tmp/pytest-of-root is 0700 and the lab user must traverse the lab dir.
+    path = Path(tempfile.mkdtemp(prefix="fabricproof-lab-test-", dir="/tmp"))
+    path.chmod(0o711)
+    return path
+
+
+@dataclass
+class LabFactory:
+    """Starts labs and remembers every sshd PID any of them ever had, so teardown misses none."""
+
+    roots: list[Path] = field(default_factory=list)
+    pids: dict[int, str] = field(default_factory=dict)  # pid -> its sshd config path
+
+    def new_dir(self) -> Path:
+        root = _lab_tmpdir()
+        self.roots.append(root)
+        return root / "lab"
+
+    def up(self, directory: Path, nodes: int, profile: str, port: int | None = None,
+           node_store: str = "auto") -> manager.LabStatus:
+        try:
+            return manager.up(directory, nodes, profile, port, node_store=node_store)
+        finally:
+            self.track(directory)
+
+    def track(self, directory: Path) -> None:
+        lab = lab_state.load(directory / "lab.json")
+        for g in lab.sshd if lab else []:
+            if g.pid is not None:
+                self.pids[g.pid] = g.config
+
+    def teardown(self) -> list[str]:
+        problems: list[str] = []
+        for root in self.roots:
+            lab_dir = root / "lab"
+            try:
+                self.track(lab_dir)
+                if (lab_dir / "lab.json").exists():
+                    manager.down(lab_dir, purge=True)  # purge frees the tmpfs node store too
+                else:  # an `up` refused early: no sshd, but maybe a node store
+                    nodestore.remove_nodes(lab_dir / "nodes")
+            except Exception as exc:  # noqa: BLE001 - keep going: every lab must be stopped
+                problems.append(f"lab down {lab_dir}: {exc}")
+        for pid, config in self.pids.items():
+            if sshd.is_lab_sshd(pid, Path(config)):
+                problems.append(f"sshd {pid} ({config}) outlived lab down; killing it")
+                left = procs.freeze_tree([pid])
+                for p in left:
+                    os.kill(p, signal.SIGKILL)
+                procs.terminate(left, timeout_s=2)
+        for root in self.roots:
+            shutil.rmtree(root, ignore_errors=True)
+        return problems
+
+
+@dataclass(frozen=True)
+class RunningLab:
+    dir: Path
+    status: manager.LabStatus
+
+    @property
+    def lab(self) -> lab_state.LabState:
+        assert self.status.lab is not None
+        return self.status.lab

@@ -1,0 +1,130 @@
+"""The rollout, rollback and runbook commands: dry-run output, exit codes for bad input, status, abort, lint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fabricproof.rollout import runs
+from fabricproof.rollout import state as st
+from typer.testing import CliRunner
+
+from .entry import app
+from .fakes import Fleet
+
+REPO = Path(__file__).resolve().parents[2]
+PLANS = REPO / "inventories" / "lab" / "plans"
+
+
+def cli(*args: object):
+    return CliRunner().invoke(app(), [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture
+def lab_inventory(tmp_path) -> Path:
+    """A YAML inventory shaped like the lab's (read by the real ansible-inventory)."""
+    path = tmp_path / "inventory.yml"
+    path.write_text("all:\n  children:\n    dgx_h100:\n      hosts:\n"
+                    + "".join(f"        h100-000{i}: {{ansible_host: 127.10.0.{i}}}\n" for i in range(1, 5)))
+    return path
+
+
+def test_plan_shows_waves_gates_and_rollback_and_touches_nothing(tmp_path, lab_inventory, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = cli("rollout", "plan", PLANS / "driver-fm-upgrade.yml", "-i", lab_inventory)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "driver-fm-535.183.01" in out and "1. pilot" in out and "h100-0001" in out and "3. rest" in out
+    assert "post-gate retried every 2s for up to 30s" in out and "on failure: rollback_wave" in out
+    assert "run rollback.yml on them" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inventory.yml"]  # no runs/, no locks
+
+
+def test_plan_json(lab_inventory):
+    result = cli("rollout", "plan", PLANS / "hca-firmware.yml", "-i", lab_inventory, "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [w["hosts"] for w in doc["waves"]] == [["h100-0001"], ["h100-0002", "h100-0003", "h100-0004"]]
+    assert [len(b) for b in doc["waves"][1]["batches"]] == [1, 1, 1]
+    assert doc["gates"]["checks"][0] == "ib.fw_version" and doc["soak"]["duration_s"] == 2
+    assert doc["change"]["rollback_vars"]["hca_fw_version"] == "28.41.1000"
+
+
+def test_bad_plan_exits_2_naming_file_and_line(tmp_path, lab_inventory):
+    bad = tmp_path / "plan.yml"
+    bad.write_text((PLANS / "hca-firmware.yml").read_text().replace("on_failure: rollback_wave", "on_failure: pray"))
+    result = cli("rollout", "run", bad, "-i", lab_inventory, "--runs-dir", tmp_path / "runs")
+    assert result.exit_code == 2
+    line = next(i for i, text in enumerate(bad.read_text().splitlines(), 1) if "on_failure" in text)
+    assert f"{bad}:{line}: at /spec/on_failure" in result.output
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_plan_without_an_inventory_asks_for_one(tmp_path):
+    plan = tmp_path / "plan.yml"
+    plan.write_text((PLANS / "hca-firmware.yml").read_text().replace("  inventory: /var/lib/fabricproof/lab/"
+                                                                     "inventory.yml\n", "")
+                    .replace("../baseline.yaml", str(REPO / "inventories/lab/baseline.yaml"))
+                    .replace("baselines/", str(PLANS / "baselines") + "/"))
+    result = cli("rollout", "plan", plan)
+    assert result.exit_code == 2 and "give one with -i INVENTORY" in result.output
+
+
+def _fake_run(tmp_path: Path, monkeypatch) -> tuple[Path, str, Fleet]:
+    from fabricproof import catalog as catalog_mod
+    from fabricproof import inventory as inventory_mod
+    from fabricproof.inventory import from_list_json
+
+    from .fakes import ERRORS_CHECK, VERSION_CHECK
+    from .test_executor import THREE, FakeClock, write_plan
+
+    hosts = ["n1", "n2", "n3", "n4", "n5"]
+    inv = from_list_json({"_meta": {"hostvars": {h: {} for h in hosts}}, "gpu": {"hosts": hosts}}, "inv.yml")
+    monkeypatch.setattr(inventory_mod, "load", lambda _p: inv)
+    monkeypatch.setattr(catalog_mod, "load", lambda *a, **k: [VERSION_CHECK, ERRORS_CHECK])
+    fleet = Fleet(hosts, breaks={"n2"})
+    seams = runs.Seams(collect_factory=fleet.collect_factory, run_playbook=fleet.run_playbook, clock=FakeClock())
+    code, run_id = runs.start(write_plan(tmp_path, THREE, policy="halt"), runs_dir=tmp_path / "runs", seams=seams)
+    assert code == 1
+    return tmp_path / "runs", run_id, fleet
+
+
+def test_status_lists_runs_and_shows_one(tmp_path, monkeypatch):
+    runs_dir, run_id, _ = _fake_run(tmp_path, monkeypatch)
+    listing = cli("rollout", "status", "--runs-dir", runs_dir, "--format", "json")
+    assert listing.exit_code == 0
+    assert [(r["run_id"], r["status"], r["exit_code"]) for r in json.loads(listing.stdout)] == [(run_id, "halted", 1)]
+    assert "halted" in cli("rollout", "status", "--runs-dir", runs_dir).output
+    detail = cli("rollout", "status", "last", "--runs-dir", runs_dir, "--format", "json")
+    doc = json.loads(detail.stdout)
+    assert doc["run_id"] == run_id and doc["status"] == "halted" and doc["driven_by"] is None
+    assert doc["decisions"][-1]["what"] == "HALT" and doc["hosts"]["n2"]["state"] == "failed"
+    table = cli("rollout", "status", run_id, "--runs-dir", runs_dir)
+    assert "post-gate: t.version" in table.output and "HALT" in table.output
+
+
+def test_abort_marks_a_stopped_run_and_refuses_resume(tmp_path, monkeypatch):
+    runs_dir, run_id, _ = _fake_run(tmp_path, monkeypatch)
+    aborted = cli("rollout", "abort", run_id, "--runs-dir", runs_dir, "--reason", "INC-7")
+    assert aborted.exit_code == 0 and "marked aborted" in aborted.output
+    assert st.RunState.load(runs_dir / run_id).status == st.ABORTED
+    again = cli("rollout", "abort", run_id, "--runs-dir", runs_dir)
+    assert again.exit_code == 2 and "already aborted" in again.output
+    resumed = cli("rollout", "resume", run_id, "--runs-dir", runs_dir)
+    assert resumed.exit_code == 2 and "was aborted" in resumed.output
+
+
+def test_unknown_run_exits_2(tmp_path):
+    result = cli("rollback", "nope", "--runs-dir", tmp_path)
+    assert result.exit_code == 2 and "no rollout run 'nope'" in result.output
+
+
+def test_runbook_lint(tmp_path):
+    result = cli("runbook", "lint", REPO / "inventories" / "lab" / "runbooks" / "restart-fabric-manager.yml")
+    assert result.exit_code == 0 and "4 step(s)" in result.output and "(asks first)" in result.output
+    bad = tmp_path / "rb.yml"
+    bad.write_text("apiVersion: fabricproof/v1\nkind: Runbook\nmetadata: {name: x}\nspec:\n  steps:\n"
+                   "    - name: a\n      wait: 1s\n      confirm: Sure\n")
+    result = cli("runbook", "lint", bad)
+    assert result.exit_code == 2 and f"{bad}:6: at /spec/steps/0 a step needs exactly one of" in result.output

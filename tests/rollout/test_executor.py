@@ -1,0 +1,318 @@
+"""The executor on a fake fleet: waves, gates and budgets, soak, rollback policies, pause, halt and resume, an
+in-process kill mid-apply (no host applied twice), locks between runs, and `rollback RUN` with --limit.
+The real evaluate(), gates, soak, state and decision log run; only collection, playbooks and the clock are fakes."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from fabricproof import catalog as catalog_mod
+from fabricproof import inventory as inventory_mod
+from fabricproof.inventory import from_list_json
+from fabricproof.rollout import decisions, lock, runs
+from fabricproof.rollout import state as st
+from fabricproof.rollout.executor import ABORT_FILE
+
+from .fakes import ERRORS_CHECK, VERSION_CHECK, Fleet, Killed
+
+HOSTS = ["n1", "n2", "n3", "n4", "n5"]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture(autouse=True)
+def fake_world(monkeypatch):
+    """Inventory and catalog without subprocesses: the fake checks are the whole catalog."""
+    inv = from_list_json({"_meta": {"hostvars": {h: {} for h in HOSTS}}, "gpu": {"hosts": HOSTS}}, "inv.yml")
+    monkeypatch.setattr(inventory_mod, "load", lambda _path: inv)
+    monkeypatch.setattr(catalog_mod, "load", lambda *a, **k: [VERSION_CHECK, ERRORS_CHECK])
+
+
+def write_plan(tmp_path: Path, waves: str, extra: str = "", policy: str = "rollback_wave") -> Path:
+    for name in ("apply.yml", "rollback.yml", "drain.yml", "undrain.yml"):
+        (tmp_path / name).write_text("- hosts: all\n  tasks: []\n")
+    for name, version in (("before", "1.0"), ("after", "2.0")):
+        (tmp_path / f"{name}.yaml").write_text(
+            f"apiVersion: fabricproof/v1\nkind: Baseline\nmetadata: {{name: {name}}}\n"
+            f"spec:\n  defaults:\n    driver: {{version: '{version}'}}\n")
+    body = textwrap.dedent("""\
+        apiVersion: fabricproof/v1
+        kind: RolloutPlan
+        metadata: {name: fake-change}
+        spec:
+          inventory: inv.yml
+          target: gpu
+          change:
+            apply: {playbook: apply.yml}
+            rollback: {playbook: rollback.yml}
+          baseline: {before: before.yaml, after: after.yaml}
+          gates: {checks: [t.version], retry_interval: 5s, timeout: 20s}
+          soak: {duration: 10s, interval: 5s, checks: [t.errors]}
+          drain: {scheduler: slurm, drain: drain.yml, undrain: undrain.yml}
+        """) + f"  on_failure: {policy}\n" + textwrap.indent(textwrap.dedent(waves), "  ") + \
+        textwrap.indent(textwrap.dedent(extra), "  ")
+    (tmp_path / "plan.yml").write_text(body)
+    return tmp_path / "plan.yml"
+
+
+THREE = """\
+waves:
+  - {name: pilot, size: 1}
+  - {name: early, size: 2}
+  - {name: rest, size: rest}
+"""
+
+
+def start(tmp_path, fleet, plan, clock=None):
+    seams = runs.Seams(collect_factory=fleet.collect_factory, run_playbook=fleet.run_playbook,
+                       clock=clock or FakeClock())
+    return runs.start(plan, runs_dir=tmp_path / "runs", seams=seams)
+
+
+def seams(fleet):
+    return runs.Seams(collect_factory=fleet.collect_factory, run_playbook=fleet.run_playbook, clock=FakeClock())
+
+
+def whats(run_dir):
+    return [d["what"] for d in decisions.read(run_dir)]
+
+
+def test_three_waves_succeed_drain_apply_undrain_in_order(tmp_path):
+    fleet = Fleet(HOSTS)
+    code, run_id = start(tmp_path, fleet, write_plan(tmp_path, THREE))
+    assert code == 0
+    assert fleet.version == dict.fromkeys(HOSTS, "2.0") and fleet.applies == dict.fromkeys(HOSTS, 1)
+    assert fleet.plays == [("drain.yml", ("n1",)), ("apply.yml", ("n1",)), ("undrain.yml", ("n1",)),
+                           ("drain.yml", ("n2", "n3")), ("apply.yml", ("n2", "n3")), ("undrain.yml", ("n2", "n3")),
+                           ("drain.yml", ("n4", "n5")), ("apply.yml", ("n4", "n5")), ("undrain.yml", ("n4", "n5"))]
+    run_dir = tmp_path / "runs" / run_id
+    state = st.RunState.load(run_dir)
+    assert state.status == st.DONE and state.data["exit_code"] == 0
+    assert state.hosts_in(st.PASSED) == HOSTS
+    assert whats(run_dir)[:9] == ["START", "PRE_GATE", "DRAIN", "APPLY", "APPLY_DONE", "POST_GATE", "SOAK",
+                                  "PROCEED", "UNDRAIN"]
+    assert whats(run_dir)[-1] == "DONE"
+    # evidence: per-wave reports in the plan's formats, the inputs the run was judged against
+    assert (run_dir / "waves" / "1-pilot" / "post-gate" / "attempt-1" / "report.json").is_file()
+    assert (run_dir / "waves" / "3-rest" / "soak" / "sample-2" / "report.json").is_file()
+    assert {p.name for p in (run_dir / "inputs").iterdir()} == {"plan.yml", "before.yaml", "after.yaml"}
+    proceed = next(d for d in decisions.read(run_dir) if d["what"] == "PROCEED")
+    assert proceed["evidence"][0].startswith("waves/1-pilot/post-gate/attempt-1/report.json")
+
+
+def test_failed_pilot_rolls_back_and_proves_the_before_baseline(tmp_path):
+    fleet = Fleet(HOSTS, breaks={"n1"})
+    code, run_id = start(tmp_path, fleet, write_plan(tmp_path, THREE))
+    assert code == 4
+    assert fleet.version["n1"] == "1.0" and fleet.rollbacks == {"n1": 1}
+    assert all(fleet.version[h] == "1.0" for h in HOSTS) and fleet.applies == {"n1": 1}  # no other wave started
+    run_dir = tmp_path / "runs" / run_id
+    assert whats(run_dir) == ["START", "PRE_GATE", "DRAIN", "APPLY", "APPLY_DONE", "POST_GATE", "ROLLBACK",
+                              "ROLLBACK_START", "ROLLBACK_APPLY", "ROLLBACK_APPLY_DONE", "ROLLBACK_GATE", "UNDRAIN",
+                              "ROLLBACK_DONE"]  # no soak: the post-gate already failed
+    rb = next(d for d in decisions.read(run_dir) if d["what"] == "ROLLBACK")
+    assert rb["hosts"] == ["n1"] and "1 of 1 host(s) failed, over the budget" in rb["why"]
+    assert "t.version" in st.RunState.load(run_dir).step("w0.post_gate")["failed"]["n1"]
+    state = st.RunState.load(run_dir)
+    assert state.status == st.ROLLED_BACK and state.hosts["n1"]["state"] == st.HOST_ROLLED_BACK
+    assert fleet.drained["n1"] is False  # proven after the rollback: back in service
+    # the post-gate retried until its timeout before giving up: 20 s / 5 s -> 5 attempts
+    assert state.step("w0.post_gate")["attempts"] == 5
+
+
+def test_rollback_all_puts_back_every_wave_newest_first(tmp_path):
+    fleet = Fleet(HOSTS, breaks={"n4"})
+    code, _ = start(tmp_path, fleet, write_plan(tmp_path, THREE, policy="rollback_all"))
+    assert code == 4
+    rollback_plays = [hosts for name, hosts in fleet.plays if name == "rollback.yml"]
+    assert rollback_plays == [("n4", "n5"), ("n2", "n3"), ("n1",)]
+    assert fleet.version == dict.fromkeys(HOSTS, "1.0")
+    drains = [hosts for name, hosts in fleet.plays if name == "drain.yml"]
+    assert drains[-2:] == [("n2", "n3"), ("n1",)]  # earlier waves were back in service: drained again first
+
+
+def test_halt_policy_stops_and_leaves_the_wave_drained(tmp_path):
+    fleet = Fleet(HOSTS, breaks={"n2"})
+    code, run_id = start(tmp_path, fleet, write_plan(tmp_path, THREE, policy="halt"))
+    assert code == 1
+    state = st.RunState.load(tmp_path / "runs" / run_id)
+    assert state.status == st.HALTED and state.data["halted_wave"] == 1
+    assert fleet.drained == {"n1": False, "n2": True, "n3": True} and fleet.rollbacks == {}
+    assert whats(tmp_path / "runs" / run_id)[-1] == "HALT"
+    # the operator fixes n2 and resumes: the halted wave is proven again and the rollout goes on
+    fleet.version["n2"] = "2.0"
+    assert runs.resume(tmp_path / "runs", run_id, seams=seams(fleet)) == 0
+    assert fleet.version == dict.fromkeys(HOSTS, "2.0") and fleet.applies["n2"] == 1
+
+
+def test_failures_within_the_budget_proceed_and_the_failed_hosts_roll_back(tmp_path):
+    fleet = Fleet(HOSTS, breaks={"n5"})
+    waves = """\
+        waves:
+          - {name: pilot, size: 1}
+          - {name: rest, size: rest, max_failed_hosts: 1, max_failed_percent: 25}
+        """
+    code, run_id = start(tmp_path, fleet, write_plan(tmp_path, waves))
+    assert code == 0
+    state = st.RunState.load(tmp_path / "runs" / run_id)
+    assert state.hosts["n5"]["state"] == st.HOST_ROLLED_BACK and fleet.version["n5"] == "1.0"
+    assert state.hosts_in(st.PASSED) == ["n1", "n2", "n3", "n4"]
+    proceed = [d for d in decisions.read(state.dir) if d["what"] == "PROCEED"][-1]
+    assert "1 of 4 host(s) failed, within the budget (at most 1 failed host and at most 25% of the wave: 1 tolerated)" \
+        in proceed["why"]
+    undrained = [hosts for name, hosts in fleet.plays if name == "undrain.yml"]
+    assert undrained[-2:] == [("n5",), ("n2", "n3", "n4")]  # n5 back on the old version, proven, in service
+    assert not any(fleet.drained.values())
+
+
+def test_budget_boundary_one_over(tmp_path):
+    fleet = Fleet(HOSTS, breaks={"n4", "n5"})
+    waves = """\
+        waves:
+          - {name: pilot, size: 1}
+          - {name: rest, size: rest, max_failed_hosts: 2, max_failed_percent: 25}
+        """
+    code, _ = start(tmp_path, fleet, write_plan(tmp_path, waves))
+    assert code == 4  # 2 of 4 = 50% > 25%, although the count limit (2) allows it
+    assert fleet.version == {"n1": "2.0", "n2": "1.0", "n3": "1.0", "n4": "1.0", "n5": "1.0"}  # the pilot stays
+
+
+def test_pre_gate_excludes_unproven_hosts_and_halts_over_budget(tmp_path):
+    fleet = Fleet(HOSTS, unreachable={"n1"})
+    code, run_id = start(tmp_path, fleet, write_plan(tmp_path, THREE))
+    assert code == 1 and fleet.applies == {} and fleet.plays == []  # nothing drained, nothing changed
+    halt = decisions.read(tmp_path / "runs" / run_id)[-1]
+    assert halt["what"] == "HALT" and "nothing in this wave was changed" in halt["why"] and halt["hosts"] == ["n1"]
+
+
+def test_soak_growth_fails_the_wave(tmp_path):
+    fleet = Fleet(HOSTS, growing={"n1"})
+    code, run_id = start(tmp_path, fleet, write_plan(tmp_path, THREE, policy="halt"))
+    assert code == 1
+    state = st.RunState.load(tmp_path / "runs" / run_id)
+    assert state.hosts["n1"]["reason"].startswith("soak: t.errors: grew: /errors/count +")
+    soak = next(d for d in decisions.read(state.dir) if d["what"] == "SOAK")
+    assert soak["hosts"] == ["n1"] and "grew" in soak["why"]
+    assert state.step("w0.soak")["evidence"][0].endswith("sample-1/report.json")  # stopped at the first growth
+
+
+def test_pause_waits_for_an_operator_then_resume_goes_on(tmp_path):
+    fleet = Fleet(HOSTS)
+    waves = """\
+        waves:
+          - {name: pilot, size: 1}
+          - {name: rest, size: rest, pause: true}
+        """
+    code, run_id = start(tmp_path, fleet, write_plan(tmp_path, waves))
+    assert code == 5 and fleet.applies == {"n1": 1}
+    assert st.RunState.load(tmp_path / "runs" / run_id).status == st.PAUSED
+    # a paused run still holds its hosts
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(lock.LockBusy, match="stopped unfinished \\(paused\\)"):
+        runs.start(write_plan(other, THREE), runs_dir=tmp_path / "runs", seams=seams(Fleet(HOSTS)))
+    assert runs.resume(tmp_path / "runs", run_id, seams=seams(fleet)) == 0
+    assert fleet.applies == dict.fromkeys(HOSTS, 1)
+    resume = next(d for d in decisions.read(tmp_path / "runs" / run_id) if d["what"] == "RESUME")
+    assert "approved the next wave" in resume["why"]
+
+
+def test_kill_mid_apply_then_resume_never_applies_a_host_twice(tmp_path):
+    fleet = Fleet(HOSTS)
+    plan = write_plan(tmp_path, THREE)
+    # wave 1 goes through; the apply of wave 2 (n2, n3) dies after changing n2, before n3
+    original = fleet.run_playbook
+
+    def arm(path, **kw):
+        if Path(path).name == "apply.yml" and kw["hosts"] == ["n2", "n3"] and not getattr(arm, "fired", False):
+            arm.fired = True
+            fleet.kill_after = ("apply.yml", 1)
+        return original(path, **kw)
+
+    with pytest.raises(Killed):
+        runs.start(plan, runs_dir=tmp_path / "runs",
+                   seams=runs.Seams(collect_factory=fleet.collect_factory, run_playbook=arm, clock=FakeClock()))
+    run_id = st.list_runs(tmp_path / "runs")[-1].run_id
+    state = st.RunState.load(tmp_path / "runs" / run_id)
+    assert state.status == st.RUNNING and state.in_doubt("apply") == ["n2", "n3"]
+    assert fleet.applies == {"n1": 1, "n2": 1}
+    # another run cannot take these hosts while this one is unfinished
+    with pytest.raises(lock.LockBusy, match=f"run {run_id} stopped unfinished \\(running\\)"):
+        start(tmp_path, Fleet(HOSTS), plan)
+    assert runs.resume(tmp_path / "runs", run_id, seams=seams(fleet)) == 0
+    assert fleet.applies == dict.fromkeys(HOSTS, 1)  # n2 was proven and left alone; n3 applied once
+    applies = [hosts for name, hosts in fleet.plays if name == "apply.yml"]
+    assert applies == [("n1",), ("n2", "n3"), ("n3",), ("n4", "n5")]
+    log = decisions.read(tmp_path / "runs" / run_id)
+    recovered = next(d for d in log if d["what"] == "APPLY_RECOVERED")
+    retried = next(d for d in log if d["what"] == "APPLY_RETRY")
+    assert recovered["hosts"] == ["n2"] and retried["hosts"] == ["n3"]
+
+
+def test_abort_stops_a_stopped_run_and_rollback_cleans_up(tmp_path):
+    fleet = Fleet(HOSTS, breaks={"n2"})
+    code, run_id = start(tmp_path, fleet, write_plan(tmp_path, THREE, policy="halt"))
+    assert code == 1
+    msg = runs.abort(tmp_path / "runs", run_id, "incident 42")
+    assert "marked aborted" in msg
+    state = st.RunState.load(tmp_path / "runs" / run_id)
+    assert state.status == st.ABORTED and (state.dir / ABORT_FILE).is_file()
+    with pytest.raises(Exception, match="was aborted"):
+        runs.resume(tmp_path / "runs", run_id, seams=seams(fleet))
+    code, state = runs.rollback(tmp_path / "runs", run_id, limit="n2", seams=seams(fleet))
+    assert code == 4 and fleet.version == {"n1": "2.0", "n2": "1.0", "n3": "2.0", "n4": "1.0", "n5": "1.0"}
+    assert state.hosts["n2"]["state"] == st.HOST_ROLLED_BACK and state.hosts["n1"]["state"] == st.PASSED
+    code, state = runs.rollback(tmp_path / "runs", run_id, seams=seams(fleet))
+    assert code == 4 and fleet.version == dict.fromkeys(HOSTS, "1.0")
+    assert [hosts for name, hosts in fleet.plays if name == "rollback.yml"][-2:] == [("n3",), ("n1",)]
+
+
+def test_a_rollback_that_does_not_prove_waits_for_an_operator(tmp_path):
+    fleet = Fleet(HOSTS, breaks={"n1"}, rollback_breaks={"n1"})
+    code, run_id = start(tmp_path, fleet, write_plan(tmp_path, THREE))
+    assert code == 5
+    state = st.RunState.load(tmp_path / "runs" / run_id)
+    assert state.status == st.ROLLBACK_FAILED and state.hosts["n1"]["state"] == st.HOST_ROLLBACK_FAILED
+    assert fleet.drained["n1"] is True  # not proven: stays out of service
+    assert whats(state.dir)[-1] == "ROLLBACK_FAILED"
+
+
+def test_apply_failure_is_a_failed_host_with_the_task_message(tmp_path):
+    fleet = Fleet(HOSTS, apply_fails={"n1"})
+    code, run_id = start(tmp_path, fleet, write_plan(tmp_path, THREE))
+    assert code == 4
+    state = st.RunState.load(tmp_path / "runs" / run_id)
+    assert state.hosts["n1"]["state"] == st.HOST_ROLLED_BACK
+    done = next(d for d in decisions.read(state.dir) if d["what"] == "APPLY_DONE")
+    assert "n1: Start Fabric Manager: Job for nvidia-fabricmanager.service failed" in done["why"]
+
+
+def test_plan_changed_since_the_run_started_is_refused_on_resume(tmp_path):
+    fleet = Fleet(HOSTS, breaks={"n2"})
+    plan = write_plan(tmp_path, THREE, policy="halt")
+    _, run_id = start(tmp_path, fleet, plan)
+    plan.write_text(plan.read_text().replace("timeout: 20s", "timeout: 30s"))
+    with pytest.raises(Exception, match="the plan changed since run"):
+        runs.resume(tmp_path / "runs", run_id, seams=seams(fleet))
+
+
+def test_state_json_is_a_faithful_record(tmp_path):
+    fleet = Fleet(HOSTS)
+    _, run_id = start(tmp_path, fleet, write_plan(tmp_path, THREE))
+    data = json.loads((tmp_path / "runs" / run_id / "state.json").read_text())
+    assert data["kind"] == "RolloutState" and data["plan"] == "fake-change" and data["status"] == "done"
+    assert [w["hosts"] for w in data["waves"]] == [["n1"], ["n2", "n3"], ["n4", "n5"]]
+    assert all(data["hosts"][h]["apply"]["ok"] for h in HOSTS)
+    assert all(v["status"] == "done" for v in data["steps"].values())
