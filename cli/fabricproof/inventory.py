@@ -6,13 +6,13 @@ import fnmatch
 import json
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import toolpath
 from .errors import InputError, Problem
 
 
@@ -75,7 +75,7 @@ def load(path: str | Path) -> Inventory:
     src = str(path)
     if not Path(src).exists():
         raise InputError(Problem("inventory not found", src))
-    exe = shutil.which("ansible-inventory")
+    exe = toolpath.find("ansible-inventory")
     if exe is None:
         raise InputError("ansible-inventory not found on PATH: install ansible-core (pip install ansible-core)")
     env = dict(os.environ)

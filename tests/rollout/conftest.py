@@ -3,7 +3,6 @@ own LabFactory (tests/labkit.py, so every suite stops labs the same way)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,16 +11,9 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def rollout_labs() -> Iterator[object]:
-    reason = kit.lab_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    factory = kit.LabFactory()
-    try:
-        yield factory
-    finally:
-        problems = factory.teardown()
-        assert not problems, problems
+def rollout_labs(lab_factory: kit.LabFactory) -> kit.LabFactory:
+    """The session's lab factory (tests/conftest.py): it stops every sshd it ever started, by PID."""
+    return lab_factory
 
 
 @dataclass(frozen=True)

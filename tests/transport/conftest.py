@@ -6,30 +6,20 @@ than on the shared session lab; the factory stops every sshd it ever started, by
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-
 from fabricproof import inventory as inventory_mod
 from fabricproof.inventory import Inventory
 
-from .labutil import LabFactory, RunningLab, lab_skip_reason
+from .labutil import LabFactory, RunningLab
 
 #: 20 mixed nodes: every profile (a100 x3, h100 x7, h200 x5, gb200 x5) and two sshd (16 + 4 addresses).
 FLEET_NODES = 20
 
 
 @pytest.fixture(scope="session")
-def transport_labs() -> Iterator[LabFactory]:
-    reason = lab_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    factory = LabFactory()
-    try:
-        yield factory
-    finally:
-        problems = factory.teardown()
-        assert not problems, problems
+def transport_labs(lab_factory: LabFactory) -> LabFactory:
+    """The session's lab factory (tests/conftest.py): it stops every sshd it ever started, by PID."""
+    return lab_factory
 
 
 @pytest.fixture(scope="session")

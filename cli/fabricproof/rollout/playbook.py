@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..toolpath import path_with_python_bin
 
 # Settings for every rollout play: no colour or cows in the evidence, fast SSH (pipelining, a shared
 # connection per host while the play runs), no retry files next to the playbooks.
@@ -72,11 +72,7 @@ class _Events:
 
 def runner_env() -> dict[str, str]:
     """ansible-runner starts `ansible-playbook` from PATH: put this interpreter's bin directory first."""
-    bindir = str(Path(sys.executable).parent)
-    path = os.environ.get("PATH", "")
-    if bindir not in path.split(os.pathsep):
-        path = bindir + os.pathsep + path
-    return {**ANSIBLE_ENV, "PATH": path}
+    return {**ANSIBLE_ENV, "PATH": path_with_python_bin()}
 
 
 def run_playbook(playbook: Path, *, inventory: str, hosts: Sequence[str], extravars: Mapping[str, Any],

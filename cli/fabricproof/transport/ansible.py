@@ -7,7 +7,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -17,7 +16,15 @@ from typing import Any
 from ..inventory import Host
 from ..model import CommandResult
 from ..paths import playbooks_dir
-from .base import ErrorKind, HostCallback, HostError, TransportOptions, as_commands, default_deadline
+from ..toolpath import path_with_python_bin
+from .base import (
+    ErrorKind,
+    HostCallback,
+    HostError,
+    TransportOptions,
+    as_commands,
+    default_deadline,
+)
 from .framing import KILL_AFTER_S, Command, finished, timed_argv
 
 PLAYBOOK = "collect.yml"
@@ -219,10 +226,7 @@ class AnsibleTransport:
         }
         if not self.options.accept_new_host_keys:
             env["ANSIBLE_HOST_KEY_CHECKING"] = "True"
-        # ansible-runner starts `ansible-playbook` from PATH: make it the one next to this Python.
-        here = Path(sys.executable).parent
-        if (here / "ansible-playbook").exists():
-            env["PATH"] = f"{here}{os.pathsep}{os.environ.get('PATH', '')}"
+        env["PATH"] = path_with_python_bin()  # ansible-runner starts `ansible-playbook` from PATH
         return env
 
     @staticmethod
