@@ -137,9 +137,8 @@ def acquire(runs_dir: Path, run_id: str, hosts: Sequence[str],
     return locks
 
 
-def holder(runs_dir: Path, host: str) -> dict[str, Any] | None:
-    """Owner record of a live lock on host, or None when nobody holds it."""
-    path = _lock_path(runs_dir, host)
+def _live_owner(path: Path) -> dict[str, Any] | None:
+    """Owner record of a lock file some live process holds, or None when nobody holds it."""
     if not path.exists():
         return None
     fd, owner = _try_flock(path)
@@ -147,6 +146,11 @@ def holder(runs_dir: Path, host: str) -> dict[str, Any] | None:
         os.close(fd)
         return None
     return owner or {}
+
+
+def holder(runs_dir: Path, host: str) -> dict[str, Any] | None:
+    """Owner record of a live lock on host, or None when nobody holds it."""
+    return _live_owner(_lock_path(runs_dir, host))
 
 
 # ------------------------------------------------------------------------------------- run lock
@@ -168,11 +172,4 @@ def run_lock(run_dir: Path, run_id: str) -> Iterator[int]:
 
 def run_holder(run_dir: Path) -> dict[str, Any] | None:
     """Owner record of the live process driving a run, or None."""
-    path = Path(run_dir) / RUN_LOCK
-    if not path.exists():
-        return None
-    fd, owner = _try_flock(path)
-    if fd is not None:
-        os.close(fd)
-        return None
-    return owner or {}
+    return _live_owner(Path(run_dir) / RUN_LOCK)
