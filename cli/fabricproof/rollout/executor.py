@@ -248,16 +248,24 @@ class Executor:
         self.state.finish(sid, failed=result.failed, evidence=list(result.evidence))
         self._say(f"  pre-gate: {why}")
 
+    def _scheduler_step(self, sid: str, w: Wave, hosts: list[str], playbook: Path) -> Any:
+        """Begin a drain/undrain step and run its playbook; None (step finished) when no host needs it."""
+        drain = self.plan.drain
+        assert drain is not None
+        self.state.begin(sid, hosts=list(hosts))
+        if not hosts:
+            self.state.finish(sid)
+            return None
+        return self._playbook(playbook, hosts, self._vars(w.name, {"fabricproof_scheduler": drain.scheduler,
+                                                                   **drain.vars}), sid)
+
     def _drain(self, sid: str, w: Wave, hosts: Sequence[str]) -> None:
         drain = self.plan.drain
         assert drain is not None
         hosts = [h for h in hosts if not self.state.hosts[h].get("drained")]
-        self.state.begin(sid, hosts=list(hosts))
-        if not hosts:
-            self.state.finish(sid)
+        res = self._scheduler_step(sid, w, hosts, drain.drain)
+        if res is None:
             return
-        res = self._playbook(drain.drain, hosts, self._vars(w.name, {"fabricproof_scheduler": drain.scheduler,
-                                                                     **drain.vars}), sid)
         for h in res.ok:
             self.state.hosts[h]["drained"] = True
         rollback = self.state.data["phase"] == "rollback"
@@ -440,12 +448,9 @@ class Executor:
         drain = self.plan.drain
         assert drain is not None
         hosts = [h for h in hosts if self.state.hosts[h].get("drained")]
-        self.state.begin(sid, hosts=list(hosts))
-        if not hosts:
-            self.state.finish(sid)
+        res = self._scheduler_step(sid, w, hosts, drain.undrain)
+        if res is None:
             return
-        res = self._playbook(drain.undrain, hosts, self._vars(w.name, {"fabricproof_scheduler": drain.scheduler,
-                                                                       **drain.vars}), sid)
         for h in res.ok:
             self.state.hosts[h]["drained"] = False
         self.log.record("UNDRAIN", f"{drain.scheduler}: {len(res.ok)} of {len(hosts)} proven host(s) back in service"
