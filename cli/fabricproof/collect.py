@@ -8,6 +8,7 @@ import json
 import math
 import os
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +51,8 @@ class HostProgress:
 
 
 Progress = Callable[[HostProgress], None]
+#: Takes each host's facts as the host finishes (a streaming evaluation), instead of the run holding them all.
+Sink = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass
@@ -60,7 +63,8 @@ class CollectResult:
     run_id: str
     via: str
     hosts: tuple[str, ...]
-    facts_by_host: dict[str, dict[str, Any]] = field(default_factory=dict)
+    facts_by_host: dict[str, dict[str, Any]] = field(default_factory=dict)  # empty when a sink took the facts
+    collected: list[str] = field(default_factory=list)  # hosts with facts, in the order they finished
     errors: dict[str, HostError] = field(default_factory=dict)  # hosts not collected at all
     collector_errors: dict[str, dict[str, str]] = field(default_factory=dict)  # host -> collector -> reason
     started_at: str = ""
@@ -168,7 +172,7 @@ class _Run:
     """The state of one collection, shared by the worker threads; every write of shared state holds the lock."""
 
     def __init__(self, run_dir: Path, hosts: Sequence[Host], collectors: Sequence[Collector], via: str,
-                 run_id: str, progress: Progress | None):
+                 run_id: str, progress: Progress | None, sink: Sink | None = None):
         self.run_dir = run_dir
         self.hosts = {h.name: h for h in hosts}
         self.collectors = list(collectors)
@@ -176,7 +180,9 @@ class _Run:
         self.result = CollectResult(run_dir=run_dir, run_id=run_id, via=via, hosts=tuple(self.hosts),
                                     started_at=utc_now())
         self.progress = progress
+        self.sink = sink
         self.lock = threading.Lock()
+        self.crunch = threading.Lock()
         self.t0 = time.monotonic()
         self.counts = {"done": 0, "failed": 0, "partial": 0}
         self.recorded: set[str] = set()
@@ -192,37 +198,57 @@ class _Run:
                 self.result.errors[name] = outcome
             self._report(name, "failed", str(outcome))
             return
+        with self.crunch:
+            self._record_outputs(name, outcome)
+
+    def _record_outputs(self, name: str, outcome: Sequence[CommandResult]) -> None:
         host = self.hosts[name]
         outputs = {c.id: r for c, r in zip(self.collectors, outcome, strict=True)}
         evidence = self._write_raw(name, outputs)
         doc = mark_not_applicable(facts_mod.build(name, outputs, via=self.via, groups=host.groups,
                                                   collected_at=utc_now(), evidence=evidence))
         # Compact JSON: the C encoder is ~8x cheaper than indented output, and this runs once per host.
-        atomic_write_text(self.run_dir / "facts" / f"{name}.json",
-                          json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n")
+        # Renamed into place, not fsynced one by one: the run syncs its file system once, at the end.
+        path = self.run_dir / "facts" / f"{name}.json"
+        _write_bytes(path.with_name(f".{path.name}.tmp"),
+                     (json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
+        os.replace(path.with_name(f".{path.name}.tmp"), path)
         failed = {cid: str(run.get("error", "failed")) for cid, run in doc["collectors"].items()
                   if run.get("status") == "error"}
+        if self.sink is not None:
+            self.sink(name, doc)
         with self.lock:
-            self.result.facts_by_host[name] = doc
+            self.result.collected.append(name)
+            if self.sink is None:
+                self.result.facts_by_host[name] = doc
             if failed:
                 self.result.collector_errors[name] = failed
         message = "; ".join(f"{cid}: {why}" for cid, why in failed.items())
         self._report(name, "partial" if failed else "ok", message)
 
     def _write_raw(self, name: str, outputs: Mapping[str, CommandResult]) -> dict[str, str]:
-        directory = raw_dir(self.run_dir, name)
-        directory.mkdir(parents=True, exist_ok=True)
+        """RUNDIR/raw/<host>/: written whole in a hidden sibling, then renamed into place, so a reader sees a
+        host's evidence complete or not at all, for one rename instead of one per file."""
+        final = raw_dir(self.run_dir, name)
+        staging = final.with_name(f".{name}.partial")  # hidden: host names never start with "."
+        if staging.exists():
+            shutil.rmtree(staging)  # left by a crash of an earlier attempt at this very run directory
+        staging.mkdir()
         meta: dict[str, Any] = {}
         evidence: dict[str, str] = {}
         for cid, r in outputs.items():
-            _replace(directory / f"{cid}{STDOUT_SUFFIX}", r.stdout)
-            if r.stderr:
-                _replace(directory / f"{cid}{STDERR_SUFFIX}", r.stderr)
+            out = r.stdout.encode("utf-8", errors="replace")
+            err = r.stderr.encode("utf-8", errors="replace")
+            _write_bytes(staging / f"{cid}{STDOUT_SUFFIX}", out)
+            if err:
+                _write_bytes(staging / f"{cid}{STDERR_SUFFIX}", err)
             evidence[cid] = f"raw/{name}/{cid}{STDOUT_SUFFIX}"
             meta[cid] = {"argv": list(r.argv), "exit_code": r.exit_code, "duration_s": round(r.duration_s, 3),
-                         "error": r.error, "stdout_bytes": len(r.stdout.encode("utf-8", errors="replace")),
-                         "stderr_bytes": len(r.stderr.encode("utf-8", errors="replace"))}
-        _replace(directory / META, json.dumps(meta, indent=1) + "\n")
+                         "error": r.error, "stdout_bytes": len(out), "stderr_bytes": len(err)}
+        # One collector per line: readable, and the C encoder (indent= would take the pure-Python one).
+        _write_bytes(staging / META, ("{\n" + ",\n".join(f"{json.dumps(cid)}:{json.dumps(m)}" for cid, m in meta.items())
+                                      + "\n}\n").encode())
+        os.rename(staging, final)  # the directory must not exist yet: evidence is never overwritten
         return evidence
 
     def _report(self, name: str, status: str, message: str) -> None:
@@ -244,7 +270,7 @@ class _Run:
             "duration_s": round(r.duration_s, 3), **extra,
             "hosts": list(r.hosts),
             "collectors": [{"id": c.id, "command": c.command, "timeout_s": c.timeout_s} for c in self.collectors],
-            "counts": {"hosts": len(r.hosts), "collected": len(r.facts_by_host), "not_collected": len(r.errors),
+            "counts": {"hosts": len(r.hosts), "collected": len(r.collected), "not_collected": len(r.errors),
                        "with_collector_errors": len(r.collector_errors)},
             "errors": {h: {"kind": e.kind.value, "message": e.message} for h, e in sorted(r.errors.items())},
             "collector_errors": dict(sorted(r.collector_errors.items())),
@@ -252,13 +278,11 @@ class _Run:
         atomic_write_text(self.run_dir / RUN_FILE, json.dumps(doc, indent=1) + "\n")
 
 
-def _replace(path: Path, text: str) -> None:
-    """Write evidence by rename, so no reader sees half a file. Not fsynced one by one (25 files a host):
-    the whole file system is synced once before run.json records the run as complete."""
-    tmp = path.with_name(f".{path.name}.tmp")  # one thread writes one host's directory: no name clash
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+def _write_bytes(path: Path, data: bytes) -> None:
+    """One evidence file. Not fsynced one by one (27 files a host): the whole file system is synced once
+    before run.json records the run as complete."""
+    with open(path, "wb") as fh:
+        fh.write(data)
 
 
 def _sync_filesystem(path: Path) -> None:
@@ -285,13 +309,15 @@ def collect(hosts: Sequence[Host], run_dir: Path, transport: Transport, *,
             collectors: Sequence[Collector] | None = None, forks: int = DEFAULT_FORKS,
             host_timeout_s: float = DEFAULT_HOST_TIMEOUT_S, command_timeout_s: float | None = None,
             progress: Progress | None = None, run_id: str | None = None,
-            manifest: Mapping[str, Any] | None = None) -> CollectResult:
+            manifest: Mapping[str, Any] | None = None, sink: Sink | None = None) -> CollectResult:
     """Run every collector on every host and write RUNDIR/raw/<host>/<collector>.txt (+ .stderr, meta.json),
     RUNDIR/facts/<host>.json and RUNDIR/run.json. Host failures become per-host errors; the run goes on.
 
     `run_dir` must have been through prepare_run_dir(). `command_timeout_s` caps every collector's own
     timeout; `host_timeout_s` bounds one host from connect to last byte. `manifest` adds keys to run.json
     (inventory, limit). `progress` is called once per host, from worker threads, one call at a time.
+    `sink`, when given, takes each host's facts from the worker thread that built them, and the result
+    does not hold them (facts_by_host stays empty; `collected` names the hosts).
     """
     if forks < 1:
         raise InputError(f"--forks must be at least 1, got {forks}")
@@ -300,8 +326,10 @@ def collect(hosts: Sequence[Host], run_dir: Path, transport: Transport, *,
     argvs = [c.argv for c in chosen]
     timeouts = [min(c.timeout_s, command_timeout_s) if command_timeout_s else c.timeout_s for c in chosen]
     run = _Run(Path(run_dir), hosts, chosen, getattr(transport, "name", type(transport).__name__),
-               run_id or new_run_id(), progress)
+               run_id or new_run_id(), progress, sink)
     extra = dict(manifest or {})
+    for sub in ("raw", "facts"):
+        (run.run_dir / sub).mkdir(parents=True, exist_ok=True)
     run.write_manifest("running", extra)
     status = "interrupted"
     try:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import fnmatch
+import threading
 from functools import lru_cache
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -424,29 +425,70 @@ def _judge_fleet(check: Check, hosts: list[str], facts_by_host: Mapping[str, Fac
     return [results[h] for h in hosts if h in results]
 
 
+class StreamingEvaluation:
+    """Evaluation fed one host at a time, as a collection finishes hosts: host-scope checks are judged at
+    once and the facts let go; only what fleet-scope checks compare across hosts is kept (a projection of
+    a few kilobytes). finish() returns exactly the Report evaluate() returns for the same facts.
+
+    add() may be called from several threads."""
+
+    def __init__(self, baseline: Baseline, checks: Iterable[Check], groups: Mapping[str, Iterable[str]] | None = None,
+                 previous: Mapping[str, Facts] | None = None, keep: Callable[[Facts], Facts] | None = None):
+        from .projection import projector  # projection reads pointers the way this module does
+
+        self.checks = list(checks)
+        self._ev = _Evaluator(baseline, groups or {}, previous)
+        self._host_checks = [c for c in self.checks if c.scope is not Scope.FLEET]
+        fleet = [c for c in self.checks if c.scope is Scope.FLEET]
+        self._keep = keep if keep is not None else projector(fleet)
+        self._judged: dict[str, list[Result]] = {}  # host -> one result per host-scope check, in check order
+        self._fleet_facts: dict[str, Facts] = {}
+        self._lock = threading.Lock()
+
+    def add(self, host: str, facts: Facts) -> None:
+        """Judge one host's host-scope checks now and keep what the fleet-scope checks need of its facts."""
+        with self._lock:
+            if host in self._judged:
+                raise ValueError(f"{host}: facts given twice")
+            self._judged[host] = [_judge_host(c, host, facts, self._ev) for c in self._host_checks]
+            self._fleet_facts[host] = self._keep(facts)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(sorted(self._judged))
+
+    def finish(self, collection_errors: Mapping[str, str] | None = None, **meta: Any) -> Report:
+        """The report over every host added, plus an error result per check for each host not collected."""
+        hosts = sorted(self._judged)
+        collection_errors = dict(collection_errors or {})
+        column = {c.id: k for k, c in enumerate(self._host_checks)}
+        results: list[Result] = []
+        unapplied: list[CheckCoverage] = []
+        for check in self.checks:
+            if check.scope is Scope.FLEET:
+                rs = _judge_fleet(check, hosts, self._fleet_facts, self._ev)
+            else:
+                k = column[check.id]
+                rs = [self._judged[h][k] for h in hosts]
+            for host, reason in sorted(collection_errors.items()):
+                rs.append(_result(check, host, Outcome.ERROR, sentence(check), reason=f"host not collected: {reason}"))
+            if not any(r.outcome is not Outcome.SKIP for r in rs):
+                reasons = Counter(r.reason for r in rs)
+                unapplied.append(CheckCoverage(check.id, reasons.most_common(1)[0][0] if reasons else "no hosts in scope"))
+            results.extend(rs)
+        all_hosts = tuple(sorted(set(hosts) | set(collection_errors)))
+        return Report(results=tuple(results), hosts=all_hosts, baseline=self._ev.baseline.name,
+                      unapplied=tuple(unapplied), collection_errors=collection_errors, **meta)
+
+
 def evaluate(facts_by_host: Mapping[str, Facts], baseline: Baseline, checks: Iterable[Check],
              groups: Mapping[str, Iterable[str]] | None = None, previous: Mapping[str, Facts] | None = None,
              collection_errors: Mapping[str, str] | None = None, **meta: Any) -> Report:
     """Judge every check on every host. Hosts in collection_errors (unreachable) get an error result per check."""
-    ev = _Evaluator(baseline, groups or {}, previous)
-    hosts = sorted(facts_by_host)
-    collection_errors = dict(collection_errors or {})
-    results: list[Result] = []
-    unapplied: list[CheckCoverage] = []
-    for check in checks:
-        if check.scope is Scope.FLEET:
-            rs = _judge_fleet(check, hosts, facts_by_host, ev)
-        else:
-            rs = [_judge_host(check, h, facts_by_host[h], ev) for h in hosts]
-        for host, reason in sorted(collection_errors.items()):
-            rs.append(_result(check, host, Outcome.ERROR, sentence(check), reason=f"host not collected: {reason}"))
-        if not any(r.outcome is not Outcome.SKIP for r in rs):
-            reasons = Counter(r.reason for r in rs)
-            unapplied.append(CheckCoverage(check.id, reasons.most_common(1)[0][0] if reasons else "no hosts in scope"))
-        results.extend(rs)
-    all_hosts = tuple(sorted(set(hosts) | set(collection_errors)))
-    return Report(results=tuple(results), hosts=all_hosts, baseline=baseline.name, unapplied=tuple(unapplied),
-                  collection_errors=collection_errors, **meta)
+    stream = StreamingEvaluation(baseline, checks, groups, previous, keep=lambda facts: facts)  # all already held
+    for host in sorted(facts_by_host):
+        stream.add(host, facts_by_host[host])
+    return stream.finish(collection_errors, **meta)
 
 
 def exit_code(report: Report, fail_on: str = "critical", require_all: bool = False) -> int:

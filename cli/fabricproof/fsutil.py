@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
@@ -17,12 +18,18 @@ def _fsync_dir(directory: Path) -> None:
 
 def atomic_write_text(path: Path, text: str, mode: int = 0o644) -> None:
     """Write text to path so readers see the old file or the new one, never half of either."""
+    atomic_write_chunks(path, (text,), mode)
+
+
+def atomic_write_chunks(path: Path, chunks: Iterable[str], mode: int = 0o644) -> None:
+    """atomic_write_text for a document made in pieces (a fleet-sized report): written as they come."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            for chunk in chunks:
+                fh.write(chunk)
             fh.flush()
             os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
@@ -31,6 +38,13 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o644) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)  # the rename is durable only once the directory entry is on disk
+
+
+def read_chunks(path: Path, size: int = 1 << 20) -> Iterator[str]:
+    """A text file in pieces of `size` characters (copying a large report without holding it whole)."""
+    with open(path, encoding="utf-8") as fh:
+        while piece := fh.read(size):
+            yield piece
 
 
 def append_line(path: Path, line: str, mode: int = 0o600) -> None:

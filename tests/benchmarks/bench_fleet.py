@@ -8,8 +8,8 @@ Not a test (pytest does not collect it). Needs root and openssh-server, like the
 It starts a lab of N emulated nodes (`fabricproof lab up`), then runs, one after the other, each as its own
 process tree so its client CPU and memory are measured alone:
 
-  fabricproof    full collection (SSH, --forks 64, every standard collector, raw evidence and facts written)
-                 and evaluation against the lab baseline, as one process
+  fabricproof    `fabricproof validate -i INV -b BASELINE -f json -o report.json`: full collection (SSH, --forks
+                 64, every standard collector, raw evidence and facts written), evaluation, a JSON report
   floor          one paramiko exec per host running the same commands and doing nothing else
   clush          ClusterShell, default options, running the same commands
   ansible        ansible-playbook, command module, forks 50, pipelining, ControlPersist 600 s, on K nodes
@@ -156,25 +156,6 @@ def measure(name: str, argv: list[str], hosts: int, env: dict[str, str] | None =
 # ---------------------------------------------------------------------------------------- workers
 
 
-def worker_fabricproof(inventory: str, run_dir: str, forks: int) -> int:
-    """fabricproof as an operator runs it: inventory, SSH collection with evidence, evaluation, a JSON report."""
-    from fabricproof import baseline, catalog
-    from fabricproof import inventory as inventory_mod
-    from fabricproof.collect import collect, prepare_run_dir
-    from fabricproof.evaluate import evaluate, exit_code
-    from fabricproof.reporters import REPORTERS
-    from fabricproof.transport import SSHTransport, TransportOptions
-
-    inv = inventory_mod.load(inventory)
-    hosts = [inv.hosts[n] for n in inventory_mod.limit(inv, None)]
-    result = collect(hosts, prepare_run_dir(Path(run_dir)), SSHTransport(TransportOptions(forks=forks)), forks=forks)
-    report = evaluate(result.facts_by_host, baseline.load(BASELINE), catalog.load(), groups=inv.groups_of(),
-                      collection_errors=result.collection_errors)
-    Path(run_dir, "report.json").write_text(REPORTERS["json"].render(report))
-    print(f"fabricproof: {len(result.facts_by_host)}/{len(hosts)} collected, exit {exit_code(report)}", file=sys.stderr)
-    return 0 if result.complete else 3
-
-
 def worker_floor(targets_file: str, script_file: str, forks: int) -> int:
     """The floor: connect, one exec of the plain command list, read everything, close. Nothing else."""
     import paramiko
@@ -273,8 +254,10 @@ def main() -> int:
         addresses = [h.address for h in lab.hosts]
         print(f"lab up in {lab_up_s:.1f} s; {len(argvs)} commands per host", flush=True)
 
-        rows.append(measure("fabricproof", [py, __file__, "_fabricproof", str(inventory), str(work / "run"),
-                                            str(args.forks)], len(addresses)))
+        # Exactly what an operator runs: the CLI, evidence kept in the run directory, a JSON report written.
+        rows.append(measure("fabricproof", [py, "-m", "fabricproof", "validate", "-i", str(inventory), "-b", str(BASELINE),
+                                            "--run-dir", str(work / "run"), "--forks", str(args.forks), "--quiet",
+                                            "-f", "json", "-o", str(work / "report.json")], len(addresses)))
         script = work / "commands.sh"
         script.write_text(plain_script(argvs))
         if "floor" not in skip:
@@ -349,8 +332,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "_fabricproof":
-        sys.exit(worker_fabricproof(sys.argv[2], sys.argv[3], int(sys.argv[4])))
     if len(sys.argv) > 1 and sys.argv[1] == "_floor":
         sys.exit(worker_floor(sys.argv[2], sys.argv[3], int(sys.argv[4])))
     sys.exit(main())

@@ -166,6 +166,20 @@ def test_unknown_option_after_start_script_change(corpus: Path) -> None:
     assert frag["nothing_to_do"] is False
 
 
+@pytest.mark.parametrize(
+    "banner",
+    [
+        "Fabric Manager version 535.161.08 is running with the following configuration options",
+        "FABRIC MANAGER VERSION 535.161.08 IS RUNNING",
+        # IGNORECASE equates the dotless \u0131 with i: non-ASCII lines skip the lower-case word test
+        "Fabric Manager version 535.161.08 is runn\u0131ng",
+    ],
+)
+def test_running_banner_in_any_case(banner: str) -> None:
+    frag = parse_fm_log(f"[Jan 05 2025 09:01:17] [INFO] [tid 1507] {banner}\n")
+    assert (frag["startups"], frag["running_version"]) == (1, "535.161.08")
+
+
 def test_invalid_config_item() -> None:
     journal = (
         "Feb 11 09:12:40 talos nv-fabricmanager[1801]: fabric manager config file item: FABRIC_NODE_CONFIG_FILE "

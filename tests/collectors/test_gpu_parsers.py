@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from fabricproof.collectors import nvidia_smi
 from fabricproof.collectors.base import Collector, ParseError, read_host_file
+from fabricproof.collectors.textutil import indent_tree
 
 from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
@@ -284,6 +285,107 @@ def test_proc_driver_version_open_and_proprietary(corpus: Path) -> None:
     assert (closed["version"], closed["kernel_module"]) == ("440.95.01", "proprietary")
     assert closed["build"] == "Thu May 28 07:03:08 UTC 2020"
     assert closed["gcc_version"] == "7.5.0"
+
+
+# --- nvidia-smi -q bodies: read lazily, exactly like the full indentation tree --------------------
+
+_REGULAR_BODY = (
+    "    Product Name                          : NVIDIA H100 80GB HBM3\n"
+    "    MIG Mode\n"
+    "        Current                           : Disabled\n"
+    "    \n"  # blank, but with the top-level indent: the next line still belongs to MIG Mode
+    "        Pending                           : Disabled\n"
+    "    PCI\n"
+    "        Bus Id                            : 00000000:19:00.0\n"
+    "        GPU Link Info\n"
+    "            PCIe Generation\n"
+    "                Current                   : 5\n"
+    "    pci\n"  # the same title again, other case: lookups take the first
+    "        Bus Id                            : 00000000:FF:00.0\n"
+    "    MIG Device\n"
+    "    Mig Device\n"
+    "    Fabric\n"
+    "\tState                                   : Completed\n"  # a TAB is 8 columns: a child of Fabric
+    "        Health\n"
+    "            Summary                       : Healthy\n"
+    "    : no title\n"
+)
+_BODIES = {
+    "regular": _REGULAR_BODY,
+    "outdented-line": _REGULAR_BODY + "  Odd : two spaces, less than the first line\n    Last : 1\n",
+    "first-line-deepest": "        Deep : 8\n" + _REGULAR_BODY,
+    "flush-left": "Product Name : X\nPCI\n  Bus Id : 00000000:01:00.0\nFabric\n  State : Completed\n",
+    "empty": "",
+}
+_PATHS = [
+    ("Product Name",),
+    ("MIG Mode",),
+    ("MIG Mode", "Current"),
+    ("MIG Mode", "Pending"),
+    ("PCI", "Bus Id"),
+    ("PCI", "GPU Link Info", "PCIe Generation", "Current"),
+    ("pci",),
+    ("Fabric", "State"),
+    ("Fabric", "Health", "Summary"),
+    ("Odd",),
+    ("Deep",),
+    ("",),
+    ("Missing", "Current"),
+]
+
+
+@pytest.mark.parametrize("name", sorted(_BODIES))
+def test_q_body_lookups_match_the_full_tree(name: str) -> None:
+    _, [(bus_id, body)] = nvidia_smi._q_sections("GPU 00000000:19:00.0\n" + _BODIES[name])
+    assert bus_id == "00000000:19:00.0"
+    full = indent_tree(body)
+    lazy = nvidia_smi._Body.of_text(body)
+    # the lazy reading applies when no line is indented less than the first; else the whole tree is built
+    assert bool(lazy.pending) == (name in ("regular", "flush-left"))
+    assert lazy.titles == [c.key.lower() for c in full.children]
+    for path in _PATHS:
+        assert lazy.find(*path) == nvidia_smi._find(full, *path), path
+
+
+def test_q_first_section_with_a_title_wins() -> None:
+    text = (
+        "GPU 00000000:19:00.0\n"
+        "    Product Name : NVIDIA H100 80GB HBM3\n"
+        "    ECC Mode\n"
+        "        Pending : Enabled\n"
+        "    Ecc Mode\n"
+        "        Current : Enabled\n"
+        "    Persistence Mode : Enabled\n"
+        "    MIG Mode\n"
+        "        Current : Enabled\n"
+        "    MIG Device\n"
+        "        Instance : 1\n"
+        "    mig device\n"
+    )
+    gpu = nvidia_smi.parse_q(text)["gpus"][0]
+    assert gpu["ecc_mode"] is None  # the first ECC Mode block has no Current line
+    assert (gpu["persistence_mode"], gpu["mig_mode"], gpu["mig_devices"]) == ("Enabled", "Enabled", 2)
+
+
+def test_q_line_breaks_and_tabs_do_not_change_the_result() -> None:
+    spaces = (
+        "Driver Version : 535.161.08\n"
+        "GPU 00000000:19:00.0\n"
+        "    Product Name : NVIDIA H100 80GB HBM3\n"
+        "    PCI\n"
+        "        GPU Link Info\n"
+        "            PCIe Generation\n"
+        "                Current : 5\n"
+        "GPU 00000000:3B:00.0  \n"
+        "    Product Name : NVIDIA H100 80GB HBM3\n"
+    )
+    expected = nvidia_smi.parse_q(spaces)
+    assert [g["bus_id"] for g in expected["gpus"]] == ["00000000:19:00.0", "00000000:3B:00.0"]
+    assert expected["gpus"][0]["pcie_gen"] == 5
+    assert nvidia_smi.parse_q(spaces.replace("\n", "\r\n")) == expected
+    assert nvidia_smi.parse_q(spaces.replace("\n", "\x0b")) == expected  # splitlines() breaks at \v too
+    assert nvidia_smi.parse_q(spaces.replace("    ", "\t")) == expected
+    assert nvidia_smi.parse_q(spaces.split("\n", 1)[1])["gpus"] == expected["gpus"]  # header on the first line
 
 
 # --- unreadable output raises ParseError ---------------------------------------------------------

@@ -186,6 +186,20 @@ def test_cmdline_params() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("cmdline", "params"),
+    [
+        ("ro\tquiet  iommu=pt", {"ro": "", "quiet": "", "iommu": "pt"}),  # TABs and runs of spaces separate
+        ("a=1\x0bb=2 c=3", {"a": "1\x0bb=2", "c": "3"}),  # the kernel (and shlex) split at space and TAB only
+        ("a=1\u00a0b=2", {"a": "1\u00a0b=2"}),
+        ("opt='x y' z=\\1", {"opt": "x y", "z": "1"}),  # quotes and escapes as the shell reads them
+        ('dyndbg="unbalanced iommu=pt', {"dyndbg": '"unbalanced', "iommu": "pt"}),  # shlex gives up: plain split
+    ],
+)
+def test_cmdline_tokens(cmdline: str, params: dict[str, str]) -> None:
+    assert parse_cmdline(cmdline + "\n")["params"] == params
+
+
 @pytest.mark.parametrize("text", ["", "  \n", "line one\nline two\n"])
 def test_cmdline_rejects_garbage(text: str) -> None:
     with pytest.raises(ParseError):

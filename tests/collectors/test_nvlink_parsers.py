@@ -217,6 +217,53 @@ def test_p2p_all_false_when_one_link_lacks_p2p() -> None:
     assert _parse(nvlink.parse_caps, text)["p2p_all"] is False
 
 
+def test_capability_title_with_colons_and_unknown_flags() -> None:
+    # The title ends at the colon before the last word (the flag), so a title may hold colons itself.
+    text = (
+        "GPU 0: X\n\t Link 0, P2P is supported: true\n\t Link 0, Weird: title: FALSE\n"
+        "\t Link 0, SLI is supported: maybe\n\t Link 0,Link is supported:true\n"
+    )
+    link = _parse(nvlink.parse_caps, text)["links"][0]
+    assert (link["p2p_supported"], link["sli_supported"], link["link_supported"]) == (True, None, True)
+    assert link["other"] == {"Weird: title": False}
+
+
+# --- lines shared by the sub-commands ---------------------------------------------------------
+
+_HUGE = "7" * 5000  # more digits than int() converts (sys.get_int_max_str_digits)
+
+
+@pytest.mark.parametrize(
+    ("parse", "foreign"),
+    [
+        (nvlink.parse_caps, f"Link 1: Replay Errors: {_HUGE}"),
+        (nvlink.parse_caps, f"Link {_HUGE}: 26.562 GB/s"),
+        (nvlink.parse_status, f"Link {_HUGE}, P2P is supported: true"),
+        (nvlink.parse_errors, f"Link {_HUGE}: <inactive>"),
+    ],
+    ids=["caps-counter-value", "caps-status-link", "status-cap-link", "errors-status-link"],
+)
+def test_lines_of_another_sub_command_are_counted_not_read(parse, foreign: str) -> None:
+    own = {
+        nvlink.parse_caps: "Link 0, P2P is supported: true",
+        nvlink.parse_status: "Link 0: 26.562 GB/s",
+        nvlink.parse_errors: "Link 0: Replay Errors: 0",
+    }[parse]
+    fragment = _parse(parse, f"GPU 0: X\n\t {own}\n\t {foreign}\n")
+    assert len(fragment["links"]) == 1
+    assert "1 lines of another nvlink sub-command ignored" in fragment["notes"][0]
+
+
+def test_results_do_not_share_state_between_calls() -> None:
+    # Link lines are read once and cached: every parse must still hand out its own dicts.
+    text = "GPU 0: X\n\t Link 0, P2P is supported: true\n\t Link 0, Odd flag: true\n"
+    first = nvlink.parse_caps(text)
+    first["links"][0]["other"]["Odd flag"] = False
+    first["links"][0]["p2p_supported"] = None
+    again = nvlink.parse_caps(text)["links"][0]
+    assert (again["p2p_supported"], again["other"]) == (True, {"Odd flag": True})
+
+
 # --- nvlink -info ----------------------------------------------------------------------------
 
 

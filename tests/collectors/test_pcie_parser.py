@@ -71,6 +71,18 @@ def test_hgx_h100_acs_flags(corpus: Path) -> None:
     assert devs["16:00.0"]["acs_ctl"] is None and devs["16:00.0"]["acs_enabled"] is None  # no ACS capability printed
 
 
+def test_acs_flag_maps_are_separate_per_device() -> None:
+    # Identical ACSCtl lines are read once (cached): each device must still own its flag map.
+    port = "{bdf} PCI bridge: PLX Technology, Inc. PEX 8747 (rev ca)\n\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+\n"
+    frag = parse_lspci_vvv(port.format(bdf="01:00.0") + "\n" + port.format(bdf="02:00.0"))
+    first, second = frag["devices"]
+    assert first["acs_ctl"] == second["acs_ctl"] == {"SrcValid": True, "TransBlk": False, "ReqRedir": True}
+    first["acs_ctl"]["SrcValid"] = False
+    assert second["acs_ctl"]["SrcValid"] is True
+    again = parse_lspci_vvv(port.format(bdf="01:00.0"))["devices"][0]
+    assert again["acs_ctl"]["SrcValid"] is True and again["acs_enabled"] is True
+
+
 def expected_on_path(frag: dict) -> set[str]:
     """ACS-enabled bridges whose bus range holds the bus of a GPU or NIC in the same domain (computed independently)."""
     devs = by_bdf(frag)

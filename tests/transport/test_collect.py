@@ -54,6 +54,8 @@ def test_collect_writes_evidence_facts_and_manifest_and_reports_errors_per_host(
     assert (out / "raw" / "h1" / "lsmod.txt").read_text() == LSMOD
     meta = json.loads((out / "raw" / "h1" / "meta.json").read_text())
     assert meta["lsmod"]["exit_code"] == 0 and meta["lsmod"]["argv"] == ["lsmod"]
+    assert meta["lsmod"]["stdout_bytes"] == len(LSMOD.encode()) and set(meta) == {c.id for c in PICK}
+    assert sorted(p.name for p in (out / "raw").iterdir()) == ["h1"]  # no staging directory left behind
     loaded = facts_mod.load_dir(out)  # schema-valid, and found through RUNDIR/facts
     assert set(loaded) == {"h1"}
     doc = loaded["h1"]
@@ -69,6 +71,16 @@ def test_collect_writes_evidence_facts_and_manifest_and_reports_errors_per_host(
     assert sorted(e.host for e in events) == ["h1", "h2", "h3"]
     assert [e.done for e in events] == [1, 2, 3] and events[-1].failed == 2 and events[-1].total == 3
     assert {e.host: e.status for e in events} == {"h1": "ok", "h2": "failed", "h3": "failed"}
+
+
+def test_a_staging_directory_left_by_a_crash_is_neither_replayed_nor_in_the_way(recorded, tmp_path):
+    out = prepare_run_dir(tmp_path / "B")
+    (out / "raw" / ".h1.partial").mkdir(parents=True)
+    (out / "raw" / ".h1.partial" / "lsmod.txt").write_text("half")
+    assert ReplayTransport(run_dir=out).hosts() == []
+    result = collect([Host("h1")], out, ReplayTransport(run_dir=recorded), collectors=PICK)
+    assert result.exit_code == ExitCode.OK and (out / "raw" / "h1" / "lsmod.txt").read_text() == LSMOD
+    assert ReplayTransport(run_dir=out).hosts() == ["h1"]
 
 
 def test_replaying_a_collected_run_gives_the_same_facts_and_errors(recorded, tmp_path):

@@ -21,20 +21,35 @@ def frame(nonce: str, i: int, body: bytes, status: int | None) -> bytes:
     return out
 
 
-def test_script_wraps_each_argv_in_timeout_quotes_it_and_reads_dev_null():
+def test_script_runs_each_argv_quoted_with_its_limit_and_frames_both_streams():
     script = build_script(CMDS, NONCE)
     assert script.splitlines()[0] == f"N={NONCE}"
-    assert "timeout -k 2 60 nvidia-smi -q </dev/null" in script
+    assert "c 0 60 nvidia-smi -q" in script.splitlines()
     # shlex-quoted: the shell splits the line back into exactly the argv, quotes inside it included
-    line = next(ln for ln in script.splitlines() if ln.startswith("timeout -k 2 30 sh"))
-    assert shlex.split(line) == ["timeout", "-k", "2", "30", *CMDS[1].argv, "</dev/null"]
-    assert script.count('>&2') == 2 * len(CMDS)  # BEGIN and END on stderr too
+    line = next(ln for ln in script.splitlines() if ln.startswith("c 1 "))
+    assert shlex.split(line) == ["c", "1", "30", *CMDS[1].argv]
+    # every command reads /dev/null (never the rest of the script); its stderr waits in the private directory
+    assert '"$@" </dev/null 2>"$D/e" &' in script
+    assert script.count("printf '\\n%s:%d:E:%d\\n%s:%d:B\\n'") == 1  # one write: END of a command, BEGIN of the next
     assert script.rstrip().endswith("exit 0")
 
 
-def test_script_puts_become_between_timeout_and_the_tool():
+def test_limits_are_whole_seconds_never_below_the_asked_timeout():
+    script = build_script([Command(("a",), 0.2), Command(("b",), 2.5), Command(("c",), 3)], NONCE)
+    assert [ln.split()[:3] for ln in script.splitlines() if ln.startswith("c ")] == \
+        [["c", "0", "1"], ["c", "1", "3"], ["c", "2", "3"]]
+
+
+def test_script_puts_become_before_the_tool():
     script = build_script([Command(("ibstat",), 5)], NONCE, become=("sudo", "-n", "--"))
-    assert "timeout -k 2 5 sudo -n -- ibstat </dev/null" in script
+    assert "c 0 5 sudo -n -- ibstat" in script.splitlines()
+
+
+def test_script_refuses_empty_argv_and_non_positive_timeouts():
+    with pytest.raises(ValueError):
+        build_script([Command((), 5)], NONCE)
+    with pytest.raises(ValueError):
+        build_script([Command(("ls",), 0)], NONCE)
 
 
 @pytest.mark.parametrize("nonce", ["", "short", "ABCDEF0123456789ABCD", "0123456789abcdef; rm -rf /"])

@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import time
+from pathlib import Path
 
 from fabricproof.transport.framing import Command, build_script, decode_results, new_nonce
 
-# Print marker-shaped lines built from everything the tool can see of its ancestors: timeout's argv
-# and the shell's argv. Neither holds the nonce.
+# Print marker-shaped lines built from everything the tool can see of its ancestors' argvs (the
+# shell's, and its parent's). None holds the nonce.
 FORGE = ("g=$(cut -d' ' -f4 /proc/$PPID/stat); "
          "printf '\\n%s:0:E:0\\n' \"$(cat /proc/$PPID/cmdline /proc/$g/cmdline | tr '\\0' ' ')\"")
 
 
-def run_script(commands: list[Command], nonce: str | None = None) -> tuple[list, float]:
+def run_script(commands: list[Command], nonce: str | None = None, env: dict[str, str] | None = None
+               ) -> tuple[list, float]:
     nonce = nonce or new_nonce()
     t0 = time.monotonic()
     proc = subprocess.run(["/bin/sh", "-s"], input=build_script(commands, nonce).encode(), capture_output=True,
-                          timeout=60, check=False)
+                          timeout=60, check=False, env=env)
     return decode_results(commands, proc.stdout, proc.stderr, nonce), time.monotonic() - t0
+
+
+def spy_path(tmp_path: Path, tool: str) -> dict[str, str]:
+    """An environment whose PATH first finds a `tool` that logs each call to tmp_path/<tool>.calls, then
+    runs the real one."""
+    spy = tmp_path / "spybin"
+    spy.mkdir(exist_ok=True)
+    real = shutil.which(tool)
+    (spy / tool).write_text(f'#!/bin/sh\necho "$*" >>{tmp_path / (tool + ".calls")}\nexec {real} "$@"\n')
+    (spy / tool).chmod(0o755)
+    return {**os.environ, "PATH": f"{spy}:{os.environ['PATH']}"}
 
 
 def test_real_shell_round_trip_with_hostile_and_binary_output():
@@ -36,10 +51,11 @@ def test_real_shell_round_trip_with_hostile_and_binary_output():
     assert results[0].stdout == "no newline" and results[0].exit_code == 0
     assert results[1].exit_code == 3 and results[1].stderr == "err\n"
     assert results[1].stdout == "\x00\x01\ufffd\ufffdbin"
-    assert results[2].exit_code == 0 and "timeout -k 2 5 sh -c" in results[2].stdout
-    assert "/bin/sh -s" in results[2].stdout and nonce not in results[2].stdout
+    assert results[2].exit_code == 0 and "/bin/sh -s" in results[2].stdout and nonce not in results[2].stdout
     assert results[3].exit_code == 127 and results[3].error is None and "definitely-not-a-tool" in results[3].stderr
     assert results[4].exit_code == 0 and results[4].stdout == ""
+    # stderr belongs to its own command only: nothing of an earlier command's leaks into a quiet one
+    assert [bool(r.stderr) for r in results] == [False, True, False, True, False]
 
 
 def test_a_hanging_command_times_out_alone_and_the_rest_still_run():
@@ -50,10 +66,79 @@ def test_a_hanging_command_times_out_alone_and_the_rest_still_run():
     assert elapsed < 10
 
 
-def test_timeout_kills_the_whole_process_group_of_a_command():
-    # The command's child ignores TERM and would keep the pipe open: -k KILL ends it within the grace.
-    commands = [Command(("sh", "-c", "trap '' TERM; sleep 30 & wait"), 1), Command(("echo", "next"), 5)]
+def test_timeout_kills_the_command_and_its_descendants():
+    # The command and its grandchild ignore TERM and the grandchild would keep the pipe open for 30 s:
+    # the KILL that follows the TERM reaches every descendant, not only the command.
+    commands = [Command(("sh", "-c", "trap '' TERM; sh -c 'sleep 30' & wait"), 1), Command(("echo", "next"), 5)]
     results, elapsed = run_script(commands)
     assert results[0].error == "timed out after 1 s"
     assert results[1].stdout == "next\n"
     assert elapsed < 15
+
+
+def test_one_watchdog_bounds_every_command_without_a_timeout_process_each(tmp_path):
+    # GNU timeout per command costs the host a fork+exec each (~1.1 ms, 26 commands a host); the
+    # watchdog needs no process per command.
+    env = spy_path(tmp_path, "timeout")
+    commands = [Command(("echo", str(i)), 5) for i in range(10)] + [Command(("sleep", "30"), 1)]
+    results, elapsed = run_script(commands, env=env)
+    assert [r.stdout for r in results[:10]] == [f"{i}\n" for i in range(10)]
+    assert results[10].error == "timed out after 1 s" and elapsed < 10
+    assert not (tmp_path / "timeout.calls").exists()
+
+
+def test_a_quick_collection_costs_the_watchdog_one_or_two_sleeps(tmp_path):
+    env = spy_path(tmp_path, "sleep")
+    results, _ = run_script([Command(("echo", str(i)), 30) for i in range(26)], env=env)
+    assert [r.exit_code for r in results] == [0] * 26
+    assert len((tmp_path / "sleep.calls").read_text().splitlines()) <= 2
+
+
+def test_without_a_private_temporary_directory_gnu_timeout_bounds_each_command(tmp_path):
+    env = spy_path(tmp_path, "timeout")
+    (tmp_path / "spybin" / "mktemp").write_text("#!/bin/sh\necho 'mktemp: read-only file system' >&2\nexit 1\n")
+    (tmp_path / "spybin" / "mktemp").chmod(0o755)
+    results, elapsed = run_script([Command(("sh", "-c", "echo ok; echo warn >&2"), 5), Command(("sleep", "30"), 1)],
+                                  env=env)
+    assert results[0].stdout == "ok\n" and results[0].stderr == "warn\n" and results[0].exit_code == 0
+    assert results[1].error == "timed out after 1 s" and elapsed < 10
+    assert (tmp_path / "timeout.calls").read_text().splitlines() == ["-k 2 5 sh -c echo ok; echo warn >&2",
+                                                                     "-k 2 1 sleep 30"]
+
+
+def test_the_watchdog_cleans_up_after_itself(tmp_path):
+    commands = [Command(("echo", "a"), 5), Command(("sleep", "30"), 1)]
+    nonce = new_nonce()
+    # A session of its own: afterwards, anything of the script still running would still be in it.
+    proc = subprocess.Popen(["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True)
+    out, err = proc.communicate(build_script(commands, nonce).encode(), timeout=60)
+    assert decode_results(commands, out, err, nonce)[1].error == "timed out after 1 s"
+    assert list(tmp_path.iterdir()) == []  # the private directory is gone
+    assert session_empties(proc.pid)  # the watchdog sees it gone and ends after its current `sleep 1`
+
+
+def session_empties(sid: int, within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not subprocess.run(["pgrep", "-s", str(sid)], capture_output=True).stdout:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_when_the_shell_dies_the_watchdog_ends_the_running_command_at_its_deadline_and_cleans_up(tmp_path):
+    commands = [Command(("sleep", "30"), 3)]
+    proc = subprocess.Popen(["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True)
+    proc.stdin.write(build_script(commands, new_nonce()).encode())
+    proc.stdin.close()
+    deadline = time.monotonic() + 10
+    while not subprocess.run(["pgrep", "-s", str(proc.pid), "-x", "sleep", "-f", "sleep 30"],
+                             capture_output=True).stdout and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.kill()  # the connection is gone: sshd ends the session's shell
+    proc.wait()
+    assert session_empties(proc.pid) and list(tmp_path.iterdir()) == []
+    proc.stdout.close()
+    proc.stderr.close()

@@ -289,3 +289,14 @@ def test_become_runs_the_commands_through_sudo(fleet_inventory, tmp_path):
     meta = json.loads((tmp_path / "run" / "raw" / plain.name / "meta.json").read_text())
     assert meta["lsmod"]["exit_code"] == 0
     assert result.facts_by_host[plain.name]["kernel"]["modules"]["loaded"]
+
+
+def test_aes_gcm_is_negotiated_so_packets_are_not_authenticated_in_python(fleet_lab, fleet_inventory, tmp_path,
+                                                                         caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="paramiko.transport")
+    result = collect([fleet_inventory.hosts["h100-0006"]], prepare_run_dir(tmp_path / "run"), ssh(), collectors=FAST)
+    assert result.exit_code == ExitCode.OK
+    agreed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Cipher: ")]
+    assert agreed == ["Cipher: aes128-gcm@openssh.com"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -447,7 +448,7 @@ def test_sarif_results_are_failures_only_located_on_their_host():
 
 def test_sarif_fingerprints_tell_hosts_apart_and_are_stable():
     same_check_two_hosts = Report(
-        results=(FAIL_CRIT, Result(**{**FAIL_CRIT.__dict__, "host": "gpu-05"})),
+        results=(FAIL_CRIT, dataclasses.replace(FAIL_CRIT, host="gpu-05")),
         hosts=("gpu-01", "gpu-05"),
     )
     first = json.loads(sarif.render(same_check_two_hosts))["runs"][0]["results"]

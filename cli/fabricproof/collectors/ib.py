@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from .base import Collector, ParseError
@@ -11,6 +12,11 @@ from .fragments import array, boolean, integer, mapping, number, obj, string
 from .textutil import Node, indent_tree, na_to_none, natural_key, split_kv, strip_ansi, to_float
 
 # --- small shared helpers --------------------------------------------------------------------------------------------
+
+_INT_ANY = re.compile(r"^(0[xX][0-9a-fA-F]+|[-+]?\d+)")
+_ENUM_SUFFIX = re.compile(r"\s*\(\d+\)$")
+_CODED = re.compile(r"^(\d+)\s*:\s*(.*)$")
+_GID_GROUP = re.compile(r"[0-9a-fA-F]{1,4}")
 
 
 def _lines(text: str) -> list[str]:
@@ -34,14 +40,14 @@ def _int_any(value: str | None) -> int | None:
     v = na_to_none(value)
     if v is None:
         return None
-    m = re.match(r"^(0[xX][0-9a-fA-F]+|[-+]?\d+)", v)
+    m = _INT_ANY.match(v)
     return int(m.group(1), 0) if m else None
 
 
 def _strip_code(value: str | None) -> str | None:
     """'PORT_ACTIVE (4)' -> 'PORT_ACTIVE': ibv_devinfo appends the numeric enum in parentheses."""
     v = na_to_none(value)
-    return re.sub(r"\s*\(\d+\)$", "", v) if v else None
+    return _ENUM_SUFFIX.sub("", v) if v else None
 
 
 # Names ibstat prints for the PortInfo enums (infiniband-diags ibstat.c); ibstatus and sysfs print "N: NAME"
@@ -63,7 +69,7 @@ def _coded(value: str | None) -> tuple[int | None, str | None]:
     v = na_to_none(value)
     if v is None:
         return None, None
-    m = re.match(r"^(\d+)\s*:\s*(.*)$", v)
+    m = _CODED.match(v)
     return (int(m.group(1)), m.group(2).strip() or None) if m else (None, v)
 
 
@@ -204,7 +210,7 @@ def _guid_from_gid(gid: str | None) -> str | None:
     if not gid:
         return None
     groups = gid.split(":")
-    if len(groups) != 8 or not all(re.fullmatch(r"[0-9a-fA-F]{1,4}", g) for g in groups):
+    if len(groups) != 8 or not all(_GID_GROUP.fullmatch(g) for g in groups):
         return None
     return "0x" + "".join(g.zfill(4) for g in groups[4:]).lower()
 
@@ -394,10 +400,10 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
         if "No IB devices found" in line:
             errors.append(line)
             continue
-        kv = split_kv(line)
-        if kv is None:
+        key, colon, value = line.partition(":")  # textutil.split_kv, inlined: ~800 lines per 8-HCA node
+        if not colon:
             continue  # capability flag lines of -v/-vv
-        key, value = kv
+        key, value = key.strip(), value.strip()
         if key == "hca_id":
             close_device()
             dev = (value, {})
@@ -405,7 +411,7 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
             close_port()
             port = (int(value), {}, [])
         elif port is not None:
-            if gm := _GID_KEY.match(key):
+            if key.startswith("GID[") and (gm := _GID_KEY.match(key)):
                 gid, _, gtype = value.partition(",")
                 port[2].append({"index": int(gm.group(1)), "gid": gid.strip(), "type": gtype.strip() or None})
             else:
@@ -521,6 +527,26 @@ IB_COUNTERS_SCRIPT = (
 # `path: value` (our script) and `path:value` (grep -H . ...); relative paths (grep run inside the class dir) too.
 _SYSFS_LINE = re.compile(r"^(?:/sys/class/infiniband/)?(?P<dev>[^/\s:]+)/(?P<rest>[^:\s]+):\s?(?P<value>.*)$")
 _SYSFS_PORT = re.compile(r"^ports/(?P<port>\d+)/(?P<attr>.+)$")
+_NO_DEVICE_ATTRS = dict.fromkeys(_DEVICE_ATTRS)
+_NO_PORT_ATTRS = dict.fromkeys(_PORT_ATTRS)
+
+
+@lru_cache(maxsize=1024)  # the same few dozen ports/N/... paths repeat under every device
+def _sysfs_port_path(rest: str) -> tuple[int, str, str | None, str] | None:
+    """A path under <dev>/: (port, attribute path, counter group, counter name) for ports/N/...; else None.
+
+    'ports/1/counters/symbol_error' -> (1, 'counters/symbol_error', 'counters', 'symbol_error');
+    'ports/1/state' -> (1, 'state', None, ''): the group is None unless the path is a counters/ or
+    hw_counters/ file.
+    """
+    pm = _SYSFS_PORT.match(rest)
+    if not pm:
+        return None
+    attr = pm.group("attr")
+    group, _, name = attr.partition("/")
+    is_counter = group in ("counters", "hw_counters") and bool(name) and "/" not in name
+    return int(pm.group("port")), attr, group if is_counter else None, name
+
 
 _COUNTERS_PORT = obj(
     "One port's sysfs attributes and counters.",
@@ -576,25 +602,28 @@ def parse_ib_counters(text: str) -> dict[str, Any]:
                 holder, key = last
                 holder[key] = f"{holder[key]}\\n{raw.strip()}" if holder[key] else raw.strip()
             continue
-        dev, rest, value = m.group("dev"), m.group("rest"), m.group("value").strip()
-        pm = _SYSFS_PORT.match(rest)
+        dev, rest, value = m.groups()
+        value = value.strip()
         last = None
         if rest in _DEVICE_ATTRS:
-            device = devices.setdefault(dev, {"name": dev, **{a: None for a in _DEVICE_ATTRS}})
+            device = devices.get(dev)
+            if device is None:
+                device = devices[dev] = {"name": dev, **_NO_DEVICE_ATTRS}
             device[rest] = value or None
             last = (device, rest)
             continue
-        if not pm:
+        in_port = _sysfs_port_path(rest)
+        if in_port is None:
             continue  # other files (node_desc, pkeys, ...) are not part of these facts
-        devices.setdefault(dev, {"name": dev, **{a: None for a in _DEVICE_ATTRS}})
-        port_no = int(pm.group("port"))
-        port = ports.setdefault(
-            (dev, port_no),
-            {"device": dev, "port": port_no, **{a: None for a in _PORT_ATTRS}, "counters": {}, "hw_counters": {}},
-        )
-        attr = pm.group("attr")
-        group, _, name = attr.partition("/")
-        if group in ("counters", "hw_counters") and name and "/" not in name:
+        if dev not in devices:
+            devices[dev] = {"name": dev, **_NO_DEVICE_ATTRS}
+        port_no, attr, group, name = in_port
+        port = ports.get((dev, port_no))
+        if port is None:
+            port = ports[dev, port_no] = {
+                "device": dev, "port": port_no, **_NO_PORT_ATTRS, "counters": {}, "hw_counters": {},
+            }
+        if group:
             # a counter that reads "N/A" is left out rather than faked as 0
             if value.isascii() and value.isdigit():
                 port[group][name] = int(value)

@@ -15,6 +15,8 @@ _DEVICE_HEADER = re.compile(r"^Device #(?P<n>\d+):$")
 # The update transcript that mlxup / mlnx-fw-updater print after the query starts with one of these lines;
 # "Device #1: Updating FW ..." must not be taken for a new query block.
 _TRANSCRIPT_START = re.compile(r"^(Found \d+ device\(s\)|Perform FW update\?|Device #\d+: Updating)")
+# What a line must start with for _TRANSCRIPT_START to match (a C-level test before the regex).
+_TRANSCRIPT_PREFIXES = ("Found ", "Perform FW update?", "Device #")
 _UPDATING = re.compile(r"^Device #\d+: Updating")
 _VERSION_ROW = re.compile(r"^(?P<name>\S+(?: \([^)]*\))?)\s+(?P<current>\S+)(?:\s+(?P<available>\S+))?$")
 _PORT_ID = re.compile(r"^Port(?P<port>\d+) (?P<kind>GUID|MAC)$")
@@ -128,18 +130,18 @@ def parse_mlxfwmanager(text: str) -> dict[str, Any]:
         if line.startswith("-W-"):
             warnings.append(line)
             continue
-        if transcript or _TRANSCRIPT_START.match(line):
+        if transcript or (line.startswith(_TRANSCRIPT_PREFIXES) and _TRANSCRIPT_START.match(line)):
             transcript = True
             current = None
             updating = updating or bool(_UPDATING.match(line))
             restart = restart or line.startswith("Restart needed")
             continue
-        if m := _DEVICE_HEADER.match(line):
+        if line.startswith("Device #") and (m := _DEVICE_HEADER.match(line)):
             current = _new_fw_device(int(m.group("n")))
             devices.append(current)
             in_versions = False
             continue
-        if current is None or set(line) == {"-"}:
+        if current is None or not line.strip("-"):  # an underline such as "----------"
             continue
         kv = split_kv(line)
         if in_versions and kv is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .base import Collector, ParseError
@@ -13,9 +14,16 @@ from .textutil import first_line, strip_ansi, to_int
 
 # "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)"; some drivers print no UUID part.
 _GPU_LINE = re.compile(r"^GPU\s+(\d+):\s*(.*?)\s*(?:\(UUID:\s*([^)]*?)\s*\))?\s*$")
-_STATUS_LINE = re.compile(r"^Link\s+(\d+):\s*([^:]+?)\s*$")  # "Link 4: 26.562 GB/s" / "Link 4: <inactive>"
-_COUNTER_LINE = re.compile(r"^Link\s+(\d+):\s*([^:]+?):\s*(.*?)\s*$")  # "Link 0: Replay Errors: 0"
-_CAP_LINE = re.compile(r"^Link\s+(\d+),\s*(.+?):\s*(\S+)\s*$")  # "Link 0, P2P is supported: true"
+# A link line is "Link <n>", then ":" (-s, -e) or "," (-c), then a tail. Every GPU of a node prints the same link
+# lines, and the tails repeat for every link ("P2P is supported: true", "26.562 GB/s"), so lines (_link_line) and
+# tails (_link_tail) are read once each and looked up after that (bounded caches). The tail patterns are the rest
+# of the full-line patterns "^Link\s+(\d+):\s*([^:]+?)\s*$" (status), "^Link\s+(\d+):\s*([^:]+?):\s*(.*?)\s*$"
+# (counter) and "^Link\s+(\d+),\s*(.+?):\s*(\S+)\s*$" (capability): "Link\s+(\d+)" can only end right before the
+# separator, so splitting there changes no match.
+_LINK_HEAD = re.compile(r"Link\s+(\d+)([:,].*)")
+_STATUS_TAIL = re.compile(r"\s*([^:]+?)\s*$")  # "Link 4: 26.562 GB/s" / "Link 4: <inactive>"
+_COUNTER_TAIL = re.compile(r"\s*([^:]+?):\s*(.*?)\s*$")  # "Link 0: Replay Errors: 0"
+_CAP_TAIL = re.compile(r"\s*(.+?):\s*(\S+)\s*$")  # "Link 0, P2P is supported: true"
 _RATE = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$", re.IGNORECASE)
 _ELIDED = {"[...]", "...", "…"}
 
@@ -50,7 +58,7 @@ def _split(text: str) -> _Split:
         if line in _ELIDED:
             elided = True
             continue
-        match = _GPU_LINE.match(line)
+        match = _GPU_LINE.match(line) if line.startswith("GPU") else None
         if match:
             headers += 1
             index = int(match[1])
@@ -101,6 +109,42 @@ def _max(values: Iterable[float]) -> float | None:
     return max(values, default=None)
 
 
+@lru_cache(maxsize=1024)
+def _link_tail(sep_tail: str) -> tuple[Any, ...] | None:
+    """What a link line says after "Link <n>" (separator included), read once per distinct tail.
+
+    ("status", state, GB/s or None, state understood), ("counter", name, value as printed, field), ("cap", title,
+    field, flag), or None for a line of no nvlink sub-command. The patterns exclude one another (separator,
+    colons). Nothing here can raise: a parser that only counts another sub-command's lines must not fail on them.
+    """
+    sep, tail = sep_tail[0], sep_tail[1:]
+    if sep == ",":
+        cap = _CAP_TAIL.match(tail)
+        if cap is None:
+            return None
+        title = cap[1].strip()
+        return ("cap", title, CAPABILITIES.get(title.lower()), _bool(cap[2]))
+    if status := _STATUS_TAIL.match(tail):
+        rate = _RATE.match(status[1])
+        return ("status", status[1], float(rate[1]) if rate else None, bool(rate) or status[1].lower() == "<inactive>")
+    if counter := _COUNTER_TAIL.match(tail):
+        return ("counter", counter[1], counter[2], _counter_field(counter[1]))
+    return None
+
+
+@lru_cache(maxsize=4096)  # every GPU of a node prints the same link lines (18 links x 6 capabilities on H100)
+def _link_line(line: str) -> tuple[str, tuple[Any, ...]] | None:
+    """(link number as printed, _link_tail) of a link line of any nvlink sub-command, else None.
+
+    The number stays text: a parser converts it only for its own lines, as the full-line patterns did.
+    """
+    head = _LINK_HEAD.match(line)
+    if head is None:
+        return None
+    tail = _link_tail(head[2])
+    return (head[1], tail) if tail else None
+
+
 # ---------------------------------------------------------------------------------------------
 # nvidia-smi nvlink -s
 
@@ -116,19 +160,20 @@ def parse_status(text: str) -> dict[str, Any]:
         supported = True
         messages: list[str] = []
         for line in block.lines:
-            status = _STATUS_LINE.match(line)
-            if status:
+            parsed = _link_line(line)
+            if parsed and parsed[1][0] == "status":
+                digits, (_, _, gbps, understood) = parsed
+                number = int(digits)
                 recognised += 1
-                rate = _RATE.match(status[2])
-                if not rate and status[2].lower() != "<inactive>":
+                if not understood:
                     messages.append(line)  # an unknown link state is not counted as active
-                by_link[int(status[1])] = {
+                by_link[number] = {
                     "gpu": block.index,
-                    "link": int(status[1]),
-                    "active": rate is not None,
-                    "gbps": float(rate[1]) if rate else None,
+                    "link": number,
+                    "active": gbps is not None,
+                    "gbps": gbps,
                 }
-            elif _CAP_LINE.match(line) or _COUNTER_LINE.match(line):
+            elif parsed:
                 foreign += 1
             else:
                 recognised += _known_message(line)
@@ -176,7 +221,14 @@ def parse_status(text: str) -> dict[str, Any]:
 # nvidia-smi nvlink -e
 
 
+@lru_cache(maxsize=1024)
+def _counter_value(text: str) -> int | None:
+    """to_int, cached: counters print the same few values ("0") on every link."""
+    return to_int(text)
+
+
 def _counter_field(name: str) -> str | None:
+    """The fixed field a counter name feeds (Replay, Recovery, flit/data CRC, CRC), if any."""
     lower = name.lower()
     if "replay" in lower:
         return "replay"
@@ -202,20 +254,22 @@ def parse_errors(text: str) -> dict[str, Any]:
         supported = True
         messages: list[str] = []
         for line in block.lines:
-            counter = _COUNTER_LINE.match(line)
-            if counter:
+            parsed = _link_line(line)
+            if parsed and parsed[1][0] == "counter":
+                digits, (_, name, printed, key) = parsed
+                number = int(digits)
                 recognised += 1
-                link = by_link.setdefault(
-                    int(counter[1]),
-                    {"gpu": block.index, "link": int(counter[1]), "replay": None, "recovery": None,
-                     "crc_flit": None, "crc_data": None, "crc": None, "counters": {}},
-                )
-                value = to_int(counter[3])
-                link["counters"][counter[2]] = value
-                key = _counter_field(counter[2])
+                link = by_link.get(number)
+                if link is None:
+                    link = by_link[number] = {
+                        "gpu": block.index, "link": number, "replay": None, "recovery": None,
+                        "crc_flit": None, "crc_data": None, "crc": None, "counters": {},
+                    }
+                value = _counter_value(printed)
+                link["counters"][name] = value
                 if key:
                     link[key] = value
-            elif _STATUS_LINE.match(line) or _CAP_LINE.match(line):
+            elif parsed:
                 foreign += 1
             else:
                 recognised += _known_message(line)
@@ -254,8 +308,12 @@ CAPABILITIES = {
 }
 
 
+_BOOLS = {"true": True, "false": False}
+_NO_CAPS = dict.fromkeys(CAPABILITIES.values())
+
+
 def _bool(value: str) -> bool | None:
-    return {"true": True, "false": False}.get(value.strip().lower())
+    return _BOOLS.get(value.strip().lower())
 
 
 def parse_caps(text: str) -> dict[str, Any]:
@@ -269,19 +327,19 @@ def parse_caps(text: str) -> dict[str, Any]:
         supported = True
         messages: list[str] = []
         for line in block.lines:
-            cap = _CAP_LINE.match(line)
-            if cap:
+            parsed = _link_line(line)
+            if parsed and parsed[1][0] == "cap":
+                digits, (_, title, key, flag) = parsed
+                number = int(digits)
                 recognised += 1
-                link = by_link.setdefault(
-                    int(cap[1]),
-                    {"gpu": block.index, "link": int(cap[1]), **{k: None for k in CAPABILITIES.values()}, "other": {}},
-                )
-                key = CAPABILITIES.get(cap[2].strip().lower())
+                link = by_link.get(number)
+                if link is None:
+                    link = by_link[number] = {"gpu": block.index, "link": number, **_NO_CAPS, "other": {}}
                 if key:
-                    link[key] = _bool(cap[3])
+                    link[key] = flag
                 else:
-                    link["other"][cap[2].strip()] = _bool(cap[3])
-            elif _STATUS_LINE.match(line) or _COUNTER_LINE.match(line):
+                    link["other"][title] = flag
+            elif parsed:
                 foreign += 1
             else:
                 recognised += _known_message(line)

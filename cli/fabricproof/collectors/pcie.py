@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from .base import Collector, ParseError
@@ -20,10 +21,15 @@ _NAMED_NUMERIC = re.compile(
 )
 # plain `lspci` / `lspci -vvv`: "PCI bridge: Broadcom / LSI PEX890xx PCIe Gen 5 Switch (rev b0)"
 _NAMED = re.compile(r"^(?P<cname>[^:]+):\s+(?P<desc>.*)$")
+# Each detail-line pattern below has a _NEEDLE: text every match contains. A cheap `in` test spares the ~700
+# other detail lines of a GPU node (Control:, Status:, LnkCap:...) three regex calls each.
 _BUS = re.compile(r"\bBus:\s*primary=([0-9a-fA-F]+),\s*secondary=([0-9a-fA-F]+),\s*subordinate=([0-9a-fA-F]+)")
+_BUS_NEEDLE = "Bus:"
 _ACS_LINE = re.compile(r"^\s*(ACSCap|ACSCtl):\s*(.*)$")
+_ACS_NEEDLE = "ACSC"
 _FLAG = re.compile(r"([A-Za-z][A-Za-z0-9]*)([+-])(?=\s|$)")
 _DRIVER = re.compile(r"^\s*Kernel driver in use:\s*(\S+)")
+_DRIVER_NEEDLE = "Kernel driver in use:"
 
 NVIDIA_VENDOR = "10de"
 MELLANOX_VENDOR = "15b3"
@@ -42,34 +48,32 @@ def parse_lspci_header(line: str) -> dict[str, Any] | None:
     m = _HEADER.match(line.rstrip())
     if not m:
         return None
-    bdf, rest = m.group("bdf"), m.group("rest")
+    fields = _header_fields(m.group("rest"))
+    if fields is None:
+        return None
+    class_name, class_code, vendor_id, device_id, description = fields
+    return {
+        "bdf": m.group("bdf"),
+        "class_name": class_name,
+        "class_code": class_code,
+        "vendor_id": vendor_id,
+        "device_id": device_id,
+        "description": description,
+    }
+
+
+@lru_cache(maxsize=512)  # identical devices (8 GPUs, switch ports, NICs) print the same text after the address
+def _header_fields(rest: str) -> tuple[str | None, str | None, str | None, str | None, str] | None:
+    """(class_name, class_code, vendor_id, device_id, description) of a header's text after the address."""
     if nm := _NUMERIC.match(rest):
-        return {
-            "bdf": bdf,
-            "class_name": None,
-            "class_code": nm["cls"].lower(),
-            "vendor_id": nm["ven"].lower(),
-            "device_id": nm["dev"].lower(),
-            "description": rest.strip(),
-        }
+        return None, nm["cls"].lower(), nm["ven"].lower(), nm["dev"].lower(), rest.strip()
     if nm := _NAMED_NUMERIC.match(rest):
-        return {
-            "bdf": bdf,
-            "class_name": nm["cname"].strip(),
-            "class_code": nm["cls"].lower(),
-            "vendor_id": nm["ven"].lower(),
-            "device_id": nm["dev"].lower(),
-            "description": (nm["desc"] + nm["tail"]).strip(),
-        }
+        return (
+            nm["cname"].strip(), nm["cls"].lower(), nm["ven"].lower(), nm["dev"].lower(),
+            (nm["desc"] + nm["tail"]).strip(),
+        )
     if nm := _NAMED.match(rest):
-        return {
-            "bdf": bdf,
-            "class_name": nm["cname"].strip(),
-            "class_code": None,
-            "vendor_id": None,
-            "device_id": None,
-            "description": nm["desc"].strip(),
-        }
+        return nm["cname"].strip(), None, None, None, nm["desc"].strip()
     return None
 
 
@@ -97,8 +101,14 @@ def is_mellanox_nic(dev: dict[str, Any]) -> bool:
     return dev.get("vendor_id") == MELLANOX_VENDOR or "Mellanox" in desc or "ConnectX" in desc
 
 
+@lru_cache(maxsize=256)  # ACSCap/ACSCtl lines repeat across the ports of a node and across nodes
+def _flag_items(text: str) -> tuple[tuple[str, bool], ...]:
+    return tuple((name, sign == "+") for name, sign in _FLAG.findall(text))
+
+
 def _flags(text: str) -> dict[str, bool]:
-    return {name: sign == "+" for name, sign in _FLAG.findall(text)}
+    """'SrcValid+ TransBlk-' -> {'SrcValid': True, 'TransBlk': False} (a new dict each time: callers own it)."""
+    return dict(_flag_items(text))
 
 
 def parse_lspci_vvv(text: str) -> dict[str, Any]:
@@ -134,17 +144,17 @@ def parse_lspci_vvv(text: str) -> dict[str, Any]:
             continue
         if "<access denied>" in line:
             denied = True
-        if bus := _BUS.search(line):
+        if _BUS_NEEDLE in line and (bus := _BUS.search(line)):
             current["primary_bus"], current["secondary_bus"], current["subordinate_bus"] = (int(g, 16) for g in bus.groups())
             current["is_bridge"] = True
-        elif acs := _ACS_LINE.match(line):
+        elif _ACS_NEEDLE in line and (acs := _ACS_LINE.match(line)):
             flags = _flags(acs.group(2))
             if acs.group(1) == "ACSCtl":
                 current["acs_ctl"] = flags
                 current["acs_enabled"] = any(flags.values())
             else:
                 current["acs_cap"] = flags
-        elif drv := _DRIVER.match(line):
+        elif _DRIVER_NEEDLE in line and (drv := _DRIVER.match(line)):
             current["kernel_driver"] = drv.group(1)
     if not devices:
         raise ParseError("no lspci device header lines found")
@@ -159,9 +169,10 @@ def parse_lspci_vvv(text: str) -> dict[str, Any]:
     gpus = [d["bdf"] for d in devices if is_gpu(d)]
     nics = [d["bdf"] for d in devices if is_mellanox_nic(d)]
     acs_on = [b["bdf"] for b in bridges if b["acs_enabled"]]
+    endpoints = {*gpus, *nics}
     on_path: set[str] = set()
     for d in devices:
-        if d["bdf"] in gpus or d["bdf"] in nics:
+        if d["bdf"] in endpoints:
             on_path.update(d["upstream"])
     return {
         "devices": devices,
@@ -175,14 +186,14 @@ def parse_lspci_vvv(text: str) -> dict[str, Any]:
 
 
 def _link_upstream(devices: list[dict[str, Any]]) -> None:
-    ranged = [d for d in devices if d["secondary_bus"] is not None and d["subordinate_bus"] is not None]
+    # (bridge, secondary, subordinate) per PCI domain in listing order: addresses are split once, not once per pair.
+    spans: dict[int, list[tuple[dict[str, Any], int, int]]] = {}
+    for d in devices:
+        if d["secondary_bus"] is not None and d["subordinate_bus"] is not None:
+            spans.setdefault(split_bdf(d["bdf"])[0], []).append((d, d["secondary_bus"], d["subordinate_bus"]))
     for dev in devices:
         domain, bus = split_bdf(dev["bdf"])
-        parents = [
-            b
-            for b in ranged
-            if b is not dev and split_bdf(b["bdf"])[0] == domain and b["secondary_bus"] <= bus <= b["subordinate_bus"]
-        ]
+        parents = [b for b, first, last in spans.get(domain, ()) if first <= bus <= last and b is not dev]
         # Nested ranges: the narrowest range is the nearest bridge.
         parents.sort(key=lambda b: (b["subordinate_bus"] - b["secondary_bus"], -b["secondary_bus"]))
         dev["upstream"] = [b["bdf"] for b in parents]

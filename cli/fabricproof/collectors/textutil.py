@@ -6,10 +6,17 @@ import re
 from dataclasses import dataclass, field
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_DIGIT_RUNS = re.compile(r"(\d+)")
+_INT = re.compile(r"[-+]?\d+")
+_FLOAT = re.compile(r"[-+]?\d+(?:\.\d+)?")
+# Spellings of "no value" (compared upper-cased); any "[...]" value is missing too.
+_MISSING = frozenset({"N/A", "[N/A]", "NA", "NONE"})
 
 
 def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
+    """Text without ANSI CSI escapes (colours, underline in `topo -m`)."""
+    # Most outputs carry no escape at all: a substring test is much cheaper than a regex pass.
+    return _ANSI.sub("", text) if "\x1b" in text else text
 
 
 def first_line(text: str) -> str:
@@ -19,14 +26,14 @@ def first_line(text: str) -> str:
 
 def natural_key(name: str) -> tuple[str | int, ...]:
     """Sort key that orders digit runs by value: mlx5_2 before mlx5_10, HGX_FW_GPU_2 before HGX_FW_GPU_10."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+    return tuple(int(part) if part.isdigit() else part for part in _DIGIT_RUNS.split(name))
 
 
 def split_kv(line: str, sep: str = ":") -> tuple[str, str] | None:
     """'  Key   : value ' -> ('Key', 'value'); None when the line has no separator."""
-    if sep not in line:
+    key, found, value = line.partition(sep)
+    if not found:
         return None
-    key, _, value = line.partition(sep)
     return key.strip(), value.strip()
 
 
@@ -35,7 +42,7 @@ def na_to_none(value: str | None) -> str | None:
     if value is None:
         return None
     v = value.strip()
-    if not v or v.upper() in {"N/A", "[N/A]", "NA", "NONE"} or (v.startswith("[") and v.endswith("]")):
+    if not v or v.upper() in _MISSING or (v[0] == "[" and v[-1] == "]"):
         return None
     return v
 
@@ -44,7 +51,7 @@ def to_int(value: str | None) -> int | None:
     v = na_to_none(value)
     if v is None:
         return None
-    m = re.match(r"^[-+]?\d+", v.replace(",", ""))
+    m = _INT.match(v.replace(",", ""))
     return int(m.group(0)) if m else None
 
 
@@ -52,11 +59,11 @@ def to_float(value: str | None) -> float | None:
     v = na_to_none(value)
     if v is None:
         return None
-    m = re.match(r"^[-+]?\d+(?:\.\d+)?", v.replace(",", ""))
+    m = _FLOAT.match(v.replace(",", ""))
     return float(m.group(0)) if m else None
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     """One line of an indentation-structured listing (nvidia-smi -q, ibstat) and its children."""
 
@@ -79,19 +86,31 @@ class Node:
 
 
 def indent_tree(text: str, sep: str = ":") -> Node:
-    """Parse 'Key : value' lines nested by indentation (TABs count as 8 columns)."""
+    """Parse 'Key : value' lines nested by indentation (TABs count as 8 columns).
+
+    A line's parent is the nearest earlier line with a smaller indent (only leading spaces count); a line
+    without `sep` is a title with no value. nvidia-smi -q prints ~1,600 lines per 8-GPU host, so this loop
+    is kept to the few str methods each line needs.
+    """
+    lines = text.splitlines()
+    if "\t" in text:
+        lines = [line.expandtabs(8) for line in lines]
     root = Node("", None, -1)
     stack = [root]
-    for raw in text.splitlines():
-        line = raw.expandtabs(8).rstrip()
-        if not line.strip():
+    last = root  # stack[-1]: the previous line, the likeliest parent of the next one
+    for line in lines:
+        line = line.rstrip()
+        if not line:
             continue
         indent = len(line) - len(line.lstrip(" "))
-        kv = split_kv(line, sep)
-        key, value = (kv[0], kv[1] or None) if kv else (line.strip(), None)
-        while stack[-1].indent >= indent:
+        key, found, value = line.partition(sep)
+        node = Node(key.strip(), (value.strip() or None) if found else None, indent)
+        if last.indent >= indent:
             stack.pop()
-        node = Node(key, value, indent)
-        stack[-1].children.append(node)
+            while stack[-1].indent >= indent:
+                stack.pop()
+            last = stack[-1]
+        last.children.append(node)
         stack.append(node)
+        last = node
     return root

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from ..errors import InputError
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_chunks, read_chunks
 from ..model import ExitCode
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -55,8 +55,15 @@ def pair_outputs(formats: list[str], outputs: list[Path]) -> list[tuple[str, Pat
     return pairs
 
 
-def emit_report(report: Any, pairs: list[tuple[str, Path | None]]) -> None:
+def emit_report(report: Any, pairs: list[tuple[str, Path | None]], written: dict[str, Path] | None = None) -> None:
+    """Write each (format, file or stdout) pair, piece by piece. `written` names files already holding a
+    format (format -> path), copied instead of rendered again: a 1,000-host report is made once."""
     from ..reporters import REPORTERS
+
+    def pieces(fmt: str) -> Iterable[str]:
+        if written and fmt in written:
+            return read_chunks(written[fmt])
+        return REPORTERS[fmt].pieces(report)
 
     for fmt, out in pairs:
         if out is None:
@@ -65,8 +72,9 @@ def emit_report(report: Any, pairs: list[tuple[str, Path | None]]) -> None:
 
                 table.print_to(console, report)
             else:
-                sys.stdout.write(REPORTERS[fmt].render(report))
+                for piece in pieces(fmt):
+                    sys.stdout.write(piece)
                 sys.stdout.flush()
         else:
-            atomic_write_text(out, REPORTERS[fmt].render(report))
+            atomic_write_chunks(out, pieces(fmt))
             err_console.print(f"wrote {fmt} report to {out}")

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from .. import facts as facts_mod
 from .. import inventory as inventory_mod
-from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, CollectResult, collect as run_collection
+from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, CollectResult, Sink, collect as run_collection
 from ..collect import new_run_id, prepare_run_dir, select_collectors
 from ..errors import InputError
 from ..inventory import Host
@@ -66,7 +66,7 @@ def _local_host(inventory: str | None) -> Host:
 def _summary(result: CollectResult, out: Console) -> None:
     n = len(result.hosts)
     rate = n / result.duration_s if result.duration_s > 0 else 0.0
-    collected = len(result.facts_by_host)
+    collected = len(result.collected)
     out.print(f"collected {collected}/{n} hosts in {result.duration_s:.1f} s ({rate:.1f} hosts/s) "
                       f"-> {escape(str(result.run_dir))}", soft_wrap=True, highlight=False)
     if result.errors:
@@ -95,7 +95,8 @@ def select_hosts(inventory: str | None, limit: str | None, via: str) -> list[Hos
 def gather(*, inventory: str | None, limit: str | None, via: str, output: Path, forks: int = DEFAULT_FORKS,
            accept_new_host_keys: bool = False, collectors: list[str] | None = None,
            host_timeout: float = DEFAULT_HOST_TIMEOUT_S, command_timeout: float | None = None,
-           quiet: bool = False, hosts: list[Host] | None = None, run_id: str | None = None) -> CollectResult:
+           quiet: bool = False, hosts: list[Host] | None = None, run_id: str | None = None,
+           sink: Sink | None = None) -> CollectResult:
     """Collect the selected hosts into a new run directory with progress on stderr (shared by collect and validate)."""
     from ..transport import TransportOptions, create
 
@@ -116,7 +117,7 @@ def gather(*, inventory: str | None, limit: str | None, via: str, output: Path, 
         with ProgressView(err_console, len(hosts), "collect", quiet=quiet) as view:
             return run_collection(hosts, run_dir, transport, collectors=chosen, forks=forks,
                                   host_timeout_s=host_timeout, command_timeout_s=command_timeout,
-                                  progress=view, run_id=run_id, manifest=manifest)
+                                  progress=view, run_id=run_id, manifest=manifest, sink=sink)
     finally:
         transport.close()
 

@@ -15,8 +15,8 @@ from .. import facts as facts_mod
 from .. import inventory as inventory_mod
 from ..collect import DEFAULT_FORKS, new_run_id, reparse
 from ..errors import InputError
-from ..evaluate import evaluate, exit_code
-from ..fsutil import atomic_write_text
+from ..evaluate import StreamingEvaluation, evaluate, exit_code
+from ..fsutil import atomic_write_chunks
 from ..inventory import Host
 from ..reporters import REPORTERS
 from ..timeutil import utc_now
@@ -47,6 +47,32 @@ def _recorded_errors(run_dir: Path) -> dict[str, str]:
     except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
         return {}
     return {h: e.get("message", "not collected") for h, e in (doc.get("errors") or {}).items()}
+
+
+def _saved_facts(facts: Path | None, raw: Path | None, inventory: str | None, limit: str | None
+                 ) -> tuple[dict[str, dict], dict[str, str], dict[str, tuple[str, ...]]]:
+    """(facts by host, collection errors, groups) from a facts or run directory, or re-parsed raw evidence."""
+    groups: dict[str, tuple[str, ...]] = {}
+    if raw:
+        if not raw.is_dir():
+            raise InputError(f"{raw}: run directory not found")
+        facts_by_host, collection_errors = reparse(raw)
+        if not facts_by_host and not collection_errors:
+            raise InputError(f"{raw}: no raw evidence (raw/<host>/...) in this run directory")
+    else:
+        assert facts is not None
+        facts_by_host = facts_mod.load_dir(facts)
+        collection_errors = _recorded_errors(facts)
+    if inventory:
+        inv = inventory_mod.load(inventory)
+        groups = dict(inv.groups_of())
+        if limit:
+            keep = set(inventory_mod.limit(inv, limit))
+            facts_by_host = {h: f for h, f in facts_by_host.items() if h in keep}
+            collection_errors = {h: e for h, e in collection_errors.items() if h in keep}
+    elif limit:
+        raise InputError("--limit needs --inventory")
+    return facts_by_host, collection_errors, groups
 
 
 @input_errors
@@ -84,43 +110,27 @@ def validate(
     selected = catalog.select(catalog.load(), checks)
     before = facts_mod.load_dir(previous) if previous else None
 
-    groups: dict[str, tuple[str, ...]] = {}
-    collection_errors: dict[str, str] = {}
-    run_id, evidence_dir = "", None
+    evidence_dir: Path | None = None
     if live:
         hosts: list[Host] = select_hosts(inventory, limit, via)
         run_id = new_run_id()
+        # Judged as hosts finish: memory stays flat with fleet size (the facts are on disk, in the run).
+        stream = StreamingEvaluation(base, selected, groups={h.name: h.groups for h in hosts}, previous=before)
         result = gather(inventory=inventory, limit=limit, via=via, forks=forks, accept_new_host_keys=accept_new_host_keys,
-                        output=run_dir or Path("runs") / run_id, quiet=quiet, hosts=hosts, run_id=run_id)
-        facts_by_host, collection_errors = result.facts_by_host, result.collection_errors
-        groups = {h.name: h.groups for h in hosts}
-        run_id, evidence_dir = result.run_id, result.run_dir
+                        output=run_dir or Path("runs") / run_id, quiet=quiet, hosts=hosts, run_id=run_id,
+                        sink=stream.add)
+        report = stream.finish(result.collection_errors, run_id=result.run_id, created_at=utc_now(),
+                               tool_version=__version__)
+        evidence_dir = result.run_dir
     else:
-        source = facts or raw
-        assert source is not None
-        if raw:
-            if not raw.is_dir():
-                raise InputError(f"{raw}: run directory not found")
-            facts_by_host, collection_errors = reparse(raw)
-            if not facts_by_host and not collection_errors:
-                raise InputError(f"{raw}: no raw evidence (raw/<host>/...) in this run directory")
-        else:
-            facts_by_host = facts_mod.load_dir(source)
-            collection_errors = _recorded_errors(source)
-        if inventory:
-            inv = inventory_mod.load(inventory)
-            groups = dict(inv.groups_of())
-            if limit:
-                keep = set(inventory_mod.limit(inv, limit))
-                facts_by_host = {h: f for h, f in facts_by_host.items() if h in keep}
-                collection_errors = {h: e for h, e in collection_errors.items() if h in keep}
-        elif limit:
-            raise InputError("--limit needs --inventory")
-    report = evaluate(facts_by_host, base, selected, groups=groups, previous=before, collection_errors=collection_errors,
-                      run_id=run_id, created_at=utc_now(), tool_version=__version__)
+        facts_by_host, collection_errors, groups = _saved_facts(facts, raw, inventory, limit)
+        report = evaluate(facts_by_host, base, selected, groups=groups, previous=before,
+                          collection_errors=collection_errors, run_id="", created_at=utc_now(), tool_version=__version__)
+    written: dict[str, Path] = {}
     if evidence_dir is not None:  # the verdict sits beside the evidence it rests on
-        atomic_write_text(evidence_dir / "report.json", REPORTERS["json"].render(report), mode=0o600)
+        written["json"] = evidence_dir / "report.json"
+        atomic_write_chunks(written["json"], REPORTERS["json"].pieces(report), mode=0o600)
         err_console.print(f"evidence and report: {evidence_dir}", highlight=False)
-    emit_report(report, pairs)
+    emit_report(report, pairs, written)
     raise typer.Exit(exit_code(report, fail_on, require_all))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..model import Report
@@ -20,3 +20,9 @@ class Reporter:
     extension: str  # default file suffix, without the dot
     description: str
     render: Callable[[Report], str]
+    # The same text in pieces, for formats whose documents grow with the fleet: written as made, a
+    # large report never sits in memory whole. None: the one piece render() returns.
+    chunks: Callable[[Report], Iterable[str]] | None = None
+
+    def pieces(self, report: Report) -> Iterable[str]:
+        return self.chunks(report) if self.chunks is not None else (self.render(report),)

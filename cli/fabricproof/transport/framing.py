@@ -1,8 +1,9 @@
-"""Many commands in one remote exec: a POSIX sh script that frames each output with a per-run nonce, and its parser (pure)."""
+"""Many commands in one remote exec: a POSIX sh script (nonce-framed outputs, one watchdog per host) and its parser (pure)."""
 
 from __future__ import annotations
 
 import bisect
+import math
 import re
 import secrets
 import shlex
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 from ..model import CommandResult
 
-#: GNU timeout sends SIGKILL this long after SIGTERM when the command ignores the TERM.
+#: SIGKILL follows SIGTERM this long after, when the command ignores the TERM (GNU timeout -k, the watchdog).
 KILL_AFTER_S = 2
 #: Exit statuses of GNU timeout when the command ran out of time (TERM, then KILL after -k).
 TIMEOUT_STATUSES = (124, 128 + 9)
@@ -58,26 +59,88 @@ def _end(nonce: str, index: int) -> bytes:
     return f"\n{nonce}:{index}:E:".encode()
 
 
+
+# One watchdog per host instead of GNU timeout per command: `timeout` costs the host a fork and an exec
+# for every command (~1.1 ms each, 26 commands: ~29 ms of host CPU per collection, measured on the lab).
+# When a command starts, the main shell writes "index pid limit start" to $D/c (start: whole seconds of
+# /proc/uptime, read by the `read` builtin: no process). The watchdog sleeps until the current command's
+# deadline (start + limit + 1, so never early), then, if that command is still the current one, marks it
+# as timed out, TERMs it and its descendants (children first, found with pgrep), and KILLs them
+# KILL_AFTER_S seconds later. A collection that ends in time costs it one or two `sleep`s in all: the main
+# shell TERMs it at the end, and its trap ends its own sleep. If the main shell dies (connection lost),
+# the watchdog ends the running command at its deadline and cleans up. The private directory goes on
+# $TMPDIR if set, else on /dev/shm (tmpfs): on ext4 /tmp, creating and deleting it per host cost ~20 ms
+# of kernel CPU (inode allocation skipping recently deleted inodes; measured on the lab). Without
+# /proc/uptime or a private temporary directory the script falls back to GNU timeout.
+_PRELUDE = """\
+W= T=${{TMPDIR:-/dev/shm}}
+[ -d "$T" ] && [ -w "$T" ] || T=/tmp
+[ -r /proc/uptime ] && D=$(mktemp -d -p "$T" 2>/dev/null) && {{
+M=$$
+k() {{ for q in $(pgrep -P "$1" 2>/dev/null); do k "$q" "$2"; done; kill "-$2" "$1" 2>/dev/null; }}
+(
+s= x= p=
+trap 'kill "$s" 2>/dev/null; exit 0' TERM
+while [ -d "$D" ]; do
+  if ! kill -0 "$M" 2>/dev/null; then [ -n "$p" ] && k "$p" TERM; rm -rf "$D"; exit 0; fi
+  w=1
+  if read i p t b <"$D/c" && [ -n "$b" ]; then
+    read u _ </proc/uptime; w=$((b + t + 1 - ${{u%.*}}))
+    if [ "$w" -le 0 ]; then
+      if [ "$x" != "$i" ]; then x=$i; : >"$D/k$i"; k "$p" TERM; w={kill_after}; else k "$p" KILL; w=1; fi
+    fi
+  fi
+  sleep "$w" & s=$!; wait "$s"
+done
+) </dev/null >/dev/null 2>&1 &
+W=$!
+}}
+c() {{
+i=$1 t=$2; shift 2
+if [ -n "$W" ]; then
+  "$@" </dev/null 2>"$D/e" & p=$!
+  read u _ </proc/uptime; echo "$i $p $t ${{u%.*}}" >"$D/c"
+  wait "$p"; r=$?
+  [ -e "$D/k$i" ] && r=124
+  if [ -s "$D/e" ]; then printf '%s:%d:B\\n' "$N" "$i" >&2; cat "$D/e" >&2; printf '\\n%s:%d:E:%d\\n' "$N" "$i" "$r" >&2; fi
+else
+  printf '%s:%d:B\\n' "$N" "$i" >&2
+  timeout -k {kill_after} "$t" "$@" </dev/null; r=$?
+  printf '\\n%s:%d:E:%d\\n' "$N" "$i" "$r" >&2
+fi
+printf '\\n%s:%d:E:%d\\n%s:%d:B\\n' "$N" "$i" "$r" "$N" $((i+1))
+}}
+"""
+
+
+def whole_seconds(timeout_s: float) -> int:
+    """A command's limit as the watchdog enforces it: whole seconds, never below the asked timeout."""
+    return max(1, math.ceil(timeout_s))
+
+
 def build_script(commands: Sequence[Command], nonce: str, become: Sequence[str] = ()) -> str:
     """The script the host's /bin/sh reads on stdin.
 
-    Every command is framed on stdout AND stderr: a BEGIN line before it, and after it a newline
-    plus an END line carrying its exit status. The newline makes END start a line even when the
-    output does not end with one; the parser removes exactly that byte. Each command reads
-    /dev/null, so no tool can read the rest of the script (and the nonce) from stdin, and printf is
-    a shell builtin, so the nonce never shows up in a process list.
+    Every command is framed: a BEGIN line before its output and, after it, a newline plus an END
+    line carrying its exit status (124 when it ran out of time, as GNU timeout says). The newline
+    makes END start a line even when the output does not end with one; the parser removes exactly
+    that byte. One printf writes END and the next BEGIN together, and a command's stderr is kept
+    in the private directory and sent, framed the same way, only when it is not empty: each write
+    becomes an SSH packet, and packets are what the client pays for (~60 a host instead of ~125).
+    Each command reads /dev/null, so no tool can read the rest of the script (and the nonce) from
+    stdin, and printf is a shell builtin, so the nonce never shows up in a process list. Argvs are
+    fixed collector commands, shlex-quoted; nothing from the inventory or a host is spliced in.
     """
     if not re.fullmatch(r"[0-9a-f]{16,}", nonce):
         raise ValueError("nonce must be at least 16 lowercase hex digits")
-    lines = [f"N={nonce}"]
+    lines = [f"N={nonce}", _PRELUDE.format(kill_after=KILL_AFTER_S).rstrip("\n"), "printf '%s:0:B\\n' \"$N\""]
     for i, cmd in enumerate(commands):
-        quoted = shlex.join(timed_argv(cmd.argv, cmd.timeout_s, become))
-        lines += [
-            f"printf '%s:%d:B\\n' \"$N\" {i}; printf '%s:%d:B\\n' \"$N\" {i} >&2",
-            f"{quoted} </dev/null",
-            f"r=$?; printf '\\n%s:%d:E:%d\\n' \"$N\" {i} \"$r\"; printf '\\n%s:%d:E:%d\\n' \"$N\" {i} \"$r\" >&2",
-        ]
-    lines.append("exit 0")
+        if not cmd.argv:
+            raise ValueError("empty argv")
+        if not cmd.timeout_s > 0:
+            raise ValueError(f"timeout must be positive, got {cmd.timeout_s!r}")
+        lines.append(f"c {i} {whole_seconds(cmd.timeout_s)} {shlex.join((*become, *cmd.argv))}")
+    lines += ['[ -n "$W" ] && { rm -rf "$D"; kill "$W"; }', "exit 0"]
     return "\n".join(lines) + "\n"
 
 

@@ -48,7 +48,7 @@ class ReplayTransport:
     def hosts(self) -> list[str]:
         """Every host the run directory holds evidence or a recorded error for."""
         raw = self.run_dir / "raw"
-        seen = {p.name for p in raw.iterdir() if p.is_dir()} if raw.is_dir() else set()
+        seen = {p.name for p in raw.iterdir() if p.is_dir() and not p.name.startswith(".")} if raw.is_dir() else set()
         return sorted(seen | set(self._host_errors))
 
     def run(self, host: Host, argv: Sequence[str], timeout: float) -> CommandResult:

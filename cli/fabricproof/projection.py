@@ -1,0 +1,108 @@
+"""The part of a facts document a set of checks reads, so a fleet run keeps kilobytes per host in memory, not the whole document."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .catalog import Check
+from .evaluate import split_pointer
+
+# A trie of pointer segments: {segment: subtrie}; "*" matches every key or item. KEEP marks a node whose
+# whole subtree is read (a pointer ends there), which absorbs anything deeper.
+Trie = dict[str, Any]
+KEEP: Trie = {}
+_KEEP_ID = id(KEEP)
+
+#: Top-level keys kept whatever the checks: the inventory groups, which evaluation reads on every host,
+#: and the small identity fields of the document.
+ALWAYS = ("apiVersion", "kind", "host", "via", "groups", "collected_at")
+
+
+def pointers(check: Check) -> list[tuple[str, ...]]:
+    """Every facts path a check reads: its collector's status (errors, skips, evidence), its fact, its
+    `where` paths (under the fact's last '*'), and facts named as expected values."""
+    segs = split_pointer(check.fact)
+    out = [("collectors", check.collector), segs]
+    stars = [i for i, s in enumerate(segs) if s == "*"]
+    for cond in check.where:
+        base = segs[: stars[-1] + 1] if stars else segs
+        out.append((*base, *cond.path))
+    for spec in (check.expected, *(c.expected for c in check.where)):
+        if isinstance(spec, dict) and "fact" in spec:
+            out.append(split_pointer(spec["fact"]))
+    return out
+
+
+def _add(trie: Trie, segs: tuple[str, ...]) -> Trie:
+    if trie is KEEP:
+        return KEEP
+    if not segs:
+        return KEEP
+    head, rest = segs[0], segs[1:]
+    trie[head] = _add(trie.get(head, {}), rest) if trie.get(head) is not KEEP else KEEP
+    return trie
+
+
+def _merge(a: Trie, b: Trie) -> Trie:
+    """A trie reading what either reads."""
+    if a is KEEP or b is KEEP:
+        return KEEP
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if k in out else v
+    return out
+
+
+def _fold_stars(trie: Trie) -> Trie:
+    """Fold each '*' subtrie into its named siblings (a named key is also matched by '*'), so projecting
+    needs one lookup per key."""
+    if trie is KEEP:
+        return KEEP
+    star = trie.get("*")
+    out: Trie = {}
+    for k, v in trie.items():
+        merged = _merge(v, star) if star is not None and k != "*" else v
+        out[k] = _fold_stars(merged)
+    return out
+
+
+def trie_for(checks: Iterable[Check]) -> Trie:
+    """The trie of everything these checks read, plus the sections every evaluation reads."""
+    trie: Trie = {}
+    for section in ALWAYS:
+        trie = _add(trie, (section,))
+    for check in checks:
+        for segs in pointers(check):
+            trie = _add(trie, segs)
+    return _fold_stars(trie)
+
+
+def project(doc: Any, trie: Trie) -> Any:
+    """A copy of `doc` holding only what the trie reads. Key order and list positions are kept (a list
+    reached by a '*' keeps every item, projected), so evaluation over the projection gives exactly the
+    verdicts, values and paths it gives over the whole document."""
+    if trie is KEEP or not isinstance(doc, (dict, list)):
+        return doc
+    if isinstance(doc, dict):
+        star = trie.get("*")
+        out = {}
+        for k, v in doc.items():
+            sub = trie.get(k, star)
+            if sub is not None:
+                out[k] = project(v, sub)
+        return out
+    star = trie.get("*")
+    if star is None:
+        return doc  # read by index only (rare): keep the list as it is, positions and all
+    return [project(v, trie.get(str(i), star)) for i, v in enumerate(doc)]
+
+
+def projector(checks: Iterable[Check]):
+    """A function from a facts document to its projection for these checks."""
+    trie = trie_for(checks)
+
+    def apply(doc: Mapping[str, Any]) -> dict[str, Any]:
+        return project(doc, trie)
+
+    return apply

@@ -1,0 +1,118 @@
+"""Projections of facts and streaming evaluation give exactly the verdicts of the whole documents (pure)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import threading
+from pathlib import Path
+
+import pytest
+from fabricproof import catalog
+from fabricproof import facts as facts_mod
+from fabricproof.baseline import Baseline
+from fabricproof.baseline import load as load_baseline
+from fabricproof.evaluate import StreamingEvaluation, evaluate
+from fabricproof.model import Scope
+from fabricproof.projection import KEEP, project, projector, trie_for
+
+from .fixturelib import fixture_paths, load_fixture
+
+REPO = Path(__file__).resolve().parents[2]
+CHECKS = catalog.load()
+LAB_FACTS = facts_mod.load_dir(REPO / "inventories" / "lab" / "facts")
+LAB_BASELINE = load_baseline(REPO / "inventories" / "lab" / "baseline.yaml")
+
+
+def test_star_matches_named_keys_too_and_a_pointer_end_keeps_the_whole_subtree():
+    trie = {"a": {"*": {"x": KEEP}, "k": {"y": KEEP}}, "b": KEEP}
+    doc = {"a": {"k": {"x": 1, "y": 2, "z": 3}, "m": {"x": 4, "y": 5}}, "b": {"deep": [1, {"q": 2}]}, "c": 9}
+    from fabricproof.projection import _fold_stars
+
+    assert project(doc, _fold_stars(trie)) == {"a": {"k": {"x": 1, "y": 2}, "m": {"x": 4}}, "b": {"deep": [1, {"q": 2}]}}
+
+
+def test_lists_keep_every_position_and_key_order_is_kept():
+    doc = {"l": [{"v": 1, "w": 0}, {"w": 0}, 7], "z": 1, "a": 2}
+    trie = {"l": {"*": {"v": KEEP}}, "a": KEEP, "z": KEEP}
+    out = project(doc, trie)
+    assert out == {"l": [{"v": 1}, {}, 7], "z": 1, "a": 2} and list(out) == ["l", "z", "a"]
+    assert project({"l": [1, 2]}, {"l": {"0": KEEP}}) == {"l": [1, 2]}  # read by index: kept as it is
+
+
+def test_the_containers_a_projection_cuts_are_new_ones_not_the_sources():
+    doc = {"gpu": {"gpus": [{"name": "H100", "fw": "1"}]}}
+    out = project(doc, trie_for([c for c in CHECKS if c.fact.startswith("/gpu/")]))
+    out["gpu"]["gpus"].append({})
+    assert len(doc["gpu"]["gpus"]) == 1
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.id)
+def test_every_fixture_gets_the_same_verdicts_from_the_projection(check):
+    for kind, path in fixture_paths(check.id).items():
+        data = load_fixture(path)
+        baseline = Baseline(name="fixture", defaults=data.get("baseline") or {}, groups=data.get("baseline_groups") or {})
+        args = dict(groups=data.get("groups") or {}, previous=data.get("previous"))
+        whole = evaluate(data["facts"], baseline, [check], **args)
+        for cut in (projector([check]), projector(CHECKS)):
+            projected = {h: cut(f) for h, f in data["facts"].items()}
+            assert evaluate(projected, baseline, [check], **args) == whole, (kind, path)
+
+
+def test_lab_facts_shrink_to_a_fraction_and_judge_the_same():
+    cut = projector(CHECKS)
+    projected = {h: cut(f) for h, f in LAB_FACTS.items()}
+    assert evaluate(projected, LAB_BASELINE, CHECKS) == evaluate(LAB_FACTS, LAB_BASELINE, CHECKS)
+    whole = sum(len(json.dumps(f)) for f in LAB_FACTS.values())
+    kept = sum(len(json.dumps(f)) for f in projected.values())
+    assert kept < whole / 3, (kept, whole)
+
+
+def _fleet(n: int, seed: int) -> dict[str, dict]:
+    """n hosts cloned from the lab facts, a few with a drifted firmware or a downed link."""
+    rng = random.Random(seed)
+    names = sorted(LAB_FACTS)
+    out = {}
+    for i in range(n):
+        src = LAB_FACTS[names[i % len(names)]]
+        doc = copy.deepcopy(src)
+        host = f"{src['host']}-{i:03d}"
+        doc["host"] = host
+        if rng.random() < 0.3 and doc.get("ib", {}).get("firmware", {}).get("devices"):
+            doc["ib"]["firmware"]["devices"][0]["firmware"] = "20.99.9999"
+        if rng.random() < 0.3 and doc.get("nvlink", {}).get("status", {}).get("links"):
+            doc["nvlink"]["status"]["links"][0]["state"] = "inactive"
+        out[host] = doc
+    return out
+
+
+def test_streaming_in_any_order_from_many_threads_gives_the_batch_report():
+    fleet = _fleet(24, seed=4)
+    groups = {h: ("lab", h.split("-")[0]) for h in fleet}
+    errors = {"h100-9999": "connection refused by 127.10.0.9:22"}
+    batch = evaluate(fleet, LAB_BASELINE, CHECKS, groups=groups, collection_errors=errors, run_id="r")
+    assert any(r.outcome.value == "fail" for r in batch.results)  # the drift is seen, so the comparison means something
+
+    stream = StreamingEvaluation(LAB_BASELINE, CHECKS, groups=groups)
+    order = list(fleet)
+    random.Random(7).shuffle(order)
+    threads = [threading.Thread(target=lambda part: [stream.add(h, fleet[h]) for h in part], args=(order[k::4],))
+               for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert stream.finish(errors, run_id="r") == batch
+
+
+def test_streaming_keeps_only_what_fleet_checks_compare():
+    stream = StreamingEvaluation(LAB_BASELINE, CHECKS)
+    for host, doc in LAB_FACTS.items():
+        stream.add(host, doc)
+    fleet_facts = [c.fact.split("/")[1] for c in CHECKS if c.scope is Scope.FLEET]
+    for kept in stream._fleet_facts.values():
+        assert set(kept) - {"apiVersion", "kind", "host", "via", "groups", "collected_at", "collectors"} <= set(fleet_facts)
+        assert len(json.dumps(kept)) < 8_000
+    with pytest.raises(ValueError, match="given twice"):
+        stream.add("h100-0001", LAB_FACTS["h100-0001"])
