@@ -64,7 +64,9 @@ def match_patterns(patterns: str, name: str) -> bool:
     for pat in patterns.split(","):
         negated = pat.startswith("!")
         pat = pat[1:] if negated else pat
-        if pat and _pattern_regex(pat.lower()).fullmatch(name):
+        pat = pat.lower()
+        # Most entries name one host: compare literally, and keep the regex (and its cache) for wildcards.
+        if pat and (pat == name if "*" not in pat and "?" not in pat else _pattern_regex(pat).fullmatch(name)):
             if negated:
                 return False
             hit = True
