@@ -210,9 +210,9 @@ class _Run:
         # Compact JSON: the C encoder is ~8x cheaper than indented output, and this runs once per host.
         # Renamed into place, not fsynced one by one: the run syncs its file system once, at the end.
         path = self.run_dir / "facts" / f"{name}.json"
-        _write_bytes(path.with_name(f".{path.name}.tmp"),
-                     (json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
-        os.replace(path.with_name(f".{path.name}.tmp"), path)
+        tmp = path.with_name(f".{path.name}.tmp")
+        _write_bytes(tmp, (json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
+        os.replace(tmp, path)
         failed = {cid: str(run.get("error", "failed")) for cid, run in doc["collectors"].items()
                   if run.get("status") == "error"}
         if self.sink is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,24 +113,28 @@ def _counter(host: str, what: str, before: Any, after: Any) -> Change | None:
     return Change(host, "counter", what, before, after, delta=after - before)
 
 
+def _pairs(a: Facts, b: Facts, path: tuple[str, ...], fields: tuple[str, ...]
+           ) -> Iterator[tuple[tuple[Any, ...], Mapping[str, Any], Mapping[str, Any]]]:
+    """(key, item in a, item in b) for every item of the list at `path` present in both snapshots, matched
+    on `fields` (a link by GPU and link number, a port by device and port)."""
+    def key(item: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(item.get(f) for f in fields)
+
+    before = _keyed(_items(a, *path), key, dict)
+    for item in _items(b, *path):
+        prev = before.get(key(item))
+        if prev is not None:
+            yield key(item), prev, item
+
+
 def _counters(host: str, a: Facts, b: Facts) -> list[Change]:
     out: list[Change] = []
-    links_a = _keyed(_items(a, "nvlink", "errors", "links"), lambda l: (l.get("gpu"), l.get("link")), dict)
-    for link in _items(b, "nvlink", "errors", "links"):
-        key = (link.get("gpu"), link.get("link"))
-        prev = links_a.get(key)
-        if prev is None:
-            continue
+    for key, prev, link in _pairs(a, b, ("nvlink", "errors", "links"), ("gpu", "link")):
         for name in NVLINK_COUNTERS:
             c = _counter(host, f"NVLink GPU {key[0]} link {key[1]} {name}", prev.get(name), link.get(name))
             if c:
                 out.append(c)
-    ports_a = _keyed(_items(a, "ib", "counters", "ports"), lambda p: (p.get("device"), p.get("port")), dict)
-    for port in _items(b, "ib", "counters", "ports"):
-        key = (port.get("device"), port.get("port"))
-        prev = ports_a.get(key)
-        if prev is None:
-            continue
+    for key, prev, port in _pairs(a, b, ("ib", "counters", "ports"), ("device", "port")):
         for group in ("counters", "hw_counters"):
             before, after = prev.get(group) or {}, port.get(group) or {}
             for name in sorted(set(before) & set(after)):

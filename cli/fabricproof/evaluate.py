@@ -453,10 +453,6 @@ class StreamingEvaluation:
             self._judged[host] = [_judge_host(c, host, facts, self._ev) for c in self._host_checks]
             self._fleet_facts[host] = self._keep(facts)
 
-    @property
-    def hosts(self) -> tuple[str, ...]:
-        return tuple(sorted(self._judged))
-
     def finish(self, collection_errors: Mapping[str, str] | None = None, **meta: Any) -> Report:
         """The report over every host added, plus an error result per check for each host not collected."""
         hosts = sorted(self._judged)

@@ -12,7 +12,6 @@ from .evaluate import split_pointer
 # whole subtree is read (a pointer ends there), which absorbs anything deeper.
 Trie = dict[str, Any]
 KEEP: Trie = {}
-_KEEP_ID = id(KEEP)
 
 #: Top-level keys kept whatever the checks: the inventory groups, which evaluation reads on every host,
 #: and the small identity fields of the document.
@@ -40,7 +39,7 @@ def _add(trie: Trie, segs: tuple[str, ...]) -> Trie:
     if not segs:
         return KEEP
     head, rest = segs[0], segs[1:]
-    trie[head] = _add(trie.get(head, {}), rest) if trie.get(head) is not KEEP else KEEP
+    trie[head] = _add(trie.get(head, {}), rest)
     return trie
 
 

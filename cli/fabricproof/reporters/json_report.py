@@ -38,9 +38,9 @@ def _result(r: Result) -> dict[str, Any]:
     }
 
 
-def _envelope(report: Report) -> dict[str, Any]:
-    """Everything of the document but its results."""
-    return {
+def _envelope(report: Report) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Everything of the document but its results: the keys before them and the keys after them."""
+    before = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {
@@ -51,37 +51,37 @@ def _envelope(report: Report) -> dict[str, Any]:
         },
         "summary": asdict(report.summary),
         "hosts": list(report.hosts),
+    }
+    after = {
         "unapplied": [{"check_id": c.check_id, "reason": c.reason} for c in report.unapplied],
         "collection_errors": dict(report.collection_errors),
     }
+    return before, after
 
 
 def to_document(report: Report) -> dict[str, Any]:
     """The report as plain JSON-able data, in the shape the schema describes."""
-    doc = _envelope(report)
-    results = {"results": [_result(r) for r in report.results]}
-    keys = list(doc)
-    at = keys.index("hosts") + 1
-    return {**{k: doc[k] for k in keys[:at]}, **results, **{k: doc[k] for k in keys[at:]}}
+    before, after = _envelope(report)
+    return {**before, "results": [_result(r) for r in report.results], **after}
 
 
 def chunks(report: Report) -> Iterator[str]:
     """The document in pieces, indented, one result per line: readable and grep-able. A 1,000-host report
     holds 70,000 results; made one at a time (and through json's C encoder, which indent= would replace
     with the pure-Python one), they are never all in memory as dicts or as text."""
-    doc = _envelope(report)
+    before, after = _envelope(report)
     # default=str: an `actual` a check produced that JSON has no type for (a set, a Decimal) is
     # still written, as its text, rather than failing the whole report.
     encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
     pretty = json.JSONEncoder(ensure_ascii=False, default=str, indent=2).encode
-    keys = list(doc)
-    at = keys.index("hosts") + 1
-    head = ",\n".join(f"  {json.dumps(k)}: {pretty(doc[k])}".replace("\n", "\n  ") for k in keys[:at])
-    tail = ",\n".join(f"  {json.dumps(k)}: {pretty(doc[k])}".replace("\n", "\n  ") for k in keys[at:])
-    yield "{\n" + head + ',\n  "results": ['
+
+    def members(part: dict[str, Any]) -> str:
+        return ",\n".join(f"  {json.dumps(k)}: {pretty(v)}".replace("\n", "\n  ") for k, v in part.items())
+
+    yield "{\n" + members(before) + ',\n  "results": ['
     for i, r in enumerate(report.results):
         yield ("\n    " if i == 0 else ",\n    ") + encode(_result(r))
-    yield ("\n  ]" if report.results else "]") + ",\n" + tail + "\n}\n"
+    yield ("\n  ]" if report.results else "]") + ",\n" + members(after) + "\n}\n"
 
 
 def render(report: Report) -> str:

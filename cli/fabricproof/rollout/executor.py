@@ -106,8 +106,17 @@ class Executor:
                           f"{g.retry_interval_s}s for up to {timeout_s}s")
             return proof
 
-        return run_gate(name, hosts, attempt, retry_interval_s=g.retry_interval_s, timeout_s=timeout_s,
-                        clock=self.ctx.clock, should_stop=self.should_stop)
+        result = run_gate(name, hosts, attempt, retry_interval_s=g.retry_interval_s, timeout_s=timeout_s,
+                          clock=self.ctx.clock, should_stop=self.should_stop)
+        if result.stopped:
+            raise Stopped()
+        return result
+
+    def _settle(self, gate: str, result: GateResult, passed: str, failed: str, passed_reason: str = "") -> None:
+        """Hosts a gate proved move to `passed`; the others to `failed`, each with the gate's reason."""
+        self.state.set_hosts(result.passed, passed, reason=passed_reason)
+        for h, why in result.failed.items():
+            self.state.set_hosts([h], failed, reason=f"{gate}: {why}")
 
     def _playbook(self, path: Path, hosts: Sequence[str], extravars: Mapping[str, Any], sid: str) -> PlaybookResult:
         attempt = (self.state.step(sid) or {}).get("attempts", 1)
@@ -235,8 +244,6 @@ class Executor:
             self.state.finish(sid, failed={})
             return
         result = self._gate("pre-gate", hosts, self.ctx.before, self._wave_dir(w, "pre-gate"), timeout_s=0)
-        if result.stopped:
-            raise Stopped()
         self.state.set_hosts(result.failed.keys(), st.EXCLUDED)
         for h, why in result.failed.items():
             self.state.hosts[h]["reason"] = f"pre-gate: {why}"
@@ -349,11 +356,7 @@ class Executor:
             return
         result = self._gate("post-gate", hosts, self.ctx.after, self._wave_dir(w, "post-gate"),
                             timeout_s=self.plan.gates.timeout_s)
-        if result.stopped:
-            raise Stopped()
-        self.state.set_hosts(result.passed, st.PASSED, reason="")
-        for h, why in result.failed.items():
-            self.state.set_hosts([h], st.FAILED, reason=f"post-gate: {why}")
+        self._settle("post-gate", result, st.PASSED, st.FAILED)
         why = (f"{len(result.passed)} of {len(hosts)} host(s) proven on the after-baseline after {result.attempts} "
                f"attempt(s)" + (f"; failed: {_listing(result.failed)}"
                                 if result.failed else ""))
@@ -551,11 +554,8 @@ class Executor:
         result = self._gate("rollback gate", todo, self.ctx.before,
                             self._evidence_dir(f"rollback-{n}", f"{w.index + 1}-{w.name}", "gate"),
                             timeout_s=self.plan.gates.timeout_s)
-        if result.stopped:
-            raise Stopped()
-        self.state.set_hosts(result.passed, st.HOST_ROLLED_BACK, reason="rolled back and proven on the before-baseline")
-        for h, why in result.failed.items():
-            self.state.set_hosts([h], st.HOST_ROLLBACK_FAILED, reason=f"rollback gate: {why}")
+        self._settle("rollback gate", result, st.HOST_ROLLED_BACK, st.HOST_ROLLBACK_FAILED,
+                     passed_reason="rolled back and proven on the before-baseline")
         why = (f"{len(result.passed)} of {len(todo)} host(s) proven on the before-baseline after the rollback"
                + (f"; not proven: {_listing(result.failed)}"
                   if result.failed else ""))
