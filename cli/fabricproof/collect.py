@@ -1,36 +1,32 @@
-"""Collection: hosts x collectors over a transport, bounded concurrency; raw evidence and facts into a run directory."""
+"""Fleet collection, the one library call: hosts x collectors over a transport into a run store, bounded concurrency.
+
+Every command and the rollout gates collect through `collect()`: it validates the settings, makes the transport
+from the registry and closes it, writes raw evidence and facts through the run store, and reports each host as
+it finishes (progress) or hands its facts to a sink (a streaming evaluation) instead of holding them.
+"""
 
 from __future__ import annotations
 
-import ctypes
 import fnmatch
-import json
-import math
-import os
 import secrets
-import shutil
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from . import __version__, transport
 from . import facts as facts_mod
-from .capture import platform_of
+from . import inventory as inventory_mod
 from .collectors import COLLECTORS, Collector, default_collectors
-from .errors import InputError, Problem
-from .fsutil import atomic_write_text
-from .inventory import Host
-from .model import CommandResult, ExitCode
+from .errors import InputError
+from .model import Command, CommandResult, ExitCode, Host
+from .runstore import RunStore, check_host_names, manifest_document
 from .timeutil import utc_now
-from .transport.base import ErrorKind, HostError, Transport
-from .transport.replay import META, RUN_FILE, STDERR_SUFFIX, STDOUT_SUFFIX, raw_dir
-
-_LIBC = ctypes.CDLL(None, use_errno=True)  # this process's libc (dlopen(NULL)): no ldconfig lookup
+from .transport import ErrorKind, HostError, Outcome, Reach, RunContext
 
 DEFAULT_FORKS = 64
 DEFAULT_HOST_TIMEOUT_S = 300.0
@@ -85,7 +81,7 @@ class CollectResult:
         return ExitCode.OK if self.complete else ExitCode.INCOMPLETE
 
 
-# ---------------------------------------------------------------------------------------- input checks
+# ---------------------------------------------------------------------------------------- choosing what to run
 
 
 def select_collectors(patterns: Sequence[str] | None = None) -> list[Collector]:
@@ -113,81 +109,66 @@ def select_collectors(patterns: Sequence[str] | None = None) -> list[Collector]:
     return [c for c in COLLECTORS.values() if c.id in chosen]  # registry order: stable raw/ and facts
 
 
-def check_host_names(names: Sequence[str]) -> None:
-    """Host names become directory names under raw/: refuse ones that would escape or hide there."""
-    bad = [n for n in names if not n or "/" in n or "\0" in n or n.startswith(".")]
-    if bad:
-        raise InputError(f"host name {bad[0]!r} cannot name a file: inventory host names for collection must not "
-                         f"be empty, contain '/' or start with '.'")
+def this_node(inventory: str | None = None, name: str | None = None, groups: Sequence[str] = ()) -> Host:
+    """This node, named `name` or by its short hostname; its groups are `groups` plus, when the inventory lists
+    it, the inventory's."""
+    name = name or socket.gethostname().split(".")[0]
+    found: tuple[str, ...] = ()
+    if inventory:
+        inv = inventory_mod.load(inventory)
+        if name in inv.hosts:
+            found = inv.hosts[name].groups
+    return Host(name, {}, tuple(sorted({*groups, *found})))
+
+
+def select_hosts(inventory: str | None, limit: str | None, via: str) -> list[Host]:
+    """The hosts a run over `via` targets, before any is touched (inventory and --limit errors exit 2 here):
+    this node for a transport that reaches itself, else the inventory's hosts matching --limit."""
+    if transport.kind(via, transport.LIVE).reach is Reach.SELF:
+        return [this_node(inventory)]
+    if not inventory:
+        raise InputError(f"--via {via} needs --inventory (-i)")
+    inv = inventory_mod.load(inventory)
+    return [inv.hosts[name] for name in inventory_mod.limit(inv, limit)]
 
 
 def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
-def prepare_run_dir(run_dir: Path) -> Path:
-    """Create RUNDIR, refusing one that already holds a run: evidence is never overwritten."""
-    run_dir = Path(run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise InputError(Problem("the run directory is a file", str(run_dir)))
-    if run_dir.is_dir() and any((run_dir / n).exists() for n in (RUN_FILE, "raw", "facts")):
-        raise InputError(Problem("this directory already holds a collection run; give -o a new directory",
-                                 str(run_dir)))
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(Problem(f"cannot create the run directory: {exc.strerror}", str(run_dir))) from None
-    return run_dir
-
-
-# ---------------------------------------------------------------------------------------- facts
-
-
-def host_platform(doc: Mapping[str, Any]) -> str | None:
-    """The platform (a100, h100, ...) a facts document shows, from its GPU names; None if unknown or mixed."""
-    gpus = ((doc.get("gpu") or {}).get("gpus")) or []
-    found = {platform_of(str(g.get("name") or "")) for g in gpus if isinstance(g, dict)}
-    return found.pop() if len(found) == 1 else None
-
-
-def mark_not_applicable(doc: dict[str, Any]) -> dict[str, Any]:
-    """A collector that failed on a platform it is not for (no Fabric Manager on a GB200 tray, no IMEX on
-    an H100) was not needed there: record it as skipped with the reason, not as a collection error."""
-    platform = host_platform(doc)
-    if platform is None:
-        return doc
-    for cid, run in doc.get("collectors", {}).items():
-        collector = COLLECTORS.get(cid)
-        if collector is None or run.get("status") != "error" or platform in collector.platforms:
-            continue
-        run["status"] = "skipped"
-        run["error"] = f"not applicable on {platform} (for {', '.join(collector.platforms)}): {run.get('error', '')}"
-    return doc
+def check_settings(forks: int, host_timeout_s: float, command_timeout_s: float | None) -> None:
+    """The one place fleet settings are validated (exit 2, before any host is touched)."""
+    if forks < 1:
+        raise InputError(f"--forks must be at least 1, got {forks}")
+    if host_timeout_s <= 0 or (command_timeout_s is not None and command_timeout_s <= 0):
+        raise InputError("--host-timeout and --command-timeout must be positive")
 
 
 # ---------------------------------------------------------------------------------------- the run
 
 
-class _Run:
+class _Recorder:
     """The state of one collection, shared by the worker threads; every write of shared state holds the lock."""
 
-    def __init__(self, run_dir: Path, hosts: Sequence[Host], collectors: Sequence[Collector], via: str,
-                 run_id: str, progress: Progress | None, sink: Sink | None = None):
-        self.run_dir = run_dir
+    def __init__(self, store: RunStore, hosts: Sequence[Host], collectors: Sequence[Collector], via: str,
+                 run_id: str, progress: Progress | None, sink: Sink | None):
+        self.store = store
         self.hosts = {h.name: h for h in hosts}
         self.collectors = list(collectors)
         self.via = via
-        self.result = CollectResult(run_dir=run_dir, run_id=run_id, via=via, hosts=tuple(self.hosts),
+        self.result = CollectResult(run_dir=store.root, run_id=run_id, via=via, hosts=tuple(self.hosts),
                                     started_at=utc_now())
         self.progress = progress
         self.sink = sink
         self.lock = threading.Lock()
+        # Host processing (parse, write) runs one host at a time: threads waiting on a Lock sleep, while
+        # threads contending for the GIL wake every 5 ms (this halved context switches on 200 lab hosts).
         self.crunch = threading.Lock()
         self.t0 = time.monotonic()
         self.counts = {"done": 0, "failed": 0, "partial": 0}
         self.recorded: set[str] = set()
 
-    def record(self, name: str, outcome: Sequence[CommandResult] | HostError) -> None:
+    def record(self, name: str, outcome: Outcome) -> None:
         """Write one host's evidence and facts, then report progress. Never raises for host data."""
         with self.lock:
             if name in self.recorded or name not in self.hosts:
@@ -204,15 +185,10 @@ class _Run:
     def _record_outputs(self, name: str, outcome: Sequence[CommandResult]) -> None:
         host = self.hosts[name]
         outputs = {c.id: r for c, r in zip(self.collectors, outcome, strict=True)}
-        evidence = self._write_raw(name, outputs)
-        doc = mark_not_applicable(facts_mod.build(name, outputs, via=self.via, groups=host.groups,
-                                                  collected_at=utc_now(), evidence=evidence))
-        # Compact JSON: the C encoder is ~8x cheaper than indented output, and this runs once per host.
-        # Renamed into place, not fsynced one by one: the run syncs its file system once, at the end.
-        path = self.run_dir / "facts" / f"{name}.json"
-        tmp = path.with_name(f".{path.name}.tmp")
-        _write_bytes(tmp, (json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
-        os.replace(tmp, path)
+        evidence = self.store.write_evidence(name, outputs)
+        doc = facts_mod.mark_not_applicable(facts_mod.build(name, outputs, via=self.via, groups=host.groups,
+                                                            collected_at=utc_now(), evidence=evidence))
+        self.store.write_facts(name, doc)
         failed = {cid: str(run.get("error", "failed")) for cid, run in doc["collectors"].items()
                   if run.get("status") == "error"}
         if self.sink is not None:
@@ -226,31 +202,6 @@ class _Run:
         message = "; ".join(f"{cid}: {why}" for cid, why in failed.items())
         self._report(name, "partial" if failed else "ok", message)
 
-    def _write_raw(self, name: str, outputs: Mapping[str, CommandResult]) -> dict[str, str]:
-        """RUNDIR/raw/<host>/: written whole in a hidden sibling, then renamed into place, so a reader sees a
-        host's evidence complete or not at all, for one rename instead of one per file."""
-        final = raw_dir(self.run_dir, name)
-        staging = final.with_name(f".{name}.partial")  # hidden: host names never start with "."
-        if staging.exists():
-            shutil.rmtree(staging)  # left by a crash of an earlier attempt at this very run directory
-        staging.mkdir()
-        meta: dict[str, Any] = {}
-        evidence: dict[str, str] = {}
-        for cid, r in outputs.items():
-            out = r.stdout.encode("utf-8", errors="replace")
-            err = r.stderr.encode("utf-8", errors="replace")
-            _write_bytes(staging / f"{cid}{STDOUT_SUFFIX}", out)
-            if err:
-                _write_bytes(staging / f"{cid}{STDERR_SUFFIX}", err)
-            evidence[cid] = f"raw/{name}/{cid}{STDOUT_SUFFIX}"
-            meta[cid] = {"argv": list(r.argv), "exit_code": r.exit_code, "duration_s": round(r.duration_s, 3),
-                         "error": r.error, "stdout_bytes": len(out), "stderr_bytes": len(err)}
-        # One collector per line: readable, and the C encoder (indent= would take the pure-Python one).
-        _write_bytes(staging / META, ("{\n" + ",\n".join(f"{json.dumps(cid)}:{json.dumps(m)}" for cid, m in meta.items())
-                                      + "\n}\n").encode())
-        os.rename(staging, final)  # the directory must not exist yet: evidence is never overwritten
-        return evidence
-
     def _report(self, name: str, status: str, message: str) -> None:
         with self.lock:
             self.counts["done"] += 1
@@ -262,110 +213,58 @@ class _Run:
             if self.progress is not None:
                 self.progress(event)  # under the lock: renderers see events one at a time, in order
 
-    def write_manifest(self, status: str, extra: Mapping[str, Any]) -> None:
+    def write_manifest(self, status: str, settings: Mapping[str, Any]) -> None:
         r = self.result
-        doc = {
-            "apiVersion": "fabricproof/v1", "kind": "CollectionRun", "run_id": r.run_id, "status": status,
-            "via": r.via, "tool_version": __version__, "started_at": r.started_at, "finished_at": r.finished_at,
-            "duration_s": round(r.duration_s, 3), **extra,
-            "hosts": list(r.hosts),
-            "collectors": [{"id": c.id, "command": c.command, "timeout_s": c.timeout_s} for c in self.collectors],
-            "counts": {"hosts": len(r.hosts), "collected": len(r.collected), "not_collected": len(r.errors),
-                       "with_collector_errors": len(r.collector_errors)},
-            "errors": {h: {"kind": e.kind.value, "message": e.message} for h, e in sorted(r.errors.items())},
-            "collector_errors": dict(sorted(r.collector_errors.items())),
-        }
-        atomic_write_text(self.run_dir / RUN_FILE, json.dumps(doc, indent=1) + "\n")
+        self.store.write_manifest(manifest_document(
+            run_id=r.run_id, status=status, via=r.via, tool_version=__version__, started_at=r.started_at,
+            finished_at=r.finished_at, duration_s=r.duration_s, hosts=r.hosts,
+            commands=[{"id": c.id, "command": c.command, "timeout_s": c.timeout_s} for c in self.collectors],
+            collected=len(r.collected), errors={h: (e.kind.value, e.message) for h, e in r.errors.items()},
+            command_errors=r.collector_errors, settings=settings))
 
 
-def _write_bytes(path: Path, data: bytes) -> None:
-    """One evidence file. Not fsynced one by one (27 files a host): the whole file system is synced once
-    before run.json records the run as complete."""
-    with open(path, "wb") as fh:
-        fh.write(data)
-
-
-def _sync_filesystem(path: Path) -> None:
-    """syncfs(2) on the run directory's file system: one flush for all the evidence of a run."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        if getattr(_LIBC, "syncfs", None) is not None and _LIBC.syncfs(fd) == 0:
-            return
-        os.sync()  # no syncfs (not glibc): flush everything, still once per run
-    finally:
-        os.close(fd)
-
-
-def _guarded(fn: Callable[[], Sequence[CommandResult]], host: str) -> Sequence[CommandResult] | HostError:
-    try:
-        return fn()
-    except HostError as exc:
-        return exc
-    except Exception as exc:  # a transport bug on one host must not sink the fleet; say what it was
-        return HostError(ErrorKind.FAILED, f"{host}: {type(exc).__name__}: {exc}")
-
-
-def collect(hosts: Sequence[Host], run_dir: Path, transport: Transport, *,
+def collect(hosts: Sequence[Host], run_dir: Path, *, via: str = "ssh", options: Any = None,
             collectors: Sequence[Collector] | None = None, forks: int = DEFAULT_FORKS,
             host_timeout_s: float = DEFAULT_HOST_TIMEOUT_S, command_timeout_s: float | None = None,
-            progress: Progress | None = None, run_id: str | None = None,
-            manifest: Mapping[str, Any] | None = None, sink: Sink | None = None) -> CollectResult:
-    """Run every collector on every host and write RUNDIR/raw/<host>/<collector>.txt (+ .stderr, meta.json),
-    RUNDIR/facts/<host>.json and RUNDIR/run.json. Host failures become per-host errors; the run goes on.
+            progress: Progress | None = None, sink: Sink | None = None, run_id: str | None = None,
+            inventory: str | None = None, limit: str | None = None) -> CollectResult:
+    """Run the collectors on every host over transport `via` into a new run directory: RUNDIR/raw/<host>/,
+    RUNDIR/facts/<host>.json and RUNDIR/run.json (see runstore). Host failures become per-host errors; the
+    run goes on.
 
-    `run_dir` must have been through prepare_run_dir(). `command_timeout_s` caps every collector's own
-    timeout; `host_timeout_s` bounds one host from connect to last byte. `manifest` adds keys to run.json
-    (inventory, limit). `progress` is called once per host, from worker threads, one call at a time.
-    `sink`, when given, takes each host's facts from the worker thread that built them, and the result
-    does not hold them (facts_by_host stays empty; `collected` names the hosts).
+    `options` is the transport's own options type (transport.configure builds it from command settings; None
+    takes its defaults). `command_timeout_s` caps every collector's own timeout; `host_timeout_s` bounds one
+    host from connect to last byte. `inventory` and `limit` are recorded in run.json. `progress` is called once
+    per host, from worker threads, one call at a time. `sink`, when given, takes each host's facts from the
+    worker thread that built them, and the result does not hold them (facts_by_host stays empty).
     """
-    if forks < 1:
-        raise InputError(f"--forks must be at least 1, got {forks}")
+    check_settings(forks, host_timeout_s, command_timeout_s)
     check_host_names([h.name for h in hosts])
     chosen = list(collectors) if collectors is not None else list(default_collectors())
-    argvs = [c.argv for c in chosen]
-    timeouts = [min(c.timeout_s, command_timeout_s) if command_timeout_s else c.timeout_s for c in chosen]
-    run = _Run(Path(run_dir), hosts, chosen, getattr(transport, "name", type(transport).__name__),
-               run_id or new_run_id(), progress, sink)
-    extra = dict(manifest or {})
-    for sub in ("raw", "facts"):
-        (run.run_dir / sub).mkdir(parents=True, exist_ok=True)
-    run.write_manifest("running", extra)
+    commands = [Command(c.argv, min(c.timeout_s, command_timeout_s) if command_timeout_s else c.timeout_s, c.id)
+                for c in chosen]
+    store = RunStore.create(run_dir)
+    run_id = run_id or new_run_id()
+    ctx = RunContext(run_dir=store.root, run_id=run_id, forks=forks, host_timeout_s=host_timeout_s)
+    link, fleet = transport.open_fleet(via, options, ctx)
+    run = _Recorder(store, hosts, chosen, via, run_id, progress, sink)
+    settings = {"inventory": inventory, "limit": limit, "forks": forks, "host_timeout_s": host_timeout_s,
+                "command_timeout_s": command_timeout_s}
+    store.begin()
+    run.write_manifest("running", settings)
     status = "interrupted"
     try:
-        run_fleet = getattr(transport, "run_fleet", None)
-        if run_fleet is not None:
-            waves = math.ceil(len(hosts) / max(1, min(forks, len(hosts) or 1)))
-            deadline = time.monotonic() + host_timeout_s * max(1, waves)
-            outcomes = run_fleet(list(hosts), argvs, timeouts, deadline,
-                                 lambda name, outcome: run.record(name, outcome))
-            for name in run.hosts:  # outcomes the transport did not stream, and hosts it forgot
-                run.record(name, outcomes.get(name) or HostError(ErrorKind.FAILED,
-                                                                 f"{name}: the transport returned nothing"))
-        else:
-            def one(host: Host) -> None:
-                deadline = time.monotonic() + host_timeout_s
-                outcome = _guarded(lambda: transport.run_many(host, argvs, timeouts, deadline), host.name)
-                run.record(host.name, outcome)
-
-            with ThreadPoolExecutor(max_workers=max(1, min(forks, len(hosts))), thread_name_prefix="collect") as pool:
-                futures = [pool.submit(one, h) for h in hosts]
-                try:
-                    for f in futures:
-                        f.result()
-                except BaseException:
-                    # Ctrl-C: hosts not started are dropped, and closing the transport cuts the
-                    # running ones short instead of letting them run to their deadlines.
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    transport.close()
-                    raise
+        fleet.run(list(hosts), commands, run.record)
+        for name in run.hosts:  # hosts the transport forgot to report
+            run.record(name, HostError(ErrorKind.FAILED, f"{name}: the transport returned nothing"))
         status = "complete"
     finally:
+        link.close()
         r = run.result
         r.finished_at = utc_now()
         r.duration_s = time.monotonic() - run.t0
-        _sync_filesystem(run.run_dir)  # evidence and facts are on disk before run.json says so
-        run.write_manifest(status, extra)
+        store.sync()  # evidence and facts are on disk before run.json says so
+        run.write_manifest(status, settings)
     return run.result
 
 
@@ -374,27 +273,24 @@ def reparse(run_dir: Path, hosts: Sequence[Host] | None = None,
     """Facts rebuilt in memory from a run directory's raw evidence, with its recorded host errors: what
     `validate --raw RUNDIR` evaluates after a parser fix. Writes nothing. Hosts default to every host the
     run holds (without inventory groups); collectors to the ones the run recorded in run.json."""
-    from .transport.replay import ReplayTransport
+    from .transport.fanout import guarded
+    from .transport.replay import ReplayOptions, ReplayTransport
 
-    replay = ReplayTransport(run_dir=Path(run_dir))
+    store = RunStore.open(run_dir)
+    replay = ReplayTransport(ReplayOptions(store.root))
     if collectors is None:
-        try:
-            recorded = [c.get("id") for c in json.loads((Path(run_dir) / RUN_FILE).read_text()).get("collectors", [])]
-        except (FileNotFoundError, json.JSONDecodeError, AttributeError):
-            recorded = []
-        collectors = [COLLECTORS[c] for c in recorded if c in COLLECTORS] or list(default_collectors())
+        collectors = [COLLECTORS[c] for c in store.recorded_commands() if c in COLLECTORS] or list(default_collectors())
     chosen = list(collectors)
+    commands = [Command(c.argv, c.timeout_s, c.id) for c in chosen]
     facts_by_host: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
     for host in hosts if hosts is not None else [Host(n) for n in replay.hosts()]:
-        outcome = _guarded(lambda h=host: replay.run_many(h, [c.argv for c in chosen], [c.timeout_s for c in chosen]),
-                           host.name)
+        outcome = guarded(replay, host, commands, time.monotonic() + DEFAULT_HOST_TIMEOUT_S)
         if isinstance(outcome, HostError):
             errors[host.name] = str(outcome)
             continue
         outputs = {c.id: r for c, r in zip(chosen, outcome, strict=True)}
-        evidence = {cid: f"raw/{host.name}/{cid}{STDOUT_SUFFIX}" for cid in outputs
-                    if (raw_dir(Path(run_dir), host.name) / f"{cid}{STDOUT_SUFFIX}").is_file()}
-        facts_by_host[host.name] = mark_not_applicable(facts_mod.build(
+        evidence = {cid: store.evidence_ref(host.name, cid) for cid in outputs if store.has_output(host.name, cid)}
+        facts_by_host[host.name] = facts_mod.mark_not_applicable(facts_mod.build(
             host.name, outputs, via="replay", groups=host.groups, collected_at=utc_now(), evidence=evidence))
     return facts_by_host, errors

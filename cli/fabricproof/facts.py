@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from . import documents
+from .capture import platform_of
 from .collectors import COLLECTORS, Collector, ParseError
 from .errors import InputError, Problem
 from .model import CommandResult
+from .runstore import facts_dir_of
 
 
 def set_pointer(doc: dict[str, Any], ptr: str, value: Any) -> None:
@@ -62,6 +64,28 @@ def build(host: str, outputs: Mapping[str, CommandResult], *, via: str, groups: 
     return doc
 
 
+def host_platform(doc: Mapping[str, Any]) -> str | None:
+    """The platform (a100, h100, ...) a facts document shows, from its GPU names; None if unknown or mixed."""
+    gpus = ((doc.get("gpu") or {}).get("gpus")) or []
+    found = {platform_of(str(g.get("name") or "")) for g in gpus if isinstance(g, dict)}
+    return found.pop() if len(found) == 1 else None
+
+
+def mark_not_applicable(doc: dict[str, Any]) -> dict[str, Any]:
+    """A collector that failed on a platform it is not for (no Fabric Manager on a GB200 tray, no IMEX on
+    an H100) was not needed there: record it as skipped with the reason, not as a collection error."""
+    platform = host_platform(doc)
+    if platform is None:
+        return doc
+    for cid, run in doc.get("collectors", {}).items():
+        collector = COLLECTORS.get(cid)
+        if collector is None or run.get("status") != "error" or platform in collector.platforms:
+            continue
+        run["status"] = "skipped"
+        run["error"] = f"not applicable on {platform} (for {', '.join(collector.platforms)}): {run.get('error', '')}"
+    return doc
+
+
 def validate_document(doc: documents.Document) -> None:
     documents.validate(doc, "facts")
 
@@ -73,8 +97,7 @@ def load_dir(directory: Path) -> dict[str, dict[str, Any]]:
         raise InputError(Problem("facts directory not found", str(directory)))
     if not directory.is_dir():
         raise InputError(Problem("expected a directory of <host>.json facts", str(directory)))
-    if (directory / "facts").is_dir():
-        directory = directory / "facts"
+    directory = facts_dir_of(directory)
     files = sorted(directory.glob("*.json"))
     if not files:
         raise InputError(Problem("no facts (*.json) in this directory", str(directory)))

@@ -8,19 +8,13 @@ import os
 import re
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import toolpath
 from .errors import InputError, Problem
-
-
-@dataclass(frozen=True)
-class Host:
-    name: str
-    vars: Mapping[str, Any] = field(default_factory=dict)
-    groups: tuple[str, ...] = ()  # every group the host is in, transitively, excluding 'all'/'ungrouped'
+from .model import Host
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,25 @@ class ExitCode(enum.IntEnum):
     ROLLED_BACK = 4
     HALTED = 5
     INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class Host:
+    """One inventory host: its name, its Ansible vars (how to reach it) and its groups."""
+
+    name: str
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    groups: tuple[str, ...] = ()  # every group the host is in, transitively, excluding 'all'/'ungrouped'
+
+
+@dataclass(frozen=True)
+class Command:
+    """One fixed argv a transport runs on a host, how long it may run, and what it is called (a collector id):
+    the name lets a recorded run be replayed without knowing which collector printed what."""
+
+    argv: tuple[str, ...]
+    timeout_s: float
+    name: str = ""
 
 
 @dataclass(frozen=True)

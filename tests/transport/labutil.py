@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fabricproof.inventory import Host
+from fabricproof.model import Host
 from labkit import LabFactory, RunningLab, lab_skip_reason
 
 __all__ = ["LabFactory", "RunningLab", "lab_skip_reason", "processes_mentioning", "with_vars"]

@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fabricproof.collect import collect, prepare_run_dir
+from fabricproof.collect import collect
 from fabricproof.inventory import Inventory
 from fabricproof.model import ExitCode
-from fabricproof.transport import AnsibleTransport, ErrorKind, SSHTransport, TransportOptions
+from fabricproof.runstore import RunStore
+from fabricproof.transport import ErrorKind
+from fabricproof.transport.ansible import AnsibleOptions
+from fabricproof.transport.ssh import SSHOptions
 
 from .labutil import processes_mentioning
 
@@ -45,14 +48,12 @@ def broken_inventory(lab_dir: Path, tmp_path: Path) -> Path:
 
 def test_ansible_yields_the_same_facts_as_ssh_on_every_profile(fleet_lab, fleet_inventory: Inventory, tmp_path):
     hosts = [fleet_inventory.hosts[n] for n in COMPARED]
-    via_ssh = collect(hosts, prepare_run_dir(tmp_path / "ssh"), SSHTransport(TransportOptions(), default_known_hosts=()),
-                      forks=8)
+    via_ssh = collect(hosts, tmp_path / "ssh", via="ssh", options=SSHOptions(default_known_hosts=()), forks=8)
     assert via_ssh.exit_code == ExitCode.OK, via_ssh.collector_errors
 
-    run_dir = prepare_run_dir(tmp_path / "ansible")
-    options = TransportOptions(forks=10, run_dir=run_dir, run_id="ansible-test-run",
-                               inventory_path=str(broken_inventory(fleet_lab.dir, tmp_path)))
-    via_ansible = collect([*hosts, fleet_inventory.hosts[BROKEN]], run_dir, AnsibleTransport(options), forks=10,
+    run_dir = RunStore.create(tmp_path / "ansible").root
+    options = AnsibleOptions(inventory_path=str(broken_inventory(fleet_lab.dir, tmp_path)))
+    via_ansible = collect([*hosts, fleet_inventory.hosts[BROKEN]], run_dir, via="ansible", options=options, forks=10,
                           run_id="ansible-test-run")
 
     assert set(via_ansible.errors) == {BROKEN}

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from fabricproof import facts as facts_mod
-from fabricproof.collect import (check_host_names, collect, mark_not_applicable, prepare_run_dir,
-                                 select_collectors)
+from fabricproof.collect import collect, select_collectors
 from fabricproof.collectors import COLLECTORS, default_collectors
 from fabricproof.errors import InputError
-from fabricproof.inventory import Host
-from fabricproof.model import ExitCode
+from fabricproof.facts import mark_not_applicable
+from fabricproof.model import ExitCode, Host
+from fabricproof.runstore import RunStore, check_host_names, manifest_document
 from fabricproof.transport.base import ErrorKind
-from fabricproof.transport.replay import ReplayTransport
+from fabricproof.transport.replay import ReplayOptions, ReplayTransport
 
 LSMOD = """Module                  Size  Used by
 nvidia_peermem         16384  0
@@ -26,6 +26,15 @@ CMDLINE = "BOOT_IMAGE=/vmlinuz-5.15.0-105-generic root=UUID=abc ro iommu=pt pci=
 PICK = [COLLECTORS["lsmod"], COLLECTORS["cmdline"]]
 
 
+def prepare_run_dir(path: Path) -> Path:
+    return RunStore.create(path).root
+
+
+def replay(run_dir: Path) -> dict:
+    """collect() settings that replay a recorded run."""
+    return {"via": "replay", "options": ReplayOptions(run_dir)}
+
+
 @pytest.fixture
 def recorded(tmp_path: Path) -> Path:
     """A hand-made evidence directory: h1 fully recorded, h2 recorded as unreachable, h3 absent."""
@@ -33,8 +42,10 @@ def recorded(tmp_path: Path) -> Path:
     (src / "raw" / "h1").mkdir(parents=True)
     (src / "raw" / "h1" / "lsmod.txt").write_text(LSMOD)
     (src / "raw" / "h1" / "cmdline.txt").write_text(CMDLINE)
-    (src / "run.json").write_text(json.dumps({"errors": {"h2": {"kind": "unreachable",
-                                                                "message": "connection refused by 10.0.0.2:22"}}}))
+    (src / "run.json").write_text(json.dumps(manifest_document(
+        run_id="rec", status="complete", via="ssh", tool_version="0", started_at="", finished_at="", duration_s=1.0,
+        hosts=["h1", "h2", "h3"], commands=[], collected=1, command_errors={}, settings={},
+        errors={"h2": ("unreachable", "connection refused by 10.0.0.2:22")})))
     return src
 
 
@@ -42,8 +53,8 @@ def test_collect_writes_evidence_facts_and_manifest_and_reports_errors_per_host(
     events = []
     out = prepare_run_dir(tmp_path / "B")
     hosts = [Host("h1", groups=("dgx_h100",)), Host("h2"), Host("h3")]
-    result = collect(hosts, out, ReplayTransport(run_dir=recorded), collectors=PICK, forks=2,
-                     progress=events.append, run_id="r1", manifest={"inventory": "inv.yml"})
+    result = collect(hosts, out, **replay(recorded), collectors=PICK, forks=2,
+                     progress=events.append, run_id="r1", inventory="inv.yml")
 
     assert result.exit_code == ExitCode.INCOMPLETE
     assert set(result.facts_by_host) == {"h1"}
@@ -77,16 +88,16 @@ def test_a_staging_directory_left_by_a_crash_is_neither_replayed_nor_in_the_way(
     out = prepare_run_dir(tmp_path / "B")
     (out / "raw" / ".h1.partial").mkdir(parents=True)
     (out / "raw" / ".h1.partial" / "lsmod.txt").write_text("half")
-    assert ReplayTransport(run_dir=out).hosts() == []
-    result = collect([Host("h1")], out, ReplayTransport(run_dir=recorded), collectors=PICK)
+    assert ReplayTransport(ReplayOptions(out)).hosts() == []
+    result = collect([Host("h1")], out, **replay(recorded), collectors=PICK)
     assert result.exit_code == ExitCode.OK and (out / "raw" / "h1" / "lsmod.txt").read_text() == LSMOD
-    assert ReplayTransport(run_dir=out).hosts() == ["h1"]
+    assert ReplayTransport(ReplayOptions(out)).hosts() == ["h1"]
 
 
 def test_replaying_a_collected_run_gives_the_same_facts_and_errors(recorded, tmp_path):
     hosts = [Host("h1"), Host("h2")]
-    first = collect(hosts, prepare_run_dir(tmp_path / "B"), ReplayTransport(run_dir=recorded), collectors=PICK)
-    second = collect(hosts, prepare_run_dir(tmp_path / "C"), ReplayTransport(run_dir=tmp_path / "B"), collectors=PICK)
+    first = collect(hosts, prepare_run_dir(tmp_path / "B"), **replay(recorded), collectors=PICK)
+    second = collect(hosts, prepare_run_dir(tmp_path / "C"), **replay(tmp_path / "B"), collectors=PICK)
 
     def strip(doc: dict) -> dict:
         return {k: v for k, v in doc.items() if k != "collected_at"}
@@ -101,7 +112,7 @@ def test_a_failed_command_is_a_collector_error_and_the_host_still_gets_facts(tmp
     (src / "raw" / "h1" / "lsmod.txt").write_text(LSMOD)
     (src / "raw" / "h1" / "meta.json").write_text(json.dumps({
         "cmdline": {"exit_code": None, "error": "timed out after 30 s", "duration_s": 30.0}}))
-    result = collect([Host("h1")], prepare_run_dir(tmp_path / "B"), ReplayTransport(run_dir=src), collectors=PICK)
+    result = collect([Host("h1")], prepare_run_dir(tmp_path / "B"), **replay(src), collectors=PICK)
     assert result.exit_code == ExitCode.INCOMPLETE and not result.errors
     assert result.collector_errors == {"h1": {"cmdline": "timed out after 30 s"}}
     assert result.facts_by_host["h1"]["kernel"]["modules"]["nvidia_peermem"] is True
@@ -154,7 +165,7 @@ def test_collectors_failing_where_they_do_not_apply_are_skipped_not_errors():
 def test_reparse_rebuilds_facts_and_errors_from_a_run_without_writing(recorded, tmp_path):
     from fabricproof.collect import reparse
 
-    run = collect([Host("h1"), Host("h2")], prepare_run_dir(tmp_path / "B"), ReplayTransport(run_dir=recorded),
+    run = collect([Host("h1"), Host("h2")], prepare_run_dir(tmp_path / "B"), **replay(recorded),
                   collectors=PICK)
     before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "B").rglob("*"))
     facts, errors = reparse(tmp_path / "B")  # collectors as recorded in run.json, hosts as found in the run

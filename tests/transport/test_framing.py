@@ -7,7 +7,8 @@ import shlex
 import pytest
 
 from fabricproof.transport import framing
-from fabricproof.transport.framing import Clock, Command, build_script, decode_results, split_stream
+from fabricproof.model import Command
+from fabricproof.transport.framing import Clock, build_script, decode_results, split_stream
 
 NONCE = "0123456789abcdef0123456789abcdef"
 CMDS = [Command(("nvidia-smi", "-q"), 60), Command(("sh", "-c", "echo 'it''s'; exit 3"), 30), Command(("ibstat",), 5)]

@@ -8,7 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from fabricproof.transport.framing import Command, build_script, decode_results, new_nonce
+from fabricproof.model import Command
+from fabricproof.transport.framing import build_script, decode_results, new_nonce
 
 # Print marker-shaped lines built from everything the tool can see of its ancestors' argvs (the
 # shell's, and its parent's). None holds the nonce.

@@ -5,32 +5,38 @@ from __future__ import annotations
 import os
 import time
 
-from fabricproof.inventory import Host
-from fabricproof.transport.local import LocalTransport
+from fabricproof.model import Command, CommandResult, Host
+from fabricproof.transport.base import commands
+from fabricproof.transport.local import LocalOptions, LocalTransport
 
 HOST = Host("this-node")
 
 
+def run_one(argv: list[str], timeout: float, transport: LocalTransport | None = None) -> CommandResult:
+    """One command through the transport seam, with a deadline that leaves its own timeout in charge."""
+    return (transport or LocalTransport()).run_many(HOST, [Command(tuple(argv), timeout)], time.monotonic() + timeout + 5)[0]
+
+
 def test_output_exit_status_and_stderr():
-    r = LocalTransport().run(HOST, ["sh", "-c", "printf 'a\\nb'; echo oops >&2; exit 4"], 5)
+    r = run_one(["sh", "-c", "printf 'a\\nb'; echo oops >&2; exit 4"], 5)
     assert (r.stdout, r.stderr, r.exit_code, r.error) == ("a\nb", "oops\n", 4, None)
     assert r.argv == ("sh", "-c", "printf 'a\\nb'; echo oops >&2; exit 4")
 
 
 def test_missing_tool_reads_like_a_shell_would_say_it():
-    r = LocalTransport().run(HOST, ["nv-fabricmanager-not-here"], 5)
+    r = run_one(["nv-fabricmanager-not-here"], 5)
     assert r.exit_code == 127 and r.stderr == "nv-fabricmanager-not-here: command not found\n" and r.error is None
 
 
 def test_commands_read_dev_null_not_our_stdin():
-    r = LocalTransport().run(HOST, ["cat"], 5)
+    r = run_one(["cat"], 5)
     assert r.exit_code == 0 and r.stdout == ""
 
 
 def test_timeout_kills_the_tool_and_its_children(tmp_path):
     pidfile = tmp_path / "child.pid"
     t0 = time.monotonic()
-    r = LocalTransport().run(HOST, ["sh", "-c", f"trap '' TERM; sleep 60 & echo $! > {pidfile}; echo started; wait"], 1)
+    r = run_one(["sh", "-c", f"trap '' TERM; sleep 60 & echo $! > {pidfile}; echo started; wait"], 1)
     assert time.monotonic() - t0 < 8
     assert r.exit_code is None and r.error == "timed out after 1 s" and r.stdout == "started\n"
     child = int(pidfile.read_text())
@@ -48,13 +54,13 @@ def test_timeout_kills_the_tool_and_its_children(tmp_path):
 def test_run_many_honours_the_host_deadline():
     t = LocalTransport()
     t0 = time.monotonic()
-    rs = t.run_many(HOST, [["sleep", "5"], ["echo", "late"]], [10, 10], deadline=time.monotonic() + 1)
+    rs = t.run_many(HOST, commands([["sleep", "5"], ["echo", "late"]], [10, 10]), time.monotonic() + 1)
     assert time.monotonic() - t0 < 6
     assert rs[0].error == "cut off: the host's collection deadline passed"
     assert rs[1].error == "not run: the host's collection deadline passed" and rs[1].stdout == ""
 
 
 def test_env_is_passed_to_tools():
-    r = LocalTransport(env={"PATH": os.environ["PATH"], "FABRICPROOF_HOST_ROOT": "/host"}).run(
-        HOST, ["sh", "-c", 'echo "$FABRICPROOF_HOST_ROOT"'], 5)
+    env = {"PATH": os.environ["PATH"], "FABRICPROOF_HOST_ROOT": "/host"}
+    r = run_one(["sh", "-c", 'echo "$FABRICPROOF_HOST_ROOT"'], 5, LocalTransport(LocalOptions(env=env)))
     assert r.stdout == "/host\n"

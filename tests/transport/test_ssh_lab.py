@@ -14,13 +14,15 @@ import pytest
 from typer.testing import CliRunner
 
 from fabricproof import facts as facts_mod
-from fabricproof.collect import collect, prepare_run_dir
+from fabricproof.collect import collect
 from fabricproof.collectors import COLLECTORS
 from fabricproof.lab import manager
 from fabricproof.lab import state as lab_state
 from fabricproof.model import ExitCode
-from fabricproof.transport import ErrorKind, SSHTransport, TransportOptions
+from fabricproof.runstore import RunStore
+from fabricproof.transport import ErrorKind
 from fabricproof.transport import knownhosts
+from fabricproof.transport.ssh import SSHOptions
 
 from .labutil import with_vars
 from .test_cli import app
@@ -31,9 +33,14 @@ FAST = [COLLECTORS["lsmod"], COLLECTORS["cmdline"]]
 GPUS = {"dgx-a100": 8, "dgx-h100": 8, "hgx-h200": 8, "gb200-nvl72": 4}
 
 
-def ssh(**options) -> SSHTransport:
-    # Only the known_hosts files the inventory names: this machine's ~/.ssh must not sway the verdicts.
-    return SSHTransport(TransportOptions(**options), default_known_hosts=())
+def ssh(**options) -> dict:
+    """collect() settings for the SSH transport. Only the known_hosts files the inventory names: this machine's
+    ~/.ssh must not sway the verdicts."""
+    return {"via": "ssh", "options": SSHOptions(default_known_hosts=(), **options)}
+
+
+def prepare_run_dir(path: Path) -> Path:
+    return RunStore.create(path).root
 
 
 def lab_host_key(lab_dir: Path) -> tuple[str, bytes]:
@@ -62,7 +69,7 @@ def pointing_at(host, known_hosts: Path):
 def test_collects_every_host_of_the_lab(fleet_lab, fleet_inventory, tmp_path):
     hosts = list(fleet_inventory.hosts.values())
     run_dir = prepare_run_dir(tmp_path / "run")
-    result = collect(hosts, run_dir, ssh(), forks=8)
+    result = collect(hosts, run_dir, **ssh(), forks=8)
     assert result.exit_code == ExitCode.OK, (result.collection_errors, result.collector_errors)
     loaded = facts_mod.load_dir(run_dir)  # every document valid against the facts schema
     assert sorted(loaded) == sorted(h.name for h in hosts)
@@ -82,7 +89,7 @@ def test_a_hung_tool_times_out_that_command_on_that_host_only(fleet_lab, fleet_i
     manager.fault_inject(fleet_lab.dir, victim, "tool-hangs")
     try:
         t0 = time.monotonic()
-        result = collect(hosts, prepare_run_dir(tmp_path / "run"), ssh(),
+        result = collect(hosts, prepare_run_dir(tmp_path / "run"), **ssh(),
                          collectors=[COLLECTORS["nvlink_status"], *FAST], command_timeout_s=2)
         elapsed = time.monotonic() - t0
     finally:
@@ -123,7 +130,7 @@ def test_sshd_stopped_mid_run_makes_its_hosts_errors_and_the_run_completes(fleet
     hosts = [fleet_inventory.hosts[h.name] for h in lab.hosts]
     run_dir = prepare_run_dir(tmp_path / "run")
     try:
-        result = collect(hosts, run_dir, ssh(retry_backoff_s=0.2), collectors=FAST, forks=2, progress=on_progress)
+        result = collect(hosts, run_dir, **ssh(retry_backoff_s=0.2), collectors=FAST, forks=2, progress=on_progress)
     finally:
         status = transport_labs.up(fleet_lab.dir, nodes=len(lab.hosts), profile=lab.profile)  # restarts the dead sshd
     assert status.running
@@ -149,7 +156,7 @@ def test_a_changed_host_key_is_refused_naming_the_host_and_the_offered_fingerpri
     offered = knownhosts.fingerprint(lab_host_key(fleet_lab.dir)[1])
     for accept_new in (False, True):  # accepting new keys never accepts a changed one
         result = collect([pointing_at(victim, copy), pointing_at(bystander, copy)],
-                         prepare_run_dir(tmp_path / f"run-{accept_new}"), ssh(accept_new_host_keys=accept_new),
+                         prepare_run_dir(tmp_path / f"run-{accept_new}"), **ssh(accept_new_host_keys=accept_new),
                          collectors=FAST)
         err = result.errors[victim.name]
         assert err.kind is ErrorKind.HOSTKEY_MISMATCH
@@ -166,16 +173,16 @@ def test_an_unknown_host_key_is_refused_unless_new_keys_are_accepted(fleet_lab, 
     target = pointing_at(host, copy)
     offered = knownhosts.fingerprint(lab_host_key(fleet_lab.dir)[1])
 
-    strict = collect([target], prepare_run_dir(tmp_path / "r1"), ssh(), collectors=FAST)
+    strict = collect([target], prepare_run_dir(tmp_path / "r1"), **ssh(), collectors=FAST)
     err = strict.errors[host.name]
     assert err.kind is ErrorKind.HOSTKEY_UNKNOWN and offered in err.message and "--accept-new-host-keys" in err.message
 
-    accepted = collect([target], prepare_run_dir(tmp_path / "r2"), ssh(accept_new_host_keys=True), collectors=FAST)
+    accepted = collect([target], prepare_run_dir(tmp_path / "r2"), **ssh(accept_new_host_keys=True), collectors=FAST)
     assert accepted.exit_code == ExitCode.OK
     keytype, blob = lab_host_key(fleet_lab.dir)
     assert copy.read_text().endswith(knownhosts.line(name, keytype, blob))
 
-    again = collect([target], prepare_run_dir(tmp_path / "r3"), ssh(), collectors=FAST)
+    again = collect([target], prepare_run_dir(tmp_path / "r3"), **ssh(), collectors=FAST)
     assert again.exit_code == ExitCode.OK
 
 
@@ -184,7 +191,7 @@ def test_auth_failure_and_unreachable_are_told_apart(fleet_lab, fleet_inventory,
     wrong_key = with_vars(fleet_inventory.hosts["h100-0007"], ansible_ssh_private_key_file=str(new_key(tmp_path / "k")))
     closed = with_vars(fleet_inventory.hosts["h200-0003"], ansible_port=9)  # discard: nothing listens there
     t0 = time.monotonic()
-    result = collect([good, wrong_key, closed], prepare_run_dir(tmp_path / "run"), ssh(retry_backoff_s=0.1),
+    result = collect([good, wrong_key, closed], prepare_run_dir(tmp_path / "run"), **ssh(retry_backoff_s=0.1),
                      collectors=FAST)
     assert time.monotonic() - t0 < 15
     assert set(result.facts_by_host) == {good.name}
@@ -269,14 +276,14 @@ def test_proxy_jump_reaches_the_host_through_a_bastion_with_both_keys_checked(fl
     copy = known_hosts_copy(fleet_lab, tmp_path, lambda lines: [*lines, knownhosts.line(jump_name, keytype, blob)])
     host = fleet_inventory.hosts["h100-0004"]
     via_jump = with_vars(host, ansible_ssh_common_args=f"-o UserKnownHostsFile={copy} -J {spec}")
-    result = collect([via_jump], prepare_run_dir(tmp_path / "r1"), ssh(), collectors=FAST)
+    result = collect([via_jump], prepare_run_dir(tmp_path / "r1"), **ssh(), collectors=FAST)
     assert result.exit_code == ExitCode.OK, result.collection_errors
     assert result.facts_by_host[host.name]["kernel"]["modules"]["loaded"]
 
     # The bastion's own key is checked as strictly as the target's.
     unknown_jump = known_hosts_copy(fleet_lab, tmp_path, lambda lines: lines)
     via_unknown = with_vars(host, ansible_ssh_common_args=f"-o UserKnownHostsFile={unknown_jump} -o ProxyJump={spec}")
-    result = collect([via_unknown], prepare_run_dir(tmp_path / "r2"), ssh(), collectors=FAST)
+    result = collect([via_unknown], prepare_run_dir(tmp_path / "r2"), **ssh(), collectors=FAST)
     err = result.errors[host.name]
     assert err.kind is ErrorKind.HOSTKEY_UNKNOWN and f"jump host {spec} for {host.name}" in err.message
 
@@ -284,7 +291,7 @@ def test_proxy_jump_reaches_the_host_through_a_bastion_with_both_keys_checked(fl
 def test_become_runs_the_commands_through_sudo(fleet_inventory, tmp_path):
     plain = fleet_inventory.hosts["h200-0004"]
     become = with_vars(plain, ansible_become=True)
-    result = collect([become], prepare_run_dir(tmp_path / "run"), ssh(), collectors=FAST)
+    result = collect([become], prepare_run_dir(tmp_path / "run"), **ssh(), collectors=FAST)
     assert result.exit_code == ExitCode.OK
     meta = json.loads((tmp_path / "run" / "raw" / plain.name / "meta.json").read_text())
     assert meta["lsmod"]["exit_code"] == 0
@@ -296,7 +303,7 @@ def test_aes_gcm_is_negotiated_so_packets_are_not_authenticated_in_python(fleet_
     import logging
 
     caplog.set_level(logging.DEBUG, logger="paramiko.transport")
-    result = collect([fleet_inventory.hosts["h100-0006"]], prepare_run_dir(tmp_path / "run"), ssh(), collectors=FAST)
+    result = collect([fleet_inventory.hosts["h100-0006"]], prepare_run_dir(tmp_path / "run"), **ssh(), collectors=FAST)
     assert result.exit_code == ExitCode.OK
     agreed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Cipher: ")]
     assert agreed == ["Cipher: aes128-gcm@openssh.com"]

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..collect import HostProgress
+from ..collect import CollectResult, HostProgress, collect
+from ..model import Host
 
 #: Plain mode prints a status line at every 10 % and at least this often.
 PLAIN_EVERY_S = 10.0
@@ -80,3 +84,12 @@ class ProgressView:
             self._last_line = now
             while self._next_pct <= pct:
                 self._next_pct += 10
+
+
+def collect_with_progress(hosts: Sequence[Host], run_dir: Path, *, quiet: bool = False, label: str = "collect",
+                          **settings: Any) -> CollectResult:
+    """collect() with its progress shown on stderr (a bar on a terminal, status lines in CI logs)."""
+    from ._common import err_console
+
+    with ProgressView(err_console, len(hosts), label, quiet=quiet) as view:
+        return collect(hosts, run_dir, progress=view, **settings)

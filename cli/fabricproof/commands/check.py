@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
-import time
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -14,17 +15,14 @@ from rich.markup import escape
 from .. import __version__, catalog
 from .. import baseline as baseline_mod
 from .. import facts as facts_mod
-from .. import inventory as inventory_mod
 from .. import slurm
-from ..collect import DEFAULT_HOST_TIMEOUT_S, mark_not_applicable, select_collectors
+from ..collect import collect, select_collectors, this_node
 from ..errors import InputError
 from ..evaluate import evaluate, exit_code
 from ..fsutil import atomic_write_text
-from ..inventory import Host
-from ..model import ExitCode, Outcome, Report, Severity
+from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now
 from ._common import console, err_console, input_errors
-from .collect import short_hostname
 
 EPILOG = """\
 Examples (on the node itself):
@@ -78,6 +76,26 @@ def _previous(path: Path) -> dict | None:
     return doc if isinstance(doc, dict) and doc.get("kind") == "Facts" else None
 
 
+def _collect_here(host: Host, run_dir: Path | None, command_timeout: float | None) -> dict:
+    """This node's facts, collected with the local transport into `run_dir` (kept) or a temporary run directory
+    (removed once the facts are read)."""
+    keep = run_dir is not None
+    target = run_dir if keep else Path(tempfile.mkdtemp(prefix="fabricproof-check-")) / "run"
+    try:
+        result = collect([host], target, via="local", collectors=select_collectors(None),
+                         command_timeout_s=command_timeout)
+    finally:
+        if not keep:
+            shutil.rmtree(target.parent, ignore_errors=True)
+    if host.name not in result.facts_by_host:  # the local transport cannot fail a whole host; say so if it did
+        raise InputError(f"this node could not be collected: {result.collection_errors.get(host.name, 'no facts')}")
+    doc = result.facts_by_host[host.name]
+    if not keep:  # the evidence is gone with the temporary run: cite none
+        for run in doc["collectors"].values():
+            run.pop("evidence", None)
+    return doc
+
+
 def _slurm(node: str, report: Report, code: int, fail_on: str) -> None:
     ids = failed_ids(report, fail_on)
     if code not in (ExitCode.OK, ExitCode.CHECK_FAILED):
@@ -114,10 +132,11 @@ def check(
                                                 "(stdout then gets the nhc lines).")] = None,
     checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families. Repeatable.")] = [],  # noqa: B006
     command_timeout: Annotated[float | None, typer.Option("--command-timeout", help="Cap on every collector's timeout, seconds.")] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Keep this run's raw evidence and facts here "
+                                                 "(default: a temporary directory, removed afterwards).")] = None,
 ) -> None:
     """Check this node against a baseline (node-local mode)."""
     from ..reporters import REPORTERS
-    from ..transport.local import LocalTransport
 
     if not local:
         raise InputError("`check` runs on the node itself: pass --local (to check a fleet, use `fabricproof validate`)")
@@ -127,25 +146,11 @@ def check(
         raise InputError(f"--format {fmt!r}: choose nhc or one of {', '.join(REPORTERS)}")
     if output is not None and fmt == "nhc":
         raise InputError("--output needs a report --format (json, prometheus, ...); nhc lines go to stdout")
-    if command_timeout is not None and command_timeout <= 0:
-        raise InputError("--command-timeout must be positive")
     base = baseline_mod.load(baseline)
     selected = catalog.select(catalog.load(), checks)
-    collectors = select_collectors(None)
-    node = node_name or short_hostname()
-    groups = list(group)
-    if inventory:
-        inv = inventory_mod.load(inventory)
-        if node in inv.hosts:
-            groups += list(inv.hosts[node].groups)
-    groups = sorted(set(groups))
-
-    transport = LocalTransport()
-    timeouts = [min(c.timeout_s, command_timeout) if command_timeout else c.timeout_s for c in collectors]
-    results = transport.run_many(Host(node, {}, tuple(groups)), [c.argv for c in collectors], timeouts,
-                                 deadline=time.monotonic() + DEFAULT_HOST_TIMEOUT_S)
-    doc = mark_not_applicable(facts_mod.build(node, {c.id: r for c, r in zip(collectors, results, strict=True)},
-                                              via="local", groups=groups, collected_at=utc_now()))
+    host = this_node(inventory, node_name, group)
+    node, groups = host.name, list(host.groups)
+    doc = _collect_here(host, run_dir, command_timeout)
     previous = None
     if facts_dir is not None:
         target = facts_dir / f"{node}.json"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,15 +13,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from .. import facts as facts_mod
-from .. import inventory as inventory_mod
-from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, CollectResult, Sink, collect as run_collection
-from ..collect import new_run_id, prepare_run_dir, select_collectors
+from .. import transport
+from ..collect import (DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, CollectResult, check_settings, select_collectors,
+                       select_hosts)
 from ..errors import InputError
-from ..inventory import Host
+from ..runstore import RunStore
 from ._common import console, err_console, input_errors
-from ._progress import ProgressView
-
-VIAS = ("ssh", "ansible", "local")
+from ._progress import collect_with_progress
 
 COLLECT_EPILOG = """\
 Examples:
@@ -49,20 +46,6 @@ Exit codes: 0 no drift; 1 drift found; 2 invalid input.
 """
 
 
-def short_hostname() -> str:
-    return socket.gethostname().split(".")[0]
-
-
-def _local_host(inventory: str | None) -> Host:
-    """This node, named by its short hostname; its groups come from the inventory when it is listed there."""
-    name = short_hostname()
-    if inventory:
-        inv = inventory_mod.load(inventory)
-        if name in inv.hosts:
-            return inv.hosts[name]
-    return Host(name)
-
-
 def _summary(result: CollectResult, out: Console) -> None:
     n = len(result.hosts)
     rate = n / result.duration_s if result.duration_s > 0 else 0.0
@@ -80,55 +63,13 @@ def _summary(result: CollectResult, out: Console) -> None:
                 out.print(f"  {escape(host)} {cid}: {escape(why)}", soft_wrap=True, highlight=False)
 
 
-def select_hosts(inventory: str | None, limit: str | None, via: str) -> list[Host]:
-    """The hosts a run targets, before any is touched (inventory and --limit errors exit 2 here)."""
-    if via not in VIAS:
-        raise InputError(f"--via {via!r}: choose one of {', '.join(VIAS)}")
-    if via == "local":
-        return [_local_host(inventory)]
-    if not inventory:
-        raise InputError(f"--via {via} needs --inventory (-i)")
-    inv = inventory_mod.load(inventory)
-    return [inv.hosts[name] for name in inventory_mod.limit(inv, limit)]
-
-
-def gather(*, inventory: str | None, limit: str | None, via: str, output: Path, forks: int = DEFAULT_FORKS,
-           accept_new_host_keys: bool = False, collectors: list[str] | None = None,
-           host_timeout: float = DEFAULT_HOST_TIMEOUT_S, command_timeout: float | None = None,
-           quiet: bool = False, hosts: list[Host] | None = None, run_id: str | None = None,
-           sink: Sink | None = None) -> CollectResult:
-    """Collect the selected hosts into a new run directory with progress on stderr (shared by collect and validate)."""
-    from ..transport import TransportOptions, create
-
-    if forks < 1:
-        raise InputError(f"--forks must be at least 1, got {forks}")
-    if host_timeout <= 0 or (command_timeout is not None and command_timeout <= 0):
-        raise InputError("--host-timeout and --command-timeout must be positive")
-    chosen = select_collectors(collectors)
-    hosts = hosts if hosts is not None else select_hosts(inventory, limit, via)
-    run_dir = prepare_run_dir(output)
-    run_id = run_id or new_run_id()
-    options = TransportOptions(accept_new_host_keys=accept_new_host_keys, forks=forks, run_dir=run_dir,
-                               run_id=run_id, inventory_path=inventory)
-    transport = create(via, options)
-    manifest: dict[str, Any] = {"inventory": inventory, "limit": limit, "forks": forks,
-                                "host_timeout_s": host_timeout, "command_timeout_s": command_timeout}
-    try:
-        with ProgressView(err_console, len(hosts), "collect", quiet=quiet) as view:
-            return run_collection(hosts, run_dir, transport, collectors=chosen, forks=forks,
-                                  host_timeout_s=host_timeout, command_timeout_s=command_timeout,
-                                  progress=view, run_id=run_id, manifest=manifest, sink=sink)
-    finally:
-        transport.close()
-
-
 @input_errors
 def collect(
     output: Annotated[Path, typer.Option("--output", "-o", help="Run directory to create (must be new or empty).",
                                          show_default=False)],
     inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Ansible inventory (any form Ansible reads).")] = None,
     limit: Annotated[str | None, typer.Option("--limit", "-l", help="Ansible host pattern, e.g. 'dgx_h100:!h100-0003'.")] = None,
-    via: Annotated[str, typer.Option("--via", help="ssh (paramiko), ansible (ansible-runner) or local (this node).")] = "ssh",
+    via: Annotated[str, typer.Option("--via", help=f"How commands reach the hosts: {transport.choices(transport.LIVE)}.")] = "ssh",
     forks: Annotated[int, typer.Option("--forks", help="Hosts collected at once.")] = DEFAULT_FORKS,
     accept_new_host_keys: Annotated[bool, typer.Option("--accept-new-host-keys", help="Record unknown host keys "
                                                        "instead of refusing the host (never accepts a changed key).")] = False,
@@ -142,12 +83,15 @@ def collect(
     """Run the collectors on every host: raw evidence and facts into a run directory."""
     if fmt not in ("text", "json"):
         raise InputError(f"--format {fmt!r}: choose text or json")
-    result = gather(inventory=inventory, limit=limit, via=via, forks=forks, output=output,
-                    accept_new_host_keys=accept_new_host_keys, collectors=collectors, host_timeout=host_timeout,
-                    command_timeout=command_timeout, quiet=quiet)
-    run_dir = result.run_dir
+    check_settings(forks, host_timeout, command_timeout)
+    chosen = select_collectors(collectors)
+    hosts = select_hosts(inventory, limit, via)
+    options = transport.configure(via, inventory_path=inventory, accept_new_host_keys=accept_new_host_keys)
+    result = collect_with_progress(hosts, output, quiet=quiet, via=via, options=options, collectors=chosen,
+                                   forks=forks, host_timeout_s=host_timeout, command_timeout_s=command_timeout,
+                                   inventory=inventory, limit=limit)
     if fmt == "json":
-        sys.stdout.write((run_dir / "run.json").read_text())
+        sys.stdout.write(RunStore(result.run_dir).manifest_text())
     if not quiet or not result.complete:
         _summary(result, err_console if fmt == "json" else console)
     raise typer.Exit(result.exit_code)

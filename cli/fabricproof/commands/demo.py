@@ -14,6 +14,7 @@ from rich.rule import Rule
 
 from .. import baseline as baseline_mod
 from .. import catalog
+from ..collect import collect
 from ..evaluate import evaluate, exit_code
 from ..inventory import load as load_inventory
 from ..lab import manager
@@ -22,7 +23,6 @@ from ..paths import inventories_dir
 from ..reporters import table
 from ..rollout import decisions, runs
 from ._common import console, input_errors
-from .collect import gather
 
 #: (host, fault) pairs the tour injects: one NVLink, one Fabric Manager, one GPUDirect RDMA failure. Two H100s, so
 #: fleet checks still have a majority to judge the outlier against.
@@ -43,7 +43,7 @@ def _say(text: str) -> None:
 def _prove(inv_path: Path, base: baseline_mod.Baseline, run_dir: Path) -> Report:
     inv = load_inventory(str(inv_path))
     hosts = [inv.hosts[h] for h in sorted(inv.hosts)]
-    result = gather(inventory=str(inv_path), limit=None, via="ssh", output=run_dir, hosts=hosts, quiet=True)
+    result = collect(hosts, run_dir, via="ssh", inventory=str(inv_path))
     return evaluate(result.facts_by_host, base, catalog.load(), groups={h.name: h.groups for h in hosts},
                     collection_errors=result.collection_errors, run_id=result.run_id)
 

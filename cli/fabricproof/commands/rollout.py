@@ -10,11 +10,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from .. import transport
+from ..collect import DEFAULT_FORKS
 from ..errors import InputError
 from ..rollout import decisions, runs
 from ..rollout import plan as plan_mod
 from ..rollout import state as st
-from ._common import console, err_console, input_errors
+from ._common import console, input_errors
+from ._runlog import finish_run, say
 
 EXIT_HELP = ("Exit codes: 0 done · 1 a gate failed and the run halted · 2 bad input (nothing touched) · "
              "4 rolled back · 5 waiting for an operator (paused, rollback not proven, aborted) · 130 interrupted.")
@@ -28,10 +31,6 @@ app = typer.Typer(
 RunsDir = Annotated[Path, typer.Option("--runs-dir", help="Where runs are kept (state, decisions, evidence, locks).")]
 Inventory = Annotated[str | None, typer.Option("--inventory", "-i", help="Ansible inventory; overrides the plan's.")]
 Fmt = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
-
-
-def _say(msg: str) -> None:
-    err_console.print(escape(msg), soft_wrap=True)
 
 
 def _check_fmt(fmt: str) -> None:
@@ -101,32 +100,23 @@ def _print_plan(doc: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------- run
 
 
-def _finish(code: int, runs_dir: Path, run_id: str) -> None:
-    """Print the run's decision log (the story an auditor reads) and exit with the run's code."""
-    run_dir = Path(runs_dir) / run_id
-    _say(f"decision log {run_dir / decisions.DECISIONS_FILE}:")  # _say escapes and soft-wraps
-    for d in decisions.read(run_dir):
-        err_console.print("  " + escape(decisions.format_line(d)), soft_wrap=True)
-    status = st.RunState.load(run_dir).status
-    _say(f"run {run_id}: {status} (exit {int(code)})")
-    raise typer.Exit(int(code))
-
-
 @app.command("run", epilog=EXIT_HELP)
 @input_errors
 def run_cmd(
     plan: Annotated[Path, typer.Argument(help="Rollout plan YAML.", show_default=False)],
     inventory: Inventory = None,
     runs_dir: RunsDir = Path("runs"),
-    via: Annotated[str, typer.Option("--via", help="How gates collect: ssh (paramiko) or ansible.")] = "ssh",
+    via: Annotated[str, typer.Option("--via", help=f"How gates collect: {transport.choices([transport.Reach.REMOTE])}.")] = "ssh",
+    forks: Annotated[int, typer.Option("--forks", help="Hosts a gate collects, and a playbook changes, at once.")] = DEFAULT_FORKS,
 ) -> None:
     """Run a rollout: for each wave pre-gate, drain, apply, post-gate, soak, decide, undrain.
 
     State lives in RUNS_DIR/<run id>/state.json (resumable), decisions in decisions.jsonl, gate reports under
     waves/. A failed wave is rolled back (or halted) as the plan says.
     """
-    code, run_id = runs.start(plan, runs_dir=runs_dir, inventory_override=inventory, via=via, progress=_say)
-    _finish(code, runs_dir, run_id)
+    code, run_id = runs.start(plan, runs_dir=runs_dir, inventory_override=inventory, via=via, forks=forks,
+                              progress=say)
+    finish_run(code, runs_dir, run_id)
 
 
 @app.command("resume", epilog=EXIT_HELP)
@@ -138,8 +128,8 @@ def resume_cmd(
     """Continue an interrupted, paused or halted run. Hosts whose apply was cut short are probed first and never
     applied twice: a host that already proves the after-baseline is left alone."""
     state = st.find_run(runs_dir, run)
-    code = runs.resume(runs_dir, state.run_id, progress=_say)
-    _finish(code, runs_dir, state.run_id)
+    code = runs.resume(runs_dir, state.run_id, progress=say)
+    finish_run(code, runs_dir, state.run_id)
 
 
 @app.command("abort")
@@ -151,7 +141,7 @@ def abort_cmd(
 ) -> None:
     """Stop a run at its next step boundary (a running playbook finishes its batch). Nothing is rolled back:
     run `fabricproof rollback RUN` for that."""
-    _say(runs.abort(runs_dir, run, reason or "aborted by an operator"))
+    say(runs.abort(runs_dir, run, reason or "aborted by an operator"))
 
 
 # ------------------------------------------------------------------------------------------ status

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .. import __version__
+from .. import __version__, transport
 from .. import baseline as baseline_mod
 from .. import catalog
 from .. import facts as facts_mod
 from .. import inventory as inventory_mod
-from ..collect import DEFAULT_FORKS, new_run_id, reparse
+from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, check_settings, new_run_id, reparse, select_hosts
 from ..errors import InputError
 from ..evaluate import StreamingEvaluation, evaluate, exit_code
 from ..fsutil import atomic_write_chunks
-from ..inventory import Host
 from ..reporters import REPORTERS
+from ..runstore import RunStore
 from ..timeutil import utc_now
 from ._common import emit_report, err_console, input_errors, pair_outputs
-from .collect import VIAS, gather, select_hosts
+from ._progress import collect_with_progress
 
 EPILOG = """\
 Three sources of facts:
@@ -40,15 +39,6 @@ Exit codes: 0 all pass; 1 a check at or above --fail-on failed; 2 invalid input 
 """
 
 
-def _recorded_errors(run_dir: Path) -> dict[str, str]:
-    """Hosts a run could not collect, as recorded in its run.json (absent for a plain facts directory)."""
-    try:
-        doc = json.loads((run_dir / "run.json").read_text())
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
-        return {}
-    return {h: e.get("message", "not collected") for h, e in (doc.get("errors") or {}).items()}
-
-
 def _saved_facts(facts: Path | None, raw: Path | None, inventory: str | None, limit: str | None
                  ) -> tuple[dict[str, dict], dict[str, str], dict[str, tuple[str, ...]]]:
     """(facts by host, collection errors, groups) from a facts or run directory, or re-parsed raw evidence."""
@@ -62,7 +52,8 @@ def _saved_facts(facts: Path | None, raw: Path | None, inventory: str | None, li
     else:
         assert facts is not None
         facts_by_host = facts_mod.load_dir(facts)
-        collection_errors = _recorded_errors(facts)
+        # Hosts a run could not collect, as its run.json records them (none for a plain facts directory).
+        collection_errors = {h: e["message"] for h, e in RunStore(facts).recorded_errors().items()}
     if inventory:
         inv = inventory_mod.load(inventory)
         groups = dict(inv.groups_of())
@@ -82,7 +73,7 @@ def validate(
     raw: Annotated[Path | None, typer.Option("--raw", help="Re-parse a run directory's raw evidence, then evaluate.")] = None,
     inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Ansible inventory: the hosts to collect (live), or their groups (with --facts/--raw).")] = None,
     limit: Annotated[str | None, typer.Option("--limit", "-l", help="Ansible host pattern, e.g. 'dgx_h100:!h100-0003'.")] = None,
-    via: Annotated[str, typer.Option("--via", help="Live collection over ssh (paramiko), ansible (ansible-runner) or local (this node).")] = "ssh",
+    via: Annotated[str, typer.Option("--via", help=f"Live collection over {transport.choices(transport.LIVE)}.")] = "ssh",
     forks: Annotated[int, typer.Option("--forks", help="Hosts collected at once.")] = DEFAULT_FORKS,
     accept_new_host_keys: Annotated[bool, typer.Option("--accept-new-host-keys", help="Record unknown host keys instead of refusing the host (never a changed key).")] = False,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Where a live run keeps its evidence (default runs/<run id>).")] = None,
@@ -100,10 +91,9 @@ def validate(
     if facts and raw:
         raise InputError("give --facts or --raw, not both")
     live = facts is None and raw is None
-    if live and via != "local" and not inventory:
+    reaches_itself = transport.kind(via, transport.LIVE).reach is transport.Reach.SELF
+    if live and not reaches_itself and not inventory:
         raise InputError("nothing to validate: give --inventory (live), --facts DIR or --raw RUNDIR")
-    if via not in VIAS:
-        raise InputError(f"--via {via!r}: choose one of {', '.join(VIAS)}")
     # Every input is read and checked before any host is touched.
     pairs = pair_outputs(fmt, output)
     base = baseline_mod.load(baseline)
@@ -112,13 +102,14 @@ def validate(
 
     evidence_dir: Path | None = None
     if live:
-        hosts: list[Host] = select_hosts(inventory, limit, via)
+        check_settings(forks, DEFAULT_HOST_TIMEOUT_S, None)
+        hosts = select_hosts(inventory, limit, via)
+        options = transport.configure(via, inventory_path=inventory, accept_new_host_keys=accept_new_host_keys)
         run_id = new_run_id()
         # Judged as hosts finish: memory stays flat with fleet size (the facts are on disk, in the run).
         stream = StreamingEvaluation(base, selected, groups={h.name: h.groups for h in hosts}, previous=before)
-        result = gather(inventory=inventory, limit=limit, via=via, forks=forks, accept_new_host_keys=accept_new_host_keys,
-                        output=run_dir or Path("runs") / run_id, quiet=quiet, hosts=hosts, run_id=run_id,
-                        sink=stream.add)
+        result = collect_with_progress(hosts, run_dir or Path("runs") / run_id, quiet=quiet, via=via, options=options,
+                                       forks=forks, run_id=run_id, sink=stream.add, inventory=inventory, limit=limit)
         report = stream.finish(result.collection_errors, run_id=result.run_id, created_at=utc_now(),
                                tool_version=__version__)
         evidence_dir = result.run_dir
@@ -128,7 +119,7 @@ def validate(
                           collection_errors=collection_errors, run_id="", created_at=utc_now(), tool_version=__version__)
     written: dict[str, Path] = {}
     if evidence_dir is not None:  # the verdict sits beside the evidence it rests on
-        written["json"] = evidence_dir / "report.json"
+        written["json"] = RunStore(evidence_dir).report_path
         atomic_write_chunks(written["json"], REPORTERS["json"].pieces(report), mode=0o600)
         err_console.print(f"evidence and report: {evidence_dir}", highlight=False)
     emit_report(report, pairs, written)

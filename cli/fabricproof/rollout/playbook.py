@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..collect import DEFAULT_FORKS
 from ..toolpath import path_with_python_bin
 
 # Settings for every rollout play: no colour or cows in the evidence, fast SSH (pipelining, a shared
@@ -77,7 +78,7 @@ def runner_env() -> dict[str, str]:
 
 def run_playbook(playbook: Path, *, inventory: str, hosts: Sequence[str], extravars: Mapping[str, Any],
                  private_dir: Path, ident: str, check: bool = False,
-                 should_stop: Callable[[], bool] = lambda: False, forks: int = 50) -> PlaybookResult:
+                 should_stop: Callable[[], bool] = lambda: False, forks: int = DEFAULT_FORKS) -> PlaybookResult:
     """Run `playbook` limited to exactly `hosts`. Every host is either ok or failed in the result; a host the play
     never reached because it was cancelled or crashed is failed with that reason."""
     import ansible_runner  # imported here: 0.1 s and only rollouts need it

@@ -12,7 +12,9 @@ from pathlib import Path
 from .. import baseline as baseline_mod
 from .. import catalog as catalog_mod
 from .. import inventory as inventory_mod
+from .. import transport
 from ..catalog import Check
+from ..collect import DEFAULT_FORKS, check_settings
 from ..errors import InputError, Problem
 from ..inventory import Inventory
 from ..model import ExitCode
@@ -33,7 +35,6 @@ from .plan import Plan, Wave
 from .playbook import run_playbook
 
 Progress = Callable[[str], None]
-VIAS = ("ssh", "ansible")
 
 
 def sha256_file(path: Path) -> str:
@@ -52,25 +53,22 @@ def select_checks(patterns: Sequence[str], catalog: Sequence[Check]) -> list[Che
     return catalog_mod.select(catalog, list(patterns)) if patterns else list(catalog)
 
 
-def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id: str, inv_path: str) -> Collect:
-    """Collection over SSH (paramiko) or Ansible into each proof's evidence directory, running only the collectors
-    these checks read."""
-    from .. import collect as collect_mod
+def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id: str, inv_path: str,
+                 forks: int = DEFAULT_FORKS) -> Collect:
+    """Collection over a remote transport (SSH, Ansible) into each proof's evidence directory, running only the
+    collectors these checks read."""
+    from ..collect import collect as collect_fleet
     from ..collectors import COLLECTORS
-    from ..transport import TransportOptions, create
 
     collectors = [COLLECTORS[cid] for cid in sorted({c.collector for c in checks}) if cid in COLLECTORS]
+    options = transport.configure(via, inventory_path=inv_path)
 
     def collect(hosts: Sequence[str], evidence_dir: Path) -> Collected:
-        collect_mod.prepare_run_dir(evidence_dir)
-        # One transport per proof: the Ansible one keeps its runner artifacts with the proof's evidence.
-        ident = f"{run_id}-{evidence_dir.parent.name}-{evidence_dir.name}"
-        transport = create(via, TransportOptions(run_id=ident, inventory_path=inv_path, run_dir=evidence_dir))
-        try:
-            res = collect_mod.collect([inventory.hosts[h] for h in hosts], evidence_dir, transport,
-                                      collectors=collectors, run_id=run_id)
-        finally:
-            transport.close()
+        # Each proof is a run of its own (the Ansible transport keeps its runner artifacts with its evidence);
+        # its id names the rollout run and the proof, so runner artifacts of two proofs never mix.
+        res = collect_fleet([inventory.hosts[h] for h in hosts], evidence_dir, via=via, options=options,
+                            collectors=collectors, forks=forks, inventory=inv_path,
+                            run_id=f"{run_id}-{evidence_dir.parent.name}-{evidence_dir.name}")
         return Collected(res.facts_by_host, res.collection_errors)
 
     return collect
@@ -80,7 +78,7 @@ def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id
 class Seams:
     """What a run talks to: collection, playbooks and the clock. Tests replace them; defaults are the real ones."""
 
-    collect_factory: Callable[..., Collect] | None = None  # (inventory, checks, via, run id, inventory path)
+    collect_factory: Callable[..., Collect] | None = None  # (inventory, checks, via, run id, inventory path, forks)
     run_playbook: RunPlaybook | None = None
     clock: Clock | None = None
 
@@ -104,18 +102,19 @@ def prepare(plan_file: Path, inventory_override: str | None) -> Prepared:
     return Prepared(plan, inv_path, inv, waves, catalog)
 
 
-def context(prep: Prepared, run_id: str, via: str, progress: Progress, seams: Seams | None = None) -> Context:
+def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progress, seams: Seams | None = None) -> Context:
     seams = seams or Seams()
     plan = prep.plan
     gate_checks = select_checks(plan.gates.checks, prep.catalog)
     soak_checks = select_checks(plan.soak.checks, prep.catalog) if plan.soak else []
     factory = seams.collect_factory or live_collect
-    collect = factory(prep.inventory, list(gate_checks) + list(soak_checks), via, run_id, prep.inventory_path)
+    collect = factory(prep.inventory, list(gate_checks) + list(soak_checks), via, run_id, prep.inventory_path,
+                      forks)
     return Context(plan=plan, inventory_path=prep.inventory_path, groups=prep.inventory.groups_of(),
                    before=baseline_mod.load(plan.before), after=baseline_mod.load(plan.after),
                    gate_checks=gate_checks, soak_checks=soak_checks, collect=collect,
                    run_playbook=seams.run_playbook or run_playbook, clock=seams.clock or RealClock(),
-                   progress=progress)
+                   progress=progress, forks=forks)
 
 
 def reservations(runs_dir: Path) -> list[tuple[str, str, list[str]]]:
@@ -144,20 +143,22 @@ def _drive(state: st.RunState, ctx: Context, locks: lock.HostLocks) -> int:
 
 
 def start(plan_file: Path, *, runs_dir: Path, inventory_override: str | None = None, via: str = "ssh",
-          progress: Progress = lambda _m: None, seams: Seams | None = None) -> tuple[int, str]:
-    """Validate, lock the hosts, create the run, drive it. Returns (exit code, run id)."""
-    if via not in VIAS:
-        raise InputError(f"--via {via!r}: choose {' or '.join(VIAS)}")
+          forks: int = DEFAULT_FORKS, progress: Progress = lambda _m: None,
+          seams: Seams | None = None) -> tuple[int, str]:
+    """Validate, lock the hosts, create the run, drive it. Returns (exit code, run id). `via` and `forks` are how
+    the gates collect; `forks` also caps the hosts a playbook changes at once within a batch."""
+    transport.kind(via, (transport.Reach.REMOTE,))
+    check_settings(forks, 1, None)
     prep = prepare(plan_file, inventory_override)
     runs_dir = ensure_runs_dir(runs_dir)
     run_id = st.new_run_id(prep.plan.name)
     hosts = [h for w in prep.waves for h in w.hosts]
     locks = lock.acquire(runs_dir, run_id, hosts, reservations(runs_dir))
     try:
-        ctx = context(prep, run_id, via, progress, seams)
+        ctx = context(prep, run_id, via, forks, progress, seams)
         state = st.RunState.create(runs_dir / run_id, run_id=run_id, plan_name=prep.plan.name,
                                    plan_file=str(prep.plan.source), inventory=prep.inventory_path, waves=prep.waves,
-                                   who=who(), settings={"via": via, "plan_sha256": sha256_file(prep.plan.source),
+                                   who=who(), settings={"via": via, "forks": forks, "plan_sha256": sha256_file(prep.plan.source),
                                                         "on_failure": prep.plan.on_failure})
         inputs = snapshot_inputs(state.dir, prep.plan)
         DecisionLog(state.dir, run_id).record(
@@ -187,7 +188,9 @@ def _reopen(runs_dir: Path, run: str, progress: Progress,
     prep = Prepared(plan, state.data["inventory"], inv, state.waves, catalog)
     locks = lock.acquire(Path(runs_dir), state.run_id, sorted(state.hosts), reservations(runs_dir))
     try:
-        ctx = context(prep, state.run_id, state.data["settings"].get("via", "ssh"), progress, seams)
+        settings = state.data["settings"]
+        ctx = context(prep, state.run_id, settings.get("via", "ssh"), settings.get("forks", DEFAULT_FORKS), progress,
+                      seams)
     except BaseException:
         locks.release()
         raise

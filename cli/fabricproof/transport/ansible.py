@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -10,22 +11,15 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..inventory import Host
-from ..model import CommandResult
+from ..model import Command, CommandResult, Host
 from ..paths import playbooks_dir
 from ..toolpath import path_with_python_bin
-from .base import (
-    ErrorKind,
-    HostCallback,
-    HostError,
-    TransportOptions,
-    as_commands,
-    default_deadline,
-)
-from .framing import KILL_AFTER_S, Command, finished, timed_argv
+from .base import ErrorKind, HostError, OnHost, Outcome, RunContext, Transport
+from .framing import KILL_AFTER_S, finished, timed_argv
 
 PLAYBOOK = "collect.yml"
 COMMANDS_VAR = "fabricproof_commands"
@@ -61,12 +55,12 @@ def _one_line(text: Any, limit: int = 300) -> str:
 class _Collector:
     """Assembles per-host results from the runner's event stream (runs in the caller's thread)."""
 
-    def __init__(self, hosts: Sequence[str], commands: Sequence[Command], on_host: HostCallback | None):
+    def __init__(self, hosts: Sequence[str], commands: Sequence[Command], on_host: OnHost | None):
         self.commands = commands
         self.on_host = on_host
         self.items: dict[str, dict[int, CommandResult]] = {h: {} for h in hosts}
         self.unreachable: dict[str, str] = {}  # first unreachable item's message, per host
-        self.done: dict[str, list[CommandResult] | HostError] = {}
+        self.done: dict[str, Outcome] = {}
 
     def event(self, ev: Mapping[str, Any]) -> bool:
         kind = ev.get("event")
@@ -119,47 +113,48 @@ class _Collector:
         return [got.get(k) or CommandResult(c.argv, "", exit_code=None, error=f"not run: {missing}")
                 for k, c in enumerate(self.commands)]
 
-    def _finish(self, host: str, outcome: list[CommandResult] | HostError) -> None:
+    def _finish(self, host: str, outcome: Outcome) -> None:
         self.done[host] = outcome
         if self.on_host is not None:
             self.on_host(host, outcome)
 
 
-class AnsibleTransport:
-    """Fans out through ansible-playbook; one playbook run collects every host."""
+@dataclass(frozen=True)
+class AnsibleOptions:
+    """What ansible-playbook is given: the same inventory the hosts came from, and the SSH host-key policy."""
+
+    inventory_path: str
+    accept_new_host_keys: bool = False
+    connect_timeout_s: float = 10.0
+
+
+class AnsibleTransport(Transport):
+    """Fans out through ansible-playbook; one playbook run collects every host (see AnsibleFleet)."""
 
     name = "ansible"
 
-    def __init__(self, options: TransportOptions | None = None):
-        self.options = options or TransportOptions()
-        if not self.options.inventory_path:
+    def __init__(self, options: AnsibleOptions, ctx: RunContext | None = None):
+        if not options.inventory_path:
             raise ValueError("the Ansible transport needs the inventory path")
+        self.options = options
+        self.run_dir = ctx.run_dir if ctx else None  # runner artifacts are kept with the run's evidence
+        self.run_id = ctx.run_id if ctx else ""
+        self.forks = ctx.forks if ctx else 1
 
-    # ------------------------------------------------------------------ the seam
-    def run(self, host: Host, argv: Sequence[str], timeout: float) -> CommandResult:
-        return self.run_many(host, [argv], timeout)[0]
-
-    def run_many(self, host: Host, argvs: Sequence[Sequence[str]], timeout_per_command: float | Sequence[float],
-                 deadline: float | None = None) -> list[CommandResult]:
-        commands = as_commands(argvs, timeout_per_command)
-        outcome = self.run_fleet([host], argvs, [c.timeout_s for c in commands],
-                                 deadline if deadline is not None else default_deadline(commands))[host.name]
+    def run_many(self, host: Host, commands: Sequence[Command], deadline: float) -> list[CommandResult]:
+        outcome = self.run_fleet([host], commands, deadline)[host.name]
         if isinstance(outcome, HostError):
             raise outcome
         return outcome
 
-    def close(self) -> None:
-        pass
-
     # ------------------------------------------------------------------ one playbook for the fleet
-    def run_fleet(self, hosts: Sequence[Host], argvs: Sequence[Sequence[str]], timeouts: Sequence[float],
-                  deadline: float, on_host: HostCallback | None = None) -> dict[str, list[CommandResult] | HostError]:
+    def run_fleet(self, hosts: Sequence[Host], commands: Sequence[Command], deadline: float,
+                  on_host: OnHost | None = None) -> dict[str, Outcome]:
         import ansible_runner  # imported here: it is only needed when Ansible does the fan-out
 
-        commands = as_commands(argvs, timeouts)
         names = [h.name for h in hosts]
-        base = Path(self.options.run_dir or tempfile.mkdtemp(prefix="fabricproof-ansible-")) / "ansible"
-        base.mkdir(parents=True, exist_ok=True)
+        base = Path(self.run_dir or tempfile.mkdtemp(prefix="fabricproof-ansible-")) / "ansible"
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
         limit_file = base / "limit.txt"
         limit_file.write_text("".join(f"{n}\n" for n in names))
         # A private, short directory for ssh control sockets (a unix socket path must stay < 108 bytes):
@@ -170,11 +165,11 @@ class AnsibleTransport:
         try:
             runner = ansible_runner.run(
                 private_data_dir=str(base),
-                ident=self.options.run_id or None,
+                ident=self.run_id or None,
                 playbook=str(playbooks_dir() / PLAYBOOK),
                 inventory=str(Path(self.options.inventory_path).resolve()),  # type: ignore[arg-type]
                 limit=f"@{limit_file}",
-                forks=max(1, min(self.options.forks, len(names))),
+                forks=max(1, min(self.forks, len(names))),
                 extravars={COMMANDS_VAR: [
                     {"i": k, "argv": list(timed_argv(c.argv, c.timeout_s)),
                      # Ansible's own task timeout only backs up GNU timeout on the host.
@@ -261,3 +256,20 @@ class AnsibleTransport:
             except ProcessLookupError:
                 pass
         shutil.rmtree(control_dir, ignore_errors=True)
+
+
+class AnsibleFleet:
+    """The registry's adapter for Ansible: one ansible-playbook run for the whole fleet, not one per host. Its
+    deadline allows every host its host timeout, in as many rounds as the forks make."""
+
+    def __init__(self, transport: AnsibleTransport, ctx: RunContext):
+        self.transport = transport
+        self.ctx = ctx
+
+    def run(self, hosts: Sequence[Host], commands: Sequence[Command], on_host: OnHost) -> None:
+        rounds = math.ceil(len(hosts) / max(1, min(self.ctx.forks, len(hosts) or 1)))
+        deadline = time.monotonic() + self.ctx.host_timeout_s * max(1, rounds)
+        self.transport.run_fleet(hosts, commands, deadline, on_host)
+
+    def interrupt(self) -> None:
+        """ansible-runner stops its ansible-playbook child when interrupted; nothing more to cut."""

@@ -1,17 +1,16 @@
-"""The transport seam: run fixed argv on a host and return CommandResults; host-level failures as HostError."""
+"""The transport seam: run fixed commands on one host and return CommandResults; host-level failures as HostError."""
 
 from __future__ import annotations
 
+import abc
 import enum
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol
 
-from ..inventory import Host
-from ..model import CommandResult
-from .framing import Command
+from ..model import Command, CommandResult, Host
 
 
 class ErrorKind(str, enum.Enum):
@@ -40,58 +39,56 @@ class HostError(Exception):
         return f"{self.kind.value}: {self.message}"
 
 
+#: One host's outcome: a result per command, or why nothing could run there.
+Outcome = list[CommandResult] | HostError
+#: Called once per host as it finishes, from whatever thread finished it.
+OnHost = Callable[[str, Outcome], None]
+
+
 @dataclass(frozen=True)
-class TransportOptions:
-    """Settings shared by every transport; each uses the ones that apply to it."""
+class RunContext:
+    """What a transport may need to know of the run it serves: where its evidence goes (the Ansible transport
+    keeps its runner artifacts there), the run's id, and how many hosts run at once."""
 
-    accept_new_host_keys: bool = False
-    connect_timeout_s: float = 10.0
-    connect_attempts: int = 3
-    retry_backoff_s: float = 0.5
-    forks: int = 64
-    run_dir: Path | None = None  # where the Ansible transport keeps its artifacts, and replay reads from
-    run_id: str = ""
-    inventory_path: str | None = None  # the Ansible transport hands the same inventory to ansible-playbook
-    max_output_bytes: int = 256 * 1024 * 1024  # per host: a host printing without end must not eat the controller
+    run_dir: Path
+    run_id: str
+    forks: int
+    host_timeout_s: float
 
 
-def as_commands(argvs: Sequence[Sequence[str]], timeouts: float | Sequence[float]) -> list[Command]:
-    """Pair argvs with their timeouts (one for all, or one each)."""
-    if isinstance(timeouts, (int, float)):
-        per = [float(timeouts)] * len(argvs)
-    else:
-        per = [float(t) for t in timeouts]
-        if len(per) != len(argvs):
-            raise ValueError(f"{len(argvs)} commands but {len(per)} timeouts")
-    return [Command(tuple(a), t) for a, t in zip(argvs, per, strict=True)]
+class Transport(abc.ABC):
+    """Runs fixed collector argv on one host. run_many raises HostError when nothing could run on the host;
+    once commands run, per-command failures (timeout, cut off) are CommandResults with `error` set.
+    Thread-safe: one instance serves a whole run's thread pool."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def run_many(self, host: Host, commands: Sequence[Command], deadline: float) -> list[CommandResult]:
+        """One result per command, in order; `deadline` (time.monotonic()) bounds the host as a whole."""
+
+    def close(self) -> None:  # noqa: B027 - most transports hold nothing to release
+        """End the run: release connections, and cut running hosts short (Ctrl-C)."""
 
 
-def default_deadline(commands: Sequence[Command], slack_s: float = 30.0) -> float:
+class FleetRunner(Protocol):
+    """How a collection drives a transport across a fleet; the registry adapts every transport to it."""
+
+    def run(self, hosts: Sequence[Host], commands: Sequence[Command], on_host: OnHost) -> None:
+        """Run the commands on every host, reporting each host once through on_host as it finishes."""
+
+    def interrupt(self) -> None:
+        """Ctrl-C: stop starting hosts and cut running ones short."""
+
+
+def deadline_for(commands: Sequence[Command], slack_s: float = 30.0) -> float:
     """A monotonic deadline no command list can need more than: every timeout plus its kill grace, plus slack."""
     return time.monotonic() + sum(c.timeout_s + 2 for c in commands) + slack_s
 
 
-@runtime_checkable
-class Transport(Protocol):
-    """Runs fixed collector argv on hosts. run_many raises HostError when nothing could run on the host;
-    once commands run, per-command failures (timeout, cut off) are CommandResults with `error` set."""
-
-    name: str
-
-    def run(self, host: Host, argv: Sequence[str], timeout: float) -> CommandResult: ...
-
-    def run_many(self, host: Host, argvs: Sequence[Sequence[str]], timeout_per_command: float | Sequence[float],
-                 deadline: float | None = None) -> list[CommandResult]: ...
-
-    def close(self) -> None: ...
-
-
-class FleetTransport(Protocol):
-    """A transport that fans out by itself (Ansible): one call for all hosts instead of one per host."""
-
-    def run_fleet(self, hosts: Sequence[Host], argvs: Sequence[Sequence[str]], timeouts: Sequence[float],
-                  deadline: float, on_host: HostCallback) -> dict[str, list[CommandResult] | HostError]: ...
-
-
-class HostCallback(Protocol):
-    def __call__(self, host: str, outcome: list[CommandResult] | HostError) -> None: ...
+def commands(argvs: Sequence[Sequence[str]], timeouts: float | Sequence[float], names: Sequence[str] = ()) -> list[Command]:
+    """Commands from argvs and their timeouts (one for all, or one each), optionally named."""
+    per = [float(timeouts)] * len(argvs) if isinstance(timeouts, (int, float)) else [float(t) for t in timeouts]
+    if len(per) != len(argvs) or (names and len(names) != len(argvs)):
+        raise ValueError(f"{len(argvs)} commands but {len(per)} timeouts and {len(names)} names")
+    return [Command(tuple(a), t, names[k] if names else "") for k, (a, t) in enumerate(zip(argvs, per, strict=True))]

@@ -10,20 +10,12 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model import CommandResult
+from ..model import Command, CommandResult
 
 #: SIGKILL follows SIGTERM this long after, when the command ignores the TERM (GNU timeout -k, the watchdog).
 KILL_AFTER_S = 2
 #: Exit statuses of GNU timeout when the command ran out of time (TERM, then KILL after -k).
 TIMEOUT_STATUSES = (124, 128 + 9)
-
-
-@dataclass(frozen=True)
-class Command:
-    """One fixed collector argv and how long it may run on the host."""
-
-    argv: tuple[str, ...]
-    timeout_s: float
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from ..inventory import Host
-from ..model import CommandResult
-from .base import TransportOptions, as_commands, default_deadline
-from .framing import KILL_AFTER_S, Command
+from ..model import Command, CommandResult, Host
+from .base import RunContext, Transport
+from .framing import KILL_AFTER_S
 
 
 def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
@@ -21,26 +21,24 @@ def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
         pass
 
 
-class LocalTransport:
+@dataclass(frozen=True)
+class LocalOptions:
+    """The environment the commands run in (default: this process's)."""
+
+    env: Mapping[str, str] | None = None
+
+
+class LocalTransport(Transport):
     """Runs each argv as a child in its own session, so a timeout ends the tool and everything it started."""
 
     name = "local"
 
-    def __init__(self, options: TransportOptions | None = None, env: Mapping[str, str] | None = None):
-        self.options = options or TransportOptions()
-        self.env = dict(env) if env is not None else None
+    def __init__(self, options: LocalOptions | None = None, ctx: RunContext | None = None):
+        options = options or LocalOptions()
+        self.env = dict(options.env) if options.env is not None else None
 
-    def run(self, host: Host, argv: Sequence[str], timeout: float) -> CommandResult:
-        return self._run(Command(tuple(argv), float(timeout)), time.monotonic() + timeout + KILL_AFTER_S + 1)
-
-    def run_many(self, host: Host, argvs: Sequence[Sequence[str]], timeout_per_command: float | Sequence[float],
-                 deadline: float | None = None) -> list[CommandResult]:
-        commands = as_commands(argvs, timeout_per_command)
-        deadline = deadline if deadline is not None else default_deadline(commands)
+    def run_many(self, host: Host, commands: Sequence[Command], deadline: float) -> list[CommandResult]:
         return [self._run(c, deadline) for c in commands]
-
-    def close(self) -> None:
-        pass
 
     def _run(self, cmd: Command, deadline: float) -> CommandResult:
         budget = min(cmd.timeout_s, deadline - time.monotonic())

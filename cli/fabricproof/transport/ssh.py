@@ -13,10 +13,9 @@ from pathlib import Path
 
 import paramiko
 
-from ..inventory import Host
-from ..model import CommandResult
+from ..model import Command, CommandResult, Host
 from . import framing, knownhosts
-from .base import ErrorKind, HostError, TransportOptions, as_commands, default_deadline
+from .base import ErrorKind, HostError, RunContext, Transport
 from .sshopts import SettingsError, Target, target
 
 #: The exec request: the login shell replaces itself with sh reading the script from stdin. The
@@ -30,6 +29,19 @@ _PAPERWORK_S = 5.0  # KEX, auth and channel setup are given at least this long, 
 def _first(preferred: Sequence[str], offered: Sequence[str]) -> tuple[str, ...]:
     """An algorithm list with `preferred` moved to the front, the rest in their order."""
     return tuple(dict.fromkeys([*preferred, *offered]))
+
+
+@dataclass(frozen=True)
+class SSHOptions:
+    """How the SSH transport connects: host-key policy, timeouts and retries, and an output cap per host."""
+
+    accept_new_host_keys: bool = False  # record unknown host keys (never a changed one) instead of refusing
+    connect_timeout_s: float = 10.0  # per attempt, unless the host's ansible_ssh_timeout says otherwise
+    connect_attempts: int = 3
+    retry_backoff_s: float = 0.5  # doubled after each failed attempt
+    max_output_bytes: int = 256 * 1024 * 1024  # per host: a host printing without end must not eat the controller
+    #: known_hosts files read when the inventory names none (ansible_ssh_known_hosts_file / UserKnownHostsFile)
+    default_known_hosts: tuple[str, ...] = knownhosts.SYSTEM_FILES + knownhosts.USER_FILES
 
 
 @dataclass
@@ -58,15 +70,14 @@ class _Endpoint:
     known_name: str  # the name looked up in known_hosts
 
 
-class SSHTransport:
+class SSHTransport(Transport):
     """Collects over paramiko. Thread-safe: one instance serves a whole run's thread pool."""
 
     name = "ssh"
 
-    def __init__(self, options: TransportOptions | None = None,
-                 default_known_hosts: Sequence[str] = knownhosts.SYSTEM_FILES + knownhosts.USER_FILES):
-        self.options = options or TransportOptions()
-        self.default_known_hosts = tuple(default_known_hosts)
+    def __init__(self, options: SSHOptions | None = None, ctx: RunContext | None = None):
+        self.options = options or SSHOptions()
+        self.default_known_hosts = tuple(self.options.default_known_hosts)
         self.known = knownhosts.KnownHosts(())
         self._keys: dict[str, paramiko.PKey] = {}
         self._keys_lock = threading.Lock()
@@ -74,20 +85,14 @@ class SSHTransport:
         self._closing = threading.Event()  # close() during a run (Ctrl-C) cuts running hosts short
 
     # ------------------------------------------------------------------ the seam
-    def run(self, host: Host, argv: Sequence[str], timeout: float) -> CommandResult:
-        return self.run_many(host, [argv], timeout)[0]
-
-    def run_many(self, host: Host, argvs: Sequence[Sequence[str]], timeout_per_command: float | Sequence[float],
-                 deadline: float | None = None) -> list[CommandResult]:
-        commands = as_commands(argvs, timeout_per_command)
-        deadline = deadline if deadline is not None else default_deadline(commands)
+    def run_many(self, host: Host, commands: Sequence[Command], deadline: float) -> list[CommandResult]:
         try:
             tgt = target(host.name, host.vars, default_known_hosts=self.default_known_hosts)
         except SettingsError as exc:
             raise HostError(ErrorKind.CONFIG, str(exc)) from None
         conn = self._connect(tgt, deadline)
         try:
-            return self._exec(conn, tgt, commands, deadline)
+            return self._exec(conn, tgt, list(commands), deadline)
         finally:
             conn.close()
 
@@ -311,7 +316,7 @@ class SSHTransport:
         raise HostError(ErrorKind.AUTH, f"{ep.label}: {ep.user}@{ep.hostname}:{ep.port} refused {what}")
 
     # ------------------------------------------------------------------ the one exec
-    def _exec(self, conn: _Connection, tgt: Target, commands: list[framing.Command],
+    def _exec(self, conn: _Connection, tgt: Target, commands: list[Command],
               deadline: float) -> list[CommandResult]:
         nonce = framing.new_nonce()
         script = framing.build_script(commands, nonce, tgt.become).encode()

@@ -1,0 +1,272 @@
+"""The run directory's one owner: layout, manifest (run.json), raw evidence, facts, recorded errors, durability.
+
+A run directory holds everything one collection produced, so evaluation can be re-run on the same evidence:
+
+    RUNDIR/run.json                      the manifest (schemas/run.schema.json): status, hosts, collectors, errors
+    RUNDIR/raw/<host>/<name>.txt         what a command printed on stdout (.stderr beside it when not empty)
+    RUNDIR/raw/<host>/meta.json          per command: argv, exit status, duration, transport error, sizes
+    RUNDIR/facts/<host>.json             the parsed facts (schemas/facts.schema.json)
+    RUNDIR/report.json                   the verdict, when `validate` judged the run
+
+Everything is the owner's only (0700 directories, 0600 files): raw outputs show a fleet's addresses,
+firmware and errors. A host's evidence is written whole in a hidden sibling and renamed into place, so a
+reader sees it complete or not at all; the file system is synced once before run.json calls a run complete.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import documents
+from .errors import InputError, Problem
+from .model import CommandResult
+
+RUN_FILE = "run.json"
+RAW_DIR = "raw"
+FACTS_DIR = "facts"
+META_FILE = "meta.json"
+REPORT_FILE = "report.json"
+STDOUT_SUFFIX = ".txt"
+STDERR_SUFFIX = ".stderr"
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+_LIBC = ctypes.CDLL(None, use_errno=True)  # this process's libc (dlopen(NULL)): no ldconfig lookup
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One command as a run recorded it on one host."""
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    duration_s: float
+    error: str | None
+
+
+def manifest_document(*, run_id: str, status: str, via: str, tool_version: str, started_at: str, finished_at: str,
+                      duration_s: float, hosts: Iterable[str], commands: Iterable[Mapping[str, Any]], collected: int,
+                      errors: Mapping[str, tuple[str, str]], command_errors: Mapping[str, Mapping[str, str]],
+                      settings: Mapping[str, Any]) -> dict[str, Any]:
+    """run.json as schemas/run.schema.json defines it. `errors` is host -> (kind, message) for hosts not collected;
+    `command_errors` host -> collector id -> reason; `settings` the run's inventory, limit, forks and timeouts."""
+    hosts = list(hosts)
+    return {
+        "apiVersion": "fabricproof/v1", "kind": "CollectionRun", "run_id": run_id, "status": status, "via": via,
+        "tool_version": tool_version, "started_at": started_at, "finished_at": finished_at,
+        "duration_s": round(duration_s, 3), **settings,
+        "hosts": hosts,
+        "collectors": [dict(c) for c in commands],
+        "counts": {"hosts": len(hosts), "collected": collected, "not_collected": len(errors),
+                   "with_collector_errors": len(command_errors)},
+        "errors": {h: {"kind": kind, "message": message} for h, (kind, message) in sorted(errors.items())},
+        "collector_errors": {h: dict(e) for h, e in sorted(command_errors.items())},
+    }
+
+
+def check_host_names(names: Iterable[str]) -> None:
+    """Host names become directory names under raw/: refuse ones that would escape or hide there."""
+    bad = [n for n in names if not n or "/" in n or "\0" in n or n.startswith(".")]
+    if bad:
+        raise InputError(f"host name {bad[0]!r} cannot name a file: inventory host names for collection must not "
+                         f"be empty, contain '/' or start with '.'")
+
+
+def facts_dir_of(directory: Path) -> Path:
+    """Where a directory keeps facts: DIR/facts for a run directory, DIR itself for a plain facts directory."""
+    directory = Path(directory)
+    return directory / FACTS_DIR if (directory / FACTS_DIR).is_dir() else directory
+
+
+class RunStore:
+    """One run directory. `create` makes a new one for writing; `open` reads an existing one."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    # ------------------------------------------------------------------------------ making one
+    @classmethod
+    def create(cls, root: Path) -> RunStore:
+        """A new run directory, or an empty one: evidence is never overwritten (exit 2 otherwise). Calling it
+        again on the directory it made, before the run began, is harmless."""
+        store = cls(root)
+        if store.root.exists() and not store.root.is_dir():
+            raise InputError(Problem("the run directory is a file", str(store.root)))
+        if store.holds_a_run():
+            raise InputError(Problem("this directory already holds a collection run; give a new directory",
+                                     str(store.root)))
+        try:
+            store.root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            os.chmod(store.root, DIR_MODE)  # whatever the umask or an existing empty directory's mode
+        except OSError as exc:
+            raise InputError(Problem(f"cannot create the run directory: {exc.strerror}", str(store.root))) from None
+        return store
+
+    def begin(self) -> None:
+        """Make the evidence and facts directories: from here on the directory holds a run."""
+        for sub in (RAW_DIR, FACTS_DIR):
+            (self.root / sub).mkdir(mode=DIR_MODE, exist_ok=True)
+
+    @classmethod
+    def open(cls, root: Path) -> RunStore:
+        store = cls(root)
+        if not store.root.is_dir():
+            raise InputError(Problem("run directory not found", str(store.root)))
+        return store
+
+    def holds_a_run(self) -> bool:
+        """A manifest, a facts directory, or any host's evidence (hidden staging left by a crash does not count)."""
+        if (self.root / RUN_FILE).exists() or (self.root / FACTS_DIR).exists():
+            return True
+        raw = self.root / RAW_DIR
+        return raw.is_dir() and any(not p.name.startswith(".") for p in raw.iterdir())
+
+    # ------------------------------------------------------------------------------ paths
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / RUN_FILE
+
+    @property
+    def report_path(self) -> Path:
+        return self.root / REPORT_FILE
+
+    def raw_dir(self, host: str) -> Path:
+        return self.root / RAW_DIR / host
+
+    def facts_path(self, host: str) -> Path:
+        return self.root / FACTS_DIR / f"{host}.json"
+
+    @staticmethod
+    def evidence_ref(host: str, name: str) -> str:
+        """The path of a command's saved output relative to the run directory, as facts and reports cite it."""
+        return f"{RAW_DIR}/{host}/{name}{STDOUT_SUFFIX}"
+
+    # ------------------------------------------------------------------------------ writing
+    def write_manifest(self, doc: Mapping[str, Any]) -> None:
+        from .fsutil import atomic_write_text
+
+        atomic_write_text(self.manifest_path, json.dumps(doc, indent=1) + "\n", mode=FILE_MODE)
+
+    def write_evidence(self, host: str, outputs: Mapping[str, CommandResult]) -> dict[str, str]:
+        """RUNDIR/raw/<host>/, written whole in a hidden sibling and renamed into place (one rename, not one per
+        file). Returns name -> evidence reference for the facts document."""
+        final = self.raw_dir(host)
+        if final.exists():
+            raise FileExistsError(f"{final}: this run already holds evidence of {host}; evidence is never overwritten")
+        staging = final.with_name(f".{host}.partial")  # hidden: host names never start with "."
+        if staging.exists():
+            shutil.rmtree(staging)  # left by a crash of an earlier attempt at this very run directory
+        staging.mkdir(mode=DIR_MODE)
+        meta: dict[str, Any] = {}
+        evidence: dict[str, str] = {}
+        for name, r in outputs.items():
+            out = r.stdout.encode("utf-8", errors="replace")
+            err = r.stderr.encode("utf-8", errors="replace")
+            _write_bytes(staging / f"{name}{STDOUT_SUFFIX}", out)
+            if err:
+                _write_bytes(staging / f"{name}{STDERR_SUFFIX}", err)
+            evidence[name] = self.evidence_ref(host, name)
+            meta[name] = {"argv": list(r.argv), "exit_code": r.exit_code, "duration_s": round(r.duration_s, 3),
+                          "error": r.error, "stdout_bytes": len(out), "stderr_bytes": len(err)}
+        # One command per line: readable, and the C encoder (indent= would take the pure-Python one).
+        _write_bytes(staging / META_FILE, ("{\n" + ",\n".join(f"{json.dumps(n)}:{json.dumps(m)}"
+                                                              for n, m in meta.items()) + "\n}\n").encode())
+        os.rename(staging, final)
+        return evidence
+
+    def write_facts(self, host: str, doc: Mapping[str, Any]) -> None:
+        """Compact JSON (the C encoder is ~8x cheaper than indented output, once per host), renamed into
+        place; not fsynced one by one: sync() flushes the whole run once, before the manifest says complete."""
+        path = self.facts_path(host)
+        tmp = path.with_name(f".{path.name}.tmp")
+        _write_bytes(tmp, (json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
+        os.replace(tmp, path)
+
+    def sync(self) -> None:
+        """syncfs(2) on the run directory's file system: one flush for all the evidence of a run."""
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if getattr(_LIBC, "syncfs", None) is not None and _LIBC.syncfs(fd) == 0:
+                return
+            os.sync()  # no syncfs (not glibc): flush everything, still once per run
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------------------------ reading
+    def manifest(self) -> dict[str, Any] | None:
+        """run.json, checked against schemas/run.schema.json (exit 2 naming the file, line and path when it
+        is not one); None for a directory of evidence without a manifest."""
+        if not self.manifest_path.is_file():
+            return None
+        doc = documents.load_json(self.manifest_path)
+        documents.validate(doc, "run")
+        return doc.data
+
+    def manifest_text(self) -> str:
+        return self.manifest_path.read_text(encoding="utf-8")
+
+    def recorded_errors(self) -> dict[str, dict[str, str]]:
+        """host -> {kind, message} for every host the run could not collect."""
+        doc = self.manifest()
+        return dict((doc or {}).get("errors") or {})
+
+    def recorded_commands(self) -> list[str]:
+        """The names (collector ids) of the commands the run ran, in their order."""
+        doc = self.manifest()
+        return [c["id"] for c in (doc or {}).get("collectors") or []]
+
+    def hosts(self) -> list[str]:
+        """Every host the run holds evidence or a recorded error for."""
+        raw = self.root / RAW_DIR
+        seen = {p.name for p in raw.iterdir() if p.is_dir() and not p.name.startswith(".")} if raw.is_dir() else set()
+        return sorted(seen | set(self.recorded_errors()))
+
+    def has_evidence(self, host: str) -> bool:
+        return self.raw_dir(host).is_dir()
+
+    def has_output(self, host: str, name: str) -> bool:
+        return (self.raw_dir(host) / f"{name}{STDOUT_SUFFIX}").is_file()
+
+    def meta(self, host: str) -> dict[str, Any]:
+        """raw/<host>/meta.json; {} for a hand-made evidence directory (outputs only). ValueError when it is
+        not a JSON object."""
+        path = self.raw_dir(host) / META_FILE
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} is not JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise ValueError(f"{path} is not a JSON object")
+        return doc
+
+    def read(self, host: str, name: str, meta: Mapping[str, Any]) -> Recorded | None:
+        """What command `name` printed on `host` and how it ended; None when the run holds nothing of it.
+        Without a meta record (hand-made evidence) the command counts as having exited 0."""
+        directory = self.raw_dir(host)
+        record = meta.get(name) if isinstance(meta.get(name), dict) else {}
+        out_path = directory / f"{name}{STDOUT_SUFFIX}"
+        if not out_path.is_file() and not record:
+            return None
+        stdout = out_path.read_text(encoding="utf-8", errors="replace") if out_path.is_file() else ""
+        err_path = directory / f"{name}{STDERR_SUFFIX}"
+        stderr = err_path.read_text(encoding="utf-8", errors="replace") if err_path.is_file() else ""
+        return Recorded(stdout, stderr, record.get("exit_code", 0) if record else 0,
+                        float(record.get("duration_s") or 0.0), record.get("error"))
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """One evidence file, owner-only. Not fsynced one by one (27 files a host): the whole file system is synced
+    once before the manifest records the run as complete."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
