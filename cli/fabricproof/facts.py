@@ -11,10 +11,11 @@ from . import documents
 from .collectors import COLLECTORS, Collector, ParseError
 from .errors import InputError, Problem
 from .model import CommandResult
+from .pointer import split_pointer
 
 
 def set_pointer(doc: dict[str, Any], ptr: str, value: Any) -> None:
-    parts = [p for p in ptr.split("/") if p]
+    parts = split_pointer(ptr)
     node = doc
     for p in parts[:-1]:
         node = node.setdefault(p, {})

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from .collectors import COLLECTORS
+from .pointer import split_pointer
 
 SCHEMA_ID = "https://fabricproof.dev/schemas/facts.schema.json"
 
@@ -26,7 +27,7 @@ _COLLECTOR_RUN = {
 
 
 def _insert(root: dict[str, Any], pointer: str, schema: Any, desc: str) -> None:
-    parts = [p for p in pointer.split("/") if p]
+    parts = split_pointer(pointer)
     node = root
     for part in parts[:-1]:
         props = node.setdefault("properties", {})
