@@ -19,10 +19,6 @@ from .projection import projector
 Facts = Mapping[str, Any]
 _MAX_LISTED = 8
 
-_WHERE_VERB = {"eq": "is", "ne": "is not", "lt": "is below", "le": "is at most", "gt": "is above", "ge": "is at least",
-               "in": "is one of", "not_in": "is none of", "regex": "matches", "version": "satisfies"}
-_CMP_VERB = {"eq": "be", "ne": "not be", "lt": "be less than", "le": "be at most", "gt": "be greater than", "ge": "be at least"}
-
 
 class _Missing(Exception):
     pass
@@ -82,13 +78,13 @@ def sentence(check: Check, expected: Any = UNSET, source: str = "") -> str:
     where = ""
     if check.where:
         where = " where " + " and ".join(
-            f"{'/'.join(c.path)} {_WHERE_VERB[c.op]} {_spec_text(c.expected)}" for c in check.where
+            f"{'/'.join(c.path)} {OPERATORS[c.op].condition} {_spec_text(c.expected)}" for c in check.where
         )
     if check.op == "same":
         scope = f"each {check.partition} group" if check.partition else "the same platform"
         return f"{check.subject}{where} should be identical on every host of {scope}"
     if check.op == "count":
-        return f"the number of {check.subject}{where} should {_CMP_VERB[check.compare or 'eq']} {exp}{source}"
+        return f"the number of {check.subject}{where} should {OPERATORS[check.compare or 'eq'].verb} {exp}{source}"
     if check.op == "delta_le":
         return f"{check.subject}{where} should grow by at most {exp} between two snapshots{source}"
     quant = "at least one of " if check.quantifier == "any" else ""

@@ -7,8 +7,12 @@ from typing import Any
 
 from .collectors import COLLECTORS
 from .pointer import split_pointer
+from .transport import TRANSPORTS
 
 SCHEMA_ID = "https://fabricproof.dev/schemas/facts.schema.json"
+
+#: `via` values that name no transport: facts documents written by hand (via: fixture) stay valid.
+HAND_WRITTEN = ("fixture",)
 
 _COLLECTOR_RUN = {
     "type": "object",
@@ -55,7 +59,7 @@ def build() -> dict[str, Any]:
             "kind": {"const": "Facts", "description": "Document kind."},
             "host": {"type": "string", "minLength": 1, "description": "Inventory hostname."},
             "collected_at": {"type": "string", "description": "UTC time of collection (ISO 8601)."},
-            "via": {"enum": ["ssh", "ansible", "local", "replay", "fixture"], "description": "Transport that gathered the raw output."},
+            "via": {"enum": [*TRANSPORTS, *HAND_WRITTEN], "description": "Transport that gathered the raw output."},
             "groups": {"type": "array", "items": {"type": "string"}, "description": "Inventory groups of the host at collection time."},
             "collectors": {
                 "type": "object",
