@@ -6,18 +6,11 @@ import re
 from collections import Counter
 from typing import Any
 
+from .platforms import platform_of
+
 # Xid codes that fail a node when seen since boot (azurehpc-health-checks' list).
 CRITICAL_XIDS = [48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120]
 FORBIDDEN_THROTTLE = ["hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"]
-
-_PLATFORMS = (("GB200", "gb200"), ("GB300", "gb200"), ("B200", "b200"), ("H200", "h200"), ("H100", "h100"), ("A100", "a100"))
-
-
-def platform_of(gpu_name: str) -> str | None:
-    for needle, platform in _PLATFORMS:
-        if needle in gpu_name.upper():
-            return platform
-    return None
 
 
 def _get(doc: Any, *path: Any) -> Any:

@@ -13,6 +13,9 @@ from .errors import InputError, Problem
 from .model import Scope, Severity
 from .paths import checks_dir
 
+#: The check families, one folder of checks/ each.
+FAMILIES = ("fm", "fabric", "nvlink", "nvswitch", "ib", "rdma", "pcie", "gpu")
+
 
 @dataclass(frozen=True)
 class Condition:

@@ -4,140 +4,24 @@ from __future__ import annotations
 
 import fnmatch
 import threading
-from functools import lru_cache
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from .baseline import UNSET, Baseline, lookup
 from .catalog import Check
 from .model import CheckCoverage, Outcome, Report, Result, Scope
 from .ops import OPERATORS, render_value
+from .pointer import Found, Where, resolve, split_pointer
+from .pointer import values as values_at
+from .projection import projector
 
 Facts = Mapping[str, Any]
 _MAX_LISTED = 8
 
-_WHERE_VERB = {"eq": "is", "ne": "is not", "lt": "is below", "le": "is at most", "gt": "is above", "ge": "is at least",
-               "in": "is one of", "not_in": "is none of", "regex": "matches", "version": "satisfies"}
-_CMP_VERB = {"eq": "be", "ne": "not be", "lt": "be less than", "le": "be at most", "gt": "be greater than", "ge": "be at least"}
-
-
-@dataclass(frozen=True)
-class Found:
-    path: tuple[Any, ...]
-    value: Any
-
 
 class _Missing(Exception):
     pass
-
-
-@lru_cache(maxsize=4096)
-def _last_star(segs: tuple[str, ...]) -> int:
-    """Index of the last '*' segment (where `where` filters apply), -1 if none."""
-    return max((i for i, s in enumerate(segs) if s == "*"), default=-1)
-
-
-@lru_cache(maxsize=4096)
-def split_pointer(ptr: str) -> tuple[str, ...]:
-    return tuple(p.replace("~1", "/").replace("~0", "~") for p in ptr.strip("/").split("/")) if ptr.strip("/") else ()
-
-
-def _resolve(doc: Any, segs: tuple[str, ...], where: tuple[tuple[tuple[str, ...], Any, Any], ...] = ()) -> tuple[list[Found], bool]:
-    """Values at a pointer with '*' segments. Returns (found, any_missing). `where` filters items at the last '*'."""
-    last_star = _last_star(segs)
-    found: list[Found] = []
-    missing = False
-    stack: list[tuple[int, tuple[Any, ...], Any]] = [(0, (), doc)]
-    while stack:
-        i, path, node = stack.pop()
-        if i == len(segs):
-            found.append(Found(path, node))
-            continue
-        seg = segs[i]
-        if seg == "*":
-            if isinstance(node, list):
-                items: Iterable[tuple[Any, Any]] = enumerate(node)
-            elif isinstance(node, dict):
-                items = node.items()
-            else:
-                missing = True
-                continue
-            kids = []
-            for k, v in items:
-                if i == last_star and where and not _item_matches(v, where):
-                    continue
-                kids.append((i + 1, path + (k,), v))
-            stack.extend(reversed(kids))
-        elif isinstance(node, dict):
-            if seg in node:
-                stack.append((i + 1, path + (seg,), node[seg]))
-            else:
-                missing = True
-        elif isinstance(node, list) and seg.isdigit() and int(seg) < len(node):
-            stack.append((i + 1, path + (int(seg),), node[int(seg)]))
-        else:
-            missing = True
-    return found, missing
-
-
-def _values(doc: Any, segs: tuple[str, ...], where: tuple = ()) -> tuple[list[Any], bool]:
-    """The values at a pointer, without their paths: the hot path of evaluation (paths are rebuilt with
-    _resolve only for the rare failure that has to name them)."""
-    out: list[Any] = []
-    missing = False
-    n = len(segs)
-    last_star = _last_star(segs)
-
-    def walk(node: Any, i: int) -> None:
-        nonlocal missing
-        while i < n:
-            seg = segs[i]
-            if seg == "*":
-                if isinstance(node, list):
-                    items: Any = node
-                elif isinstance(node, dict):
-                    items = node.values()
-                else:
-                    missing = True
-                    return
-                if i == last_star and where:
-                    items = [v for v in items if _item_matches(v, where)]
-                if i == n - 1:
-                    out.extend(items)
-                else:
-                    for v in items:
-                        walk(v, i + 1)
-                return
-            if isinstance(node, dict):
-                if seg not in node:
-                    missing = True
-                    return
-                node = node[seg]
-            elif isinstance(node, list) and seg.isdigit() and int(seg) < len(node):
-                node = node[int(seg)]
-            else:
-                missing = True
-                return
-            i += 1
-        out.append(node)
-
-    walk(doc, 0)
-    return out, missing
-
-
-def _item_matches(item: Any, where: tuple[tuple[tuple[str, ...], Any, Any], ...]) -> bool:
-    for path, op, expected in where:
-        node = item
-        for p in path:
-            if isinstance(node, dict) and p in node:
-                node = node[p]
-            else:
-                return False
-        if not op.test(node, expected):
-            return False
-    return True
 
 
 def _fmt_path(path: tuple[Any, ...]) -> str:
@@ -177,7 +61,7 @@ class _Evaluator:
                 raise _Skip(f"baseline sets no {spec['baseline']}")
             return v, f" (baseline {spec['baseline']})"
         if isinstance(spec, dict) and "fact" in spec:
-            vals, _ = _values(facts, split_pointer(spec["fact"]))
+            vals, _ = values_at(facts, split_pointer(spec["fact"]))
             if not vals or vals[0] is None:
                 raise _Missing(f"fact {spec['fact']} (the expected value) is missing")
             return vals[0], f" (this host's {spec['fact']})"
@@ -194,13 +78,13 @@ def sentence(check: Check, expected: Any = UNSET, source: str = "") -> str:
     where = ""
     if check.where:
         where = " where " + " and ".join(
-            f"{'/'.join(c.path)} {_WHERE_VERB[c.op]} {_spec_text(c.expected)}" for c in check.where
+            f"{'/'.join(c.path)} {OPERATORS[c.op].condition} {_spec_text(c.expected)}" for c in check.where
         )
     if check.op == "same":
         scope = f"each {check.partition} group" if check.partition else "the same platform"
         return f"{check.subject}{where} should be identical on every host of {scope}"
     if check.op == "count":
-        return f"the number of {check.subject}{where} should {_CMP_VERB[check.compare or 'eq']} {exp}{source}"
+        return f"the number of {check.subject}{where} should {OPERATORS[check.compare or 'eq'].verb} {exp}{source}"
     if check.op == "delta_le":
         return f"{check.subject}{where} should grow by at most {exp} between two snapshots{source}"
     quant = "at least one of " if check.quantifier == "any" else ""
@@ -233,11 +117,11 @@ def _collector_problem(facts: Facts, check: Check) -> tuple[Outcome, str] | None
     return None
 
 
-def _where(check: Check, values: dict[str, Any], facts: Facts, ev: _Evaluator):
+def _where(check: Check, values: dict[str, Any], facts: Facts, ev: _Evaluator) -> Where:
     out = []
     for c in check.where:
         exp, _ = ev.expected(c.expected, values, facts)
-        out.append((c.path, OPERATORS[c.op], exp))
+        out.append((c.path, OPERATORS[c.op].test, exp))
     return tuple(out)
 
 
@@ -285,10 +169,10 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator) -> Result
     if check.op == "delta_le":
         if (ev.previous or {}).get(host) is None:
             return _result(check, host, Outcome.SKIP, text, reason="needs two snapshots (a soak window or --previous)")
-        found, _ = _resolve(facts, segs, where)
+        found, _ = resolve(facts, segs, where)
         return _judge_delta(check, host, found, expected, text, evidence, ev, where)
 
-    vals, missing = _values(facts, segs, where)
+    vals, missing = values_at(facts, segs, where)
     if check.op == "count":
         n = sum(1 for v in vals if v is not None)
         if not vals and missing and "*" not in segs:
@@ -319,7 +203,7 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator) -> Result
     elif check.quantifier == "any":
         reason = f"none of {len(judged)} values satisfies it"
     else:
-        found, _ = _resolve(facts, segs, where)
+        found, _ = resolve(facts, segs, where)
         bad = [f for f in found if f.value is not None and not test(f.value, expected)]
         listed = "; ".join(f"{_fmt_path(f.path)} = {render_value(f.value)}" for f in bad[:_MAX_LISTED])
         more = f" (+{len(bad) - _MAX_LISTED} more)" if len(bad) > _MAX_LISTED else ""
@@ -337,11 +221,11 @@ def _compact(values: list[Any]) -> Any:
 
 
 def _judge_delta(check: Check, host: str, found: list[Found], expected: Any, text: str,
-                 evidence: tuple[str, ...], ev: _Evaluator, where) -> Result:
+                 evidence: tuple[str, ...], ev: _Evaluator, where: Where) -> Result:
     before = (ev.previous or {}).get(host)
     if before is None:
         return _result(check, host, Outcome.SKIP, text, reason="needs two snapshots (a soak window or --previous)")
-    prev_found, _ = _resolve(before, split_pointer(check.fact), where)
+    prev_found, _ = resolve(before, split_pointer(check.fact), where)
     prev = {f.path: f.value for f in prev_found}
     if not found:
         return _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=evidence)
@@ -384,7 +268,7 @@ def _judge_fleet(check: Check, hosts: list[str], facts_by_host: Mapping[str, Fac
         except _Skip as exc:
             results[host] = _result(check, host, Outcome.SKIP, text, reason=str(exc))
             continue
-        found_vals, _ = _values(facts, segs, where)
+        found_vals, _ = values_at(facts, segs, where)
         vals = [v for v in found_vals if v is not None]
         if not vals:
             results[host] = _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=_evidence(facts, check))
@@ -434,8 +318,6 @@ class StreamingEvaluation:
 
     def __init__(self, baseline: Baseline, checks: Iterable[Check], groups: Mapping[str, Iterable[str]] | None = None,
                  previous: Mapping[str, Facts] | None = None, keep: Callable[[Facts], Facts] | None = None):
-        from .projection import projector  # projection reads pointers the way this module does
-
         self.checks = list(checks)
         self._ev = _Evaluator(baseline, groups or {}, previous)
         self._host_checks = [c for c in self.checks if c.scope is not Scope.FLEET]

@@ -8,15 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from . import documents
-from .capture import platform_of
+from .platforms import platform_of
 from .collectors import COLLECTORS, Collector, ParseError
 from .errors import InputError, Problem
 from .model import CommandResult
+from .pointer import split_pointer
 from .runstore import facts_dir_of
 
 
 def set_pointer(doc: dict[str, Any], ptr: str, value: Any) -> None:
-    parts = [p for p in ptr.split("/") if p]
+    parts = split_pointer(ptr)
     node = doc
     for p in parts[:-1]:
         node = node.setdefault(p, {})

@@ -6,8 +6,13 @@ import json
 from typing import Any
 
 from .collectors import COLLECTORS
+from .pointer import split_pointer
+from .transport import TRANSPORTS
 
 SCHEMA_ID = "https://fabricproof.dev/schemas/facts.schema.json"
+
+#: `via` values that name no transport: facts documents written by hand (via: fixture) stay valid.
+HAND_WRITTEN = ("fixture",)
 
 _COLLECTOR_RUN = {
     "type": "object",
@@ -26,7 +31,7 @@ _COLLECTOR_RUN = {
 
 
 def _insert(root: dict[str, Any], pointer: str, schema: Any, desc: str) -> None:
-    parts = [p for p in pointer.split("/") if p]
+    parts = split_pointer(pointer)
     node = root
     for part in parts[:-1]:
         props = node.setdefault("properties", {})
@@ -54,7 +59,7 @@ def build() -> dict[str, Any]:
             "kind": {"const": "Facts", "description": "Document kind."},
             "host": {"type": "string", "minLength": 1, "description": "Inventory hostname."},
             "collected_at": {"type": "string", "description": "UTC time of collection (ISO 8601)."},
-            "via": {"enum": ["ssh", "ansible", "local", "replay", "fixture"], "description": "Transport that gathered the raw output."},
+            "via": {"enum": [*TRANSPORTS, *HAND_WRITTEN], "description": "Transport that gathered the raw output."},
             "groups": {"type": "array", "items": {"type": "string"}, "description": "Inventory groups of the host at collection time."},
             "collectors": {
                 "type": "object",

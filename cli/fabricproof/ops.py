@@ -1,7 +1,8 @@
-"""The operator vocabulary of checks: each operator is a predicate plus the verb it renders as."""
+"""The operator vocabulary of checks: each operator with its kind, its predicate and the verbs it renders as."""
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,32 +87,47 @@ def _version(a: Any, e: Any) -> bool:
     return True
 
 
+class Kind(str, enum.Enum):
+    """How an operator judges the values a fact pointer yields; check.schema.json's operator lists follow from it."""
+
+    COMPARISON = "comparison"  # each value against expected; also what `count` compares its number with
+    MATCH = "match"  # each value against a list, a pattern or a version constraint
+    AGGREGATE = "aggregate"  # all the values together: their number, their sameness across hosts, their growth
+
+
 @dataclass(frozen=True)
 class Operator:
     name: str
-    test: Callable[[Any, Any], bool]
-    verb: str  # "equal", "be at least", ... ; rendered "<subject> should <verb> <expected>"
+    kind: Kind
+    verb: str = ""  # "<subject> should <verb> <expected>"; aggregates phrase their own sentence (evaluate.sentence)
+    condition: str = ""  # in a `where` filter: "<path> <condition> <expected>"
+    test: Callable[[Any, Any], bool] | None = None  # (actual, expected) -> holds; per-value kinds only
+    takes_expected: bool = True
 
 
 OPERATORS: dict[str, Operator] = {
     o.name: o
     for o in (
-        Operator("eq", _eq, "be"),
-        Operator("ne", lambda a, e: not _eq(a, e), "not be"),
-        Operator("lt", _cmp(lambda a, e: a < e), "be less than"),
-        Operator("le", _cmp(lambda a, e: a <= e), "be at most"),
-        Operator("gt", _cmp(lambda a, e: a > e), "be greater than"),
-        Operator("ge", _cmp(lambda a, e: a >= e), "be at least"),
-        Operator("in", _in, "be one of"),
-        Operator("not_in", lambda a, e: not _in(a, e), "be none of"),
-        Operator("regex", _regex, "match"),
-        Operator("version", _version, "be a version satisfying"),
+        Operator("eq", Kind.COMPARISON, "be", "is", _eq),
+        Operator("ne", Kind.COMPARISON, "not be", "is not", lambda a, e: not _eq(a, e)),
+        Operator("lt", Kind.COMPARISON, "be less than", "is below", _cmp(lambda a, e: a < e)),
+        Operator("le", Kind.COMPARISON, "be at most", "is at most", _cmp(lambda a, e: a <= e)),
+        Operator("gt", Kind.COMPARISON, "be greater than", "is above", _cmp(lambda a, e: a > e)),
+        Operator("ge", Kind.COMPARISON, "be at least", "is at least", _cmp(lambda a, e: a >= e)),
+        Operator("in", Kind.MATCH, "be one of", "is one of", _in),
+        Operator("not_in", Kind.MATCH, "be none of", "is none of", lambda a, e: not _in(a, e)),
+        Operator("regex", Kind.MATCH, "match", "matches", _regex),
+        Operator("version", Kind.MATCH, "be a version satisfying", "satisfies", _version),
+        Operator("count", Kind.AGGREGATE),
+        Operator("same", Kind.AGGREGATE, takes_expected=False),  # hosts are compared with each other, not a value
+        Operator("delta_le", Kind.AGGREGATE),
     )
 }
 
-# Operators over a whole set of values rather than each value.
-AGGREGATE_OPS = ("count", "same", "delta_le")
-ALL_OPS = tuple(OPERATORS) + AGGREGATE_OPS
+
+def names(*kinds: Kind) -> tuple[str, ...]:
+    """Names of the operators of these kinds (every operator when none is given), in declaration order."""
+    return tuple(name for name, o in OPERATORS.items() if not kinds or o.kind in kinds)
 
 
 def render_value(v: Any) -> str:

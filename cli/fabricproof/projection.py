@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .catalog import Check
-from .evaluate import split_pointer
+from .pointer import last_star, split_pointer
 
 # A trie of pointer segments: {segment: subtrie}; "*" matches every key or item. KEEP marks a node whose
 # whole subtree is read (a pointer ends there), which absorbs anything deeper.
@@ -23,9 +23,9 @@ def pointers(check: Check) -> list[tuple[str, ...]]:
     `where` paths (under the fact's last '*'), and facts named as expected values."""
     segs = split_pointer(check.fact)
     out = [("collectors", check.collector), segs]
-    stars = [i for i, s in enumerate(segs) if s == "*"]
+    star = last_star(segs)
+    base = segs[: star + 1] if star >= 0 else segs
     for cond in check.where:
-        base = segs[: stars[-1] + 1] if stars else segs
         out.append((*base, *cond.path))
     for spec in (check.expected, *(c.expected for c in check.where)):
         if isinstance(spec, dict) and "fact" in spec:

@@ -10,8 +10,8 @@ from fabricproof import documents, factschema
 from fabricproof.baseline import lookup
 from fabricproof.catalog import load
 from fabricproof.collectors import COLLECTORS
-from fabricproof.evaluate import split_pointer
 from fabricproof.paths import checks_dir, schemas_dir
+from fabricproof.pointer import split_pointer
 
 from .fixturelib import fixture_paths
 

@@ -6,8 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-PLATFORMS = ("a100", "h100", "h200", "b200", "gb200")
-
+from ..platforms import PLATFORMS
 
 #: Prefix for every host file a collector reads: empty on the node itself, /host in a DaemonSet that mounts the
 #: host's root there (like node_exporter --path.rootfs), the node's tree in the lab.

@@ -22,7 +22,12 @@ DEFAULT_SOAK_CHECKS = ("nvlink.crc_errors", "nvlink.replay_errors", "nvlink.reco
                        "ib.link_downed")
 DEFAULT_RETRY_INTERVAL_S = 10
 DEFAULT_GATE_TIMEOUT_S = 300
-POLICIES = ("rollback_wave", "rollback_all", "halt")
+#: on_failure policies, each with what it rolls back when a wave fails.
+POLICIES = {
+    "rollback_wave": "the failing wave's changed hosts",
+    "rollback_all": "every changed host, newest wave first",
+    "halt": "nothing automatically (policy halt); `fabricproof rollback RUN` on demand",
+}
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -466,10 +471,7 @@ def describe(plan: Plan, waves: Sequence[Wave], inventory: str, gate_checks: Seq
 
 def rollback_steps(plan: Plan) -> list[str]:
     """The rollback path in words, in the order the executor takes it."""
-    steps = []
-    scope = {"rollback_wave": "the failing wave's changed hosts", "rollback_all": "every changed host, newest wave "
-             "first", "halt": "nothing automatically (policy halt); `fabricproof rollback RUN` on demand"}[plan.on_failure]
-    steps.append(f"on a failed wave: roll back {scope}")
+    steps = [f"on a failed wave: roll back {POLICIES[plan.on_failure]}"]
     if plan.drain and plan.drain.enabled:
         steps.append(f"drain hosts not already drained ({plan.drain.drain.name}, {plan.drain.scheduler})")
     steps.append(f"run {plan.rollback.path.name} on them, in the wave's batches")

@@ -642,10 +642,6 @@ _TOOL_FAULTS = (
 
 FAULTS: dict[str, Fault] = {f.name: f for f in CATALOG + _TOOL_FAULTS}
 
-#: What a node with upgrade-breaks-fm fails after the upgrade and reboot (for rehearsal tests).
-UPGRADE_BREAKS_FM_CATCHES = {"dgx-a100": _FM_MISMATCH, "dgx-h100": _FM_MISMATCH + ("fabric.state_completed",),
-                             "hgx-h200": _FM_MISMATCH + ("fabric.state_completed",)}
-
 
 class FaultError(ValueError):
     """Unknown fault, or a fault that does not apply to the node's profile."""

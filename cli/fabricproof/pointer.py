@@ -1,0 +1,125 @@
+"""The fact-pointer grammar: JSON pointers (RFC 6901) whose '*' segments walk every list item or object value."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+#: Filters on the item bound by a pointer's last '*': (path inside the item, test(actual, expected), expected).
+Where = tuple[tuple[tuple[str, ...], Callable[[Any, Any], bool], Any], ...]
+
+
+@dataclass(frozen=True)
+class Found:
+    path: tuple[Any, ...]
+    value: Any
+
+
+@lru_cache(maxsize=4096)
+def split_pointer(ptr: str) -> tuple[str, ...]:
+    return tuple(p.replace("~1", "/").replace("~0", "~") for p in ptr.strip("/").split("/")) if ptr.strip("/") else ()
+
+
+@lru_cache(maxsize=4096)
+def last_star(segs: tuple[str, ...]) -> int:
+    """Index of the last '*' segment (where `where` filters apply), -1 if none."""
+    return max((i for i, s in enumerate(segs) if s == "*"), default=-1)
+
+
+def matches(item: Any, where: Where) -> bool:
+    """Whether an item satisfies every filter; a filter path the item lacks fails it."""
+    for path, test, expected in where:
+        node = item
+        for p in path:
+            if isinstance(node, dict) and p in node:
+                node = node[p]
+            else:
+                return False
+        if not test(node, expected):
+            return False
+    return True
+
+
+def resolve(doc: Any, segs: tuple[str, ...], where: Where = ()) -> tuple[list[Found], bool]:
+    """Values at a pointer with '*' segments. Returns (found, any_missing). `where` filters items at the last '*'."""
+    star = last_star(segs)
+    found: list[Found] = []
+    missing = False
+    stack: list[tuple[int, tuple[Any, ...], Any]] = [(0, (), doc)]
+    while stack:
+        i, path, node = stack.pop()
+        if i == len(segs):
+            found.append(Found(path, node))
+            continue
+        seg = segs[i]
+        if seg == "*":
+            if isinstance(node, list):
+                items: Iterable[tuple[Any, Any]] = enumerate(node)
+            elif isinstance(node, dict):
+                items = node.items()
+            else:
+                missing = True
+                continue
+            kids = []
+            for k, v in items:
+                if i == star and where and not matches(v, where):
+                    continue
+                kids.append((i + 1, path + (k,), v))
+            stack.extend(reversed(kids))
+        elif isinstance(node, dict):
+            if seg in node:
+                stack.append((i + 1, path + (seg,), node[seg]))
+            else:
+                missing = True
+        elif isinstance(node, list) and seg.isdigit() and int(seg) < len(node):
+            stack.append((i + 1, path + (int(seg),), node[int(seg)]))
+        else:
+            missing = True
+    return found, missing
+
+
+def values(doc: Any, segs: tuple[str, ...], where: Where = ()) -> tuple[list[Any], bool]:
+    """The values at a pointer, without their paths: the hot path of evaluation (paths are rebuilt with
+    resolve only for the rare failure that has to name them)."""
+    out: list[Any] = []
+    missing = False
+    n = len(segs)
+    star = last_star(segs)
+
+    def walk(node: Any, i: int) -> None:
+        nonlocal missing
+        while i < n:
+            seg = segs[i]
+            if seg == "*":
+                if isinstance(node, list):
+                    items: Any = node
+                elif isinstance(node, dict):
+                    items = node.values()
+                else:
+                    missing = True
+                    return
+                if i == star and where:
+                    items = [v for v in items if matches(v, where)]
+                if i == n - 1:
+                    out.extend(items)
+                else:
+                    for v in items:
+                        walk(v, i + 1)
+                return
+            if isinstance(node, dict):
+                if seg not in node:
+                    missing = True
+                    return
+                node = node[seg]
+            elif isinstance(node, list) and seg.isdigit() and int(seg) < len(node):
+                node = node[int(seg)]
+            else:
+                missing = True
+                return
+            i += 1
+        out.append(node)
+
+    walk(doc, 0)
+    return out, missing
