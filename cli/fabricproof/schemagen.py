@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import catalog, factschema, platforms
+from . import catalog, factschema, platforms, transport
 from .model import Outcome, Scope, Severity
 from .ops import OPERATORS, Kind, names
 from .paths import schemas_dir
@@ -71,6 +71,8 @@ VOCABULARIES: dict[str, Vocabulary] = {
                                            "Operators that need an expected value.",
                                            lambda: [n for n, o in OPERATORS.items() if o.takes_expected]),
     "reporter": Vocabulary("fabricproof.reporters.REPORTERS", "A report format.", lambda: list(REPORTERS)),
+    "transport": Vocabulary("fabricproof.transport.TRANSPORTS", "A transport of the registry: how commands reach "
+                            "the hosts.", lambda: list(transport.TRANSPORTS)),
     "failure_policy": Vocabulary("fabricproof.rollout.plan.POLICIES", "What a rollout does when a wave fails.",
                                  lambda: list(POLICIES)),
     "kernel_module": _from_facts("/driver/kernel_module", "NVIDIA kernel module flavour."),
@@ -90,6 +92,7 @@ USES: dict[str, tuple[str, ...]] = {
     "report.schema.json": ("outcome", "severity"),
     "rollout.schema.json": ("severity", "reporter", "failure_policy"),
     "runbook.schema.json": ("severity",),
+    "run.schema.json": ("transport",),
 }
 
 

@@ -1,31 +1,41 @@
-"""The fabricproof CLI with the rollout commands, for tests: the root app once cli.py registers them, else a root
-built here from the same sub-apps (so tests and subprocess rehearsals run the real commands either way)."""
+"""The fabricproof CLI for rollout tests run in a subprocess (so they can be killed), with one test-only hook:
+FABRICPROOF_TEST_KILL_AFTER=WHAT[:N] makes the process SIGKILL itself right after the N-th (default first)
+decision record WHAT is durable in decisions.jsonl, before state.json records the step as finished: the
+harshest moment to die at a step boundary, reproduced exactly instead of raced for."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
-import typer
+
+def _arm_kill(spec: str) -> None:
+    from fabricproof.rollout.decisions import DecisionLog
+
+    what, _, nth = spec.partition(":")
+    left = [int(nth or 1)]
+    record = DecisionLog.record
+
+    def record_then_die(self, rec_what, *args, **kwargs):
+        entry = record(self, rec_what, *args, **kwargs)
+        if rec_what == what:
+            left[0] -= 1
+            if left[0] == 0:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return entry
+
+    DecisionLog.record = record_then_die
 
 
-def app() -> typer.Typer:
+def app():
     from fabricproof.cli import app as root
 
-    names = {g.name for g in root.registered_groups} | {c.name for c in root.registered_commands}
-    if {"rollout", "rollback", "runbook"} <= names:
-        return root
-    from fabricproof.commands import rollback, rollout, runbook
-
-    local = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
-    local.add_typer(rollout.app, name="rollout")
-    local.command("rollback", epilog=rollback.EPILOG)(rollback.rollback)
-    local.add_typer(runbook.app, name="runbook")
-    for group in root.registered_groups:
-        local.registered_groups.append(group)
-    local.registered_commands.extend(root.registered_commands)
-    return local
+    return root
 
 
 if __name__ == "__main__":
+    if os.environ.get("FABRICPROOF_TEST_KILL_AFTER"):
+        _arm_kill(os.environ["FABRICPROOF_TEST_KILL_AFTER"])
     sys.argv[0] = "fabricproof"
     app()()

@@ -14,113 +14,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from fabricproof import baseline as baseline_mod
-from fabricproof import catalog as catalog_mod
-from fabricproof import inventory as inventory_mod
 from fabricproof.lab import manager
 from fabricproof.rollout import decisions
 from fabricproof.rollout import state as st
-from fabricproof.rollout.gate import prove
-from fabricproof.rollout.runs import live_collect
-from typer.testing import CliRunner
 
-from .entry import app
+from .rehearsal import (AFTER, BEFORE, PLANS, REPO, cli, derived_plan, driver_of, install_events, prove_fleet, spawn,
+                        step_started, the_run, wait_for, whats)
 
 pytestmark = pytest.mark.lab
-
-REPO = Path(__file__).resolve().parents[2]
-PLANS = REPO / "inventories" / "lab" / "plans"
-ENTRY = Path(__file__).with_name("entry.py")
-BEFORE = "535.161.08"
-AFTER = "535.183.01"
-
-
-def cli(*args: object):
-    return CliRunner().invoke(app(), [str(a) for a in args], catch_exceptions=False)
-
-
-def spawn(*args: object, log: Path) -> subprocess.Popen:
-    """The CLI in its own process (so it can be SIGKILLed), stderr kept for the failure message."""
-    return subprocess.Popen([sys.executable, str(ENTRY), *map(str, args)], stdout=subprocess.DEVNULL,
-                            stderr=log.open("w"), cwd=REPO)
-
-
-def derived_plan(tmp_path: Path, shipped: str, **spec: object) -> Path:
-    """A shipped example plan with some spec keys replaced (lab-sized waves, a shorter soak, no drain)."""
-    doc = yaml.safe_load((PLANS / shipped).read_text())
-    doc["spec"]["baseline"] = {k: str((PLANS / v).resolve()) for k, v in doc["spec"]["baseline"].items()}
-    for key, value in spec.items():
-        if value is None:
-            doc["spec"].pop(key, None)
-        else:
-            doc["spec"][key] = value
-    path = tmp_path / shipped
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
-def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None, log: Path | None = None):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"the run exited ({proc.returncode}) before {what}: {log.read_text() if log else ''}")
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}" + (f": {log.read_text()}" if log else ""))
-
-
-def the_run(runs_dir: Path) -> st.RunState | None:
-    found = st.list_runs(runs_dir)
-    return found[-1] if found else None
-
-
-def step_started(runs_dir: Path, sid: str) -> bool:
-    run = the_run(runs_dir)
-    return bool(run and (run.step(sid) or {}).get("status") == "started")
-
-
-def whats(run_dir: Path) -> list[str]:
-    return [d["what"] for d in decisions.read(run_dir)]
-
-
-def prove_fleet(lab, baseline_file: Path, checks: list[str], hosts: list[str], tmp_path: Path) -> dict:
-    """Collect the hosts over SSH now and evaluate them: host -> reasons it fails (empty: proven)."""
-    inv = inventory_mod.load(lab.inventory)
-    selected = catalog_mod.select(catalog_mod.load(), checks)
-    collect = live_collect(inv, selected, "ssh", "verify", str(lab.inventory))
-    proof = prove(hosts, baseline_mod.load(baseline_file), selected, collect, tmp_path / f"verify-{time.monotonic_ns()}",
-                  groups=inv.groups_of())
-    assert not proof.report.collection_errors
-    return proof.failures
-
-
-def driver_of(node: dict) -> tuple[str, str, str]:
-    """(loaded kernel module, nvidia-driver package, Fabric Manager package) upstream versions of a lab node."""
-    pkgs = node["packages"]
-    return (node["driver"]["loaded"], pkgs["nvidia-driver-535"].split("-")[0],
-            pkgs["nvidia-fabricmanager-535"].split("-")[0])
-
-
-def install_events(run_dir: Path) -> dict[str, int]:
-    """Per host, how many times the apply playbook's install task changed the node (from ansible-runner events)."""
-    counts: dict[str, int] = {}
-    for path in (run_dir / "ansible" / "artifacts").glob("*_apply_*/job_events/*.json"):
-        ev = json.loads(path.read_text())
-        data = ev.get("event_data") or {}
-        if (ev.get("event") == "runner_on_ok" and data.get("task") == "Install the driver and Fabric Manager at the "
-                "same version" and (data.get("res") or {}).get("changed")):
-            counts[data["host"]] = counts.get(data["host"], 0) + 1
-    return counts
-
 
 GATE_CHECKS = ["driver.version", "fm.version", "fm.version_matches_driver", "fm.service_active",
                "fabric.state_completed", "nvlink.links_active"]

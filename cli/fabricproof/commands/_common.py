@@ -13,7 +13,7 @@ from rich.console import Console
 
 from ..errors import InputError
 from ..fsutil import atomic_write_chunks, read_chunks
-from ..model import ExitCode
+from ..model import ExitCode, Severity
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,6 +37,17 @@ def input_errors(fn: F) -> F:
             raise typer.Exit(ExitCode.INTERRUPTED) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+#: "critical, warning or info", for --fail-on help and errors.
+SEVERITIES = ", ".join(s.value for s in list(Severity)[:-1]) + f" or {list(Severity)[-1].value}"
+
+
+def check_fail_on(value: str) -> str:
+    """--fail-on names a severity (exit 2 otherwise)."""
+    if value not in {s.value for s in Severity}:
+        raise InputError(f"--fail-on {value!r}: choose {SEVERITIES}")
+    return value
 
 
 def pair_outputs(formats: list[str], outputs: list[Path]) -> list[tuple[str, Path | None]]:

@@ -22,7 +22,8 @@ from ..evaluate import evaluate, exit_code
 from ..fsutil import atomic_write_text
 from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now
-from ._common import console, err_console, input_errors
+from ..reporters import REPORTERS
+from ._common import SEVERITIES, check_fail_on, console, err_console, input_errors
 
 EPILOG = """\
 Examples (on the node itself):
@@ -125,9 +126,9 @@ def check(
                                                    "DIR/<node>.json for a central `validate --facts DIR`.")] = None,
     drain: Annotated[bool, typer.Option("--drain", help="Drain this node in Slurm on failure; resume it when "
                                         "it passes again, only if fabricproof drained it.")] = False,
-    fail_on: Annotated[str, typer.Option("--fail-on", help="critical, warning or info.")] = "critical",
+    fail_on: Annotated[str, typer.Option("--fail-on", help=f"Lowest severity that makes the exit code 1: {SEVERITIES}.")] = "critical",
     fmt: Annotated[str, typer.Option("--format", "-f", help="nhc (one line per problem), or a report format: "
-                                     "json, junit, tap, prometheus, markdown, html, sarif, table.")] = "nhc",
+                                     f"{', '.join(REPORTERS)}.")] = "nhc",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the --format report here "
                                                 "(stdout then gets the nhc lines).")] = None,
     checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families. Repeatable.")] = [],  # noqa: B006
@@ -136,12 +137,9 @@ def check(
                                                  "(default: a temporary directory, removed afterwards).")] = None,
 ) -> None:
     """Check this node against a baseline (node-local mode)."""
-    from ..reporters import REPORTERS
-
     if not local:
         raise InputError("`check` runs on the node itself: pass --local (to check a fleet, use `fabricproof validate`)")
-    if fail_on not in ("critical", "warning", "info"):
-        raise InputError(f"--fail-on {fail_on!r}: choose critical, warning or info")
+    check_fail_on(fail_on)
     if fmt != "nhc" and fmt not in REPORTERS:
         raise InputError(f"--format {fmt!r}: choose nhc or one of {', '.join(REPORTERS)}")
     if output is not None and fmt == "nhc":

@@ -19,7 +19,7 @@ from ..fsutil import atomic_write_chunks
 from ..reporters import REPORTERS
 from ..runstore import RunStore
 from ..timeutil import utc_now
-from ._common import emit_report, err_console, input_errors, pair_outputs
+from ._common import SEVERITIES, check_fail_on, emit_report, err_console, input_errors, pair_outputs
 from ._progress import collect_with_progress
 
 EPILOG = """\
@@ -80,14 +80,13 @@ def validate(
     previous: Annotated[Path | None, typer.Option("--previous", help="Earlier facts of the same hosts: enables counter-delta checks.")] = None,
     fmt: Annotated[list[str], typer.Option("--format", "-f", help=f"{', '.join(REPORTERS)}. Repeatable.")] = [],  # noqa: B006
     output: Annotated[list[Path], typer.Option("--output", "-o", help="File for the --format at the same position. Repeatable.")] = [],  # noqa: B006
-    fail_on: Annotated[str, typer.Option("--fail-on", help="Lowest severity that makes the exit code 1: critical, warning or info.")] = "critical",
+    fail_on: Annotated[str, typer.Option("--fail-on", help=f"Lowest severity that makes the exit code 1: {SEVERITIES}.")] = "critical",
     checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families, e.g. 'nvlink.*,ib.rate'. Repeatable.")] = [],  # noqa: B006
     require_all: Annotated[bool, typer.Option("--require-all", help="Fail when a selected check applied to no host.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No collection progress.")] = False,
 ) -> None:
     """Prove hosts against a baseline and the check catalog: live over SSH/Ansible/local, or from saved evidence."""
-    if fail_on not in ("critical", "warning", "info"):
-        raise InputError(f"--fail-on {fail_on!r}: choose critical, warning or info")
+    check_fail_on(fail_on)
     if facts and raw:
         raise InputError("give --facts or --raw, not both")
     live = facts is None and raw is None

@@ -44,6 +44,13 @@ class Executor:
             return self._drive()
         except Stopped:
             return self._stopped()
+        except Exception as exc:
+            # Whatever stopped the run is in its log, so no RESUME record is left without an outcome.
+            self.log.record("ERROR", f"the run stopped on an error: {type(exc).__name__}: {exc}; "
+                                     f"`rollout resume {self.state.run_id}` retries from this step")
+            self.state.set_status(st.INTERRUPTED)
+            self.state.save()
+            raise
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)

@@ -45,6 +45,22 @@ class Stopped(Exception):
     """An abort or a signal arrived; the run stops at this step boundary."""
 
 
+def fresh_dir(path: Path) -> Path:
+    """`path`, or when an earlier execution of the step left evidence there (the run was killed and resumed),
+    the first free `path-2`, `path-3`, ...: a resumed step starts afresh and the old evidence is kept."""
+    candidate, k = path, 1
+    while candidate.exists() and any(candidate.iterdir()):
+        k += 1
+        candidate = path.with_name(f"{path.name}-{k}")
+    return candidate
+
+
+def next_attempt(directory: Path) -> int:
+    """The number the next gate attempt in `directory` gets: attempts go on counting across a resume."""
+    done = [int(p.name.split("-", 1)[1]) for p in directory.glob("attempt-*") if p.name.split("-", 1)[1].isdigit()]
+    return max(done, default=0) + 1
+
+
 def listing(failed: Mapping[str, str], limit: int = 2) -> str:
     """'h1: reason; h2: reason (+3 more)' for decision texts."""
     return summarize([f"{h}: {r}" for h, r in failed.items()], limit)
@@ -83,10 +99,13 @@ class RunSteps:
                      fail_on=self.plan.gates.fail_on, formats=self.plan.reports, run_id=self.state.run_id)
 
     def gate(self, name: str, hosts: Sequence[str], baseline: Baseline, evidence: Path, timeout_s: int) -> GateResult:
+        """Prove hosts until they pass or the gate's time is up; attempts are evidence/attempt-N, numbered on
+        from the attempts of an execution a kill cut short."""
         g = self.plan.gates
+        first = next_attempt(evidence)
 
         def attempt(n: int) -> Proof:
-            proof = self.prove(hosts, baseline, evidence / f"attempt-{n}")
+            proof = self.prove(hosts, baseline, evidence / f"attempt-{first + n - 1}")
             if proof.failures and n == 1 and timeout_s:
                 self.say(f"  {name}: {len(proof.failures)} host(s) not proven yet; retrying every "
                          f"{g.retry_interval_s}s for up to {timeout_s}s")
@@ -177,8 +196,8 @@ class RunSteps:
             untouched = [h for h in hosts if not (self.state.hosts[h].get(key) or {}).get("started")]
             proven: list[str] = []
             if in_doubt:
-                proof = self.prove(in_doubt, target, self.evidence_dir(
-                    *self._evidence_parts(w, key), f"in-doubt-{(self.state.step(sid) or {}).get('attempts', 1)}"))
+                probe_dir = fresh_dir(self.evidence_dir(*self._evidence_parts(w, key)) / f"in-doubt-{sid.split('.')[-1]}")
+                proof = self.prove(in_doubt, target, probe_dir)
                 proven = [h for h in in_doubt if h not in proof.failures]
                 if proven:
                     self.state.mark(proven, key, done=utc_now(), ok=True, recovered=True)

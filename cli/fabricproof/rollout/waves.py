@@ -3,15 +3,20 @@ before and after it acts, so a run resumes from the step it was in."""
 
 from __future__ import annotations
 
+from typing import Any
 
 from ..model import ExitCode
+from . import decisions
 from . import state as st
 from .decisions import HALT, PROCEED, ROLLBACK
 from .gate import judge, summarize
 from .plan import Wave
 from .rollback import RollbackPhase
 from .soak import run_soak
-from .steps import RunSteps, Stopped, listing
+from .steps import RunSteps, Stopped, fresh_dir, listing
+
+#: The decisions that end a wave.
+VERDICTS = (PROCEED, HALT, ROLLBACK)
 
 
 class WaveRunner:
@@ -114,7 +119,7 @@ class WaveRunner:
 
     def _prove_broken(self, sid: str, w: Wave, broken: list[str]) -> None:
         """Hosts whose apply failed are failed already; one proof (no retries) shows the state the playbook left."""
-        proof = self.s.prove(broken, self.s.ctx.after, self.s.wave_dir(w, "post-gate", "apply-failed"))
+        proof = self.s.prove(broken, self.s.ctx.after, fresh_dir(self.s.wave_dir(w, "post-gate") / "apply-failed"))
         for h, reasons in proof.failures.items():
             self.s.state.hosts[h]["reason"] += f"; post-gate: {summarize(reasons, 2)}"
         if proof.failures:
@@ -136,7 +141,7 @@ class WaveRunner:
             self.s.state.finish(sid, failed={})
             return
         self.s.say(f"  soak: {w.soak_s}s on {len(hosts)} host(s), watching {', '.join(soak.checks)}")
-        result = run_soak(hosts, self.s.ctx.after, self.s.ctx.soak_checks, self.s.ctx.collect, self.s.wave_dir(w, "soak"),
+        result = run_soak(hosts, self.s.ctx.after, self.s.ctx.soak_checks, self.s.ctx.collect, fresh_dir(self.s.wave_dir(w, "soak")),
                           duration_s=w.soak_s, interval_s=soak.interval_s, groups=dict(self.s.ctx.groups),
                           fail_on=self.s.plan.gates.fail_on, formats=self.s.plan.reports, run_id=self.s.state.run_id,
                           clock=self.s.ctx.clock, should_stop=self.s.should_stop)
@@ -160,8 +165,13 @@ class WaveRunner:
         verdict = judge(failed, len(w.hosts), w.budget)
         evidence = [e for s in ("post_gate", "soak") for e in (self.s.state.step(f"{p}.{s}") or {}).get("evidence", [])]
         policy = self.s.plan.on_failure
+        logged = self._logged_decision(sid) if self.s.state.step(sid) is not None else None
+        if logged is not None and not self.s.state.step_done(sid):
+            # Killed after the decision was logged but before state.json recorded it: keep that decision (the
+            # log is the record of what was decided) instead of deciding, and logging, a second time.
+            self.s.state.finish(sid, decision=logged["what"], why=logged["why"], failed=failed)
         if not self.s.state.step_done(sid):
-            self.s.state.begin(sid)
+            self.s.state.begin(sid, log_records=len(decisions.read(self.s.state.dir)))
             if verdict.proceed:
                 decision, why = PROCEED, verdict.why + (" -> next wave" if w.index + 1 < len(self.s.state.data["waves"])
                                                         else " -> rollout complete")
@@ -194,6 +204,13 @@ class WaveRunner:
         self.s.state.begin(f"{p}.done")
         self.s.state.finish(f"{p}.done")
         return None
+
+    def _logged_decision(self, sid: str) -> dict[str, Any] | None:
+        """The verdict the decision log holds for this step since it last began (an earlier, forgotten execution
+        of the step may have logged another), if any."""
+        since = (self.s.state.step(sid) or {}).get("log_records", 0)
+        found = [d for d in decisions.read(self.s.state.dir)[since:] if d.get("step") == sid and d.get("what") in VERDICTS]
+        return found[-1] if found else None
 
     def _halt(self, w: Wave, why: str) -> int:
         self.s.state.set_status(st.HALTED)

@@ -1,0 +1,96 @@
+"""Kill -9 at every step boundary of a lab rollout, then resume: each resume goes on from where the kill left the
+run, a resumed gate or soak starts a fresh attempt beside the old evidence, and no host is applied (or rolled
+back) twice. The kill comes right after a step's decision record is durable and before state.json says the step
+finished (entry.py's FABRICPROOF_TEST_KILL_AFTER), the moment a resume has the most to reconcile."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+from fabricproof.lab import manager
+from fabricproof.rollout import decisions
+from fabricproof.rollout import state as st
+
+from .rehearsal import (AFTER, BEFORE, ROLLBACK_INSTALL, derived_plan, driver_of, install_events, spawn, the_run,
+                        whats)
+
+pytestmark = pytest.mark.lab
+
+#: Generous: a step here takes seconds, but the machine may be loaded by the rest of the suite.
+STEP_TIMEOUT_S = 240
+
+
+def run_until_killed(args: list[object], kill_after: str | None, tmp_path: Path, n: int) -> int:
+    """Run the CLI in its own process, dying right after decision `kill_after`; its return code."""
+    log = tmp_path / f"step-{n}.log"
+    env = {"FABRICPROOF_TEST_KILL_AFTER": kill_after} if kill_after else {}
+    proc = spawn(*args, log=log, env=env)
+    try:
+        code = proc.wait(STEP_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if kill_after:
+        assert code == -signal.SIGKILL, f"not killed after {kill_after} (exit {code}): {log.read_text()}"
+    return code
+
+
+def kill_at_each(boundaries: list[str], first: list[object], runs_dir: Path, tmp_path: Path) -> tuple[st.RunState, int]:
+    """Start the run, kill it after each boundary in turn, resuming after each kill; then resume it to its end."""
+    code = run_until_killed(first, boundaries[0], tmp_path, 0)
+    run_id = the_run(runs_dir).run_id
+    for n, boundary in enumerate([*boundaries[1:], None], 1):
+        before = len(decisions.read(the_run(runs_dir).dir))
+        code = run_until_killed(["rollout", "resume", run_id, "--runs-dir", runs_dir], boundary, tmp_path, n)
+        story = decisions.read(the_run(runs_dir).dir)[before:]
+        assert story[0]["what"] == "RESUME" and len(story) > 1, story  # every resume went on to do something
+    return the_run(runs_dir), code
+
+
+@pytest.mark.parametrize("h100_lab", [2], indirect=True)
+def test_killed_at_every_step_of_a_wave_the_rollout_resumes_to_done(h100_lab, tmp_path):
+    plan = derived_plan(tmp_path, "driver-fm-upgrade.yml", waves=[{"name": "pilot", "size": 1},
+                                                                 {"name": "rest", "size": "rest"}])
+    runs_dir = tmp_path / "runs"
+    boundaries = ["PRE_GATE", "DRAIN", "APPLY", "APPLY_DONE", "POST_GATE", "SOAK", "PROCEED", "UNDRAIN"]
+    run, code = kill_at_each(boundaries, ["rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", runs_dir],
+                             runs_dir, tmp_path)
+
+    assert code == 0 and run.status == st.DONE
+    for host in ("h100-0001", "h100-0002"):
+        node = h100_lab.node(host)
+        assert driver_of(node) == (AFTER, AFTER, AFTER), host
+        assert node["boot_count"] == 2, f"{host} rebooted {node['boot_count'] - 1} times"
+        assert node["slurm"]["state"] == "IDLE", host  # undrained once proven
+    assert install_events(run.dir) == {"h100-0001": 1, "h100-0002": 1}
+    story = whats(run.dir)
+    assert story.count("RESUME") == len(boundaries) and "ERROR" not in story
+    assert story.count("PROCEED") == 2 and story[-1] == "DONE"  # the pilot's verdict was not taken twice
+    pilot = run.dir / "waves" / "1-pilot"
+    # the killed gates' and soak's evidence is kept; the resumed ones started afresh beside it
+    assert {p.name for p in (pilot / "pre-gate").iterdir()} == {"attempt-1", "attempt-2"}
+    assert {p.name for p in (pilot / "post-gate").iterdir()} == {"attempt-1", "attempt-2"}
+    assert (pilot / "soak" / "start").is_dir() and (pilot / "soak-2" / "start").is_dir()
+
+
+@pytest.mark.parametrize("h100_lab", [1], indirect=True)
+def test_killed_at_every_step_of_a_rollback_the_pilot_is_put_back_once(h100_lab, tmp_path):
+    manager.fault_inject(h100_lab.dir, "h100-0001", "upgrade-breaks-fm")
+    plan = derived_plan(tmp_path, "driver-fm-upgrade.yml", waves=[{"name": "pilot", "size": 1}],
+                        gates={"checks": ["driver.version", "fm.version", "fm.service_active"],
+                               "retry_interval": "1s", "timeout": "2s", "max_failed_hosts": 0})
+    runs_dir = tmp_path / "runs"
+    boundaries = ["ROLLBACK", "ROLLBACK_START", "ROLLBACK_APPLY", "ROLLBACK_APPLY_DONE", "ROLLBACK_GATE", "UNDRAIN"]
+    run, code = kill_at_each(boundaries, ["rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", runs_dir],
+                             runs_dir, tmp_path)
+
+    assert code == 4 and run.status == st.ROLLED_BACK
+    pilot = h100_lab.node("h100-0001")
+    assert driver_of(pilot) == (BEFORE, BEFORE, BEFORE) and pilot["slurm"]["state"] == "IDLE"
+    assert pilot["boot_count"] == 3  # one reboot for the change, one for putting it back
+    assert install_events(run.dir, ROLLBACK_INSTALL) == {"h100-0001": 1}
+    story = whats(run.dir)
+    assert story.count("ROLLBACK") == 1 and story.count("ROLLBACK_START") == 1 and "ERROR" not in story
+    assert story[-1] == "ROLLBACK_DONE"

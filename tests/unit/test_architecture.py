@@ -1,0 +1,121 @@
+"""The package's shape, checked from its imports: imports follow the data flow (commands -> rollout -> evaluate ->
+collect -> transport / collectors -> model), no two modules import each other in a circle, command modules never
+import one another, and only the run store knows the run directory's layout."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "cli" / "fabricproof"
+
+#: Layer of each top-level module or sub-package (`__init__`: the package itself, which holds only the version),
+#: lowest first: a module may import from a lower layer, or from
+#: its own sub-package, and nothing else. A new module must be given its layer here.
+LAYERS: dict[str, int] = {
+    # plain data, vocabularies and file plumbing
+    "__init__": 0, "model": 0, "errors": 0, "timeutil": 0, "paths": 0, "toolpath": 0, "fsutil": 0, "ops": 0, "pointer": 0,
+    "platforms": 0, "drift": 0,
+    "documents": 1, "inventory": 1, "slurm": 1,
+    # readers: tool output -> facts fragments, baselines, run directories
+    "collectors": 2, "runstore": 2, "baseline": 2, "capture": 2, "lab": 2,
+    "catalog": 3, "facts": 3, "transport": 3,
+    "collect": 4, "factschema": 4,
+    "projection": 5, "reporters": 5,
+    "evaluate": 6,
+    "rollout": 7,
+    "schemagen": 8,  # writes the schemas from every registry, the rollout's policies included
+    "commands": 9,
+    "cli": 10, "__main__": 11,
+}
+
+
+def _modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        yield ".".join(parts), path
+
+
+def _imports(dotted: str, path: Path) -> Iterator[str]:
+    """Every fabricproof module `dotted` imports, as a dotted path inside the package (at any depth: lazy
+    imports inside functions count too)."""
+    package = dotted.split(".")[:-1] if path.name != "__init__.py" else dotted.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                target = [*base, *(node.module.split(".") if node.module else [])]
+            elif node.module and node.module.split(".")[0] == "fabricproof":
+                target = node.module.split(".")[1:]
+            else:
+                continue
+            for alias in node.names:  # `from . import collect` names a module; `from .x import y` names x
+                sub = [*target, alias.name]
+                is_module = (PACKAGE.joinpath(*sub).with_suffix(".py").is_file()
+                             or PACKAGE.joinpath(*sub, "__init__.py").is_file())
+                yield ".".join(sub if is_module else target) or "__init__"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "fabricproof":
+                    yield ".".join(alias.name.split(".")[1:]) or "__init__"
+
+
+def _top(dotted: str) -> str:
+    return dotted.split(".")[0]
+
+
+EDGES = sorted({(m, t) for m, p in _modules() for t in _imports(m, p) if t != m})
+
+
+def test_every_module_has_a_layer():
+    missing = sorted({_top(m) for m, _ in _modules()} - LAYERS.keys())
+    assert not missing, f"give these modules a layer in LAYERS: {missing}"
+
+
+def test_imports_follow_the_data_flow():
+    wrong = [f"{a} -> {b}" for a, b in EDGES
+             if _top(a) != _top(b) and LAYERS.get(_top(a), 99) <= LAYERS.get(_top(b), 99)]
+    assert not wrong, "imports against the layers (a module imports only from lower layers):\n" + "\n".join(wrong)
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    graph: dict[str, set[str]] = {}
+    for a, b in EDGES:
+        if _top(a) != _top(b):
+            graph.setdefault(_top(a), set()).add(_top(b))
+    seen: dict[str, int] = {}
+    cycle: list[str] = []
+
+    def visit(node: str, stack: list[str]) -> bool:
+        seen[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if seen.get(nxt) == 1:
+                cycle.extend([*stack[stack.index(nxt):], nxt])
+                return True
+            if nxt not in seen and visit(nxt, [*stack, nxt]):
+                return True
+        seen[node] = 2
+        return False
+
+    for start in sorted(graph):
+        if start not in seen and visit(start, [start]):
+            break
+    assert not cycle, " -> ".join(cycle)
+
+
+def test_command_modules_never_import_one_another():
+    """Commands parse options, call the library and render; what they share lives in commands/_*.py helpers."""
+    wrong = [f"{a} -> {b}" for a, b in EDGES if a.startswith("commands.") and b.startswith("commands.")
+             and not b.split(".")[-1].startswith("_") and b != "commands"]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("name", ["run.json", "meta.json", "report.json"])
+def test_only_the_run_store_knows_the_run_directory_layout(name):
+    """The layout's file names appear in the run store alone; everyone else asks it (RunStore paths)."""
+    speaking = sorted(str(p.relative_to(PACKAGE)) for _, p in _modules()
+                      if p.name != "runstore.py" and f'"{name}"' in p.read_text(encoding="utf-8"))
+    assert not speaking, f"{name} spelled outside runstore.py: {speaking}"
