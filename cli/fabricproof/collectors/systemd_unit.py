@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .base import ParseError
+from .base import Collector, ParseError
 from .fragments import boolean, integer, obj, string
 from .textutil import strip_ansi
 
@@ -122,3 +122,20 @@ SERVICE_SCHEMA: dict[str, Any] = obj(
         "active": boolean("ActiveState is exactly 'active'."),
     },
 )
+
+
+def unit_state_collector(
+    collector_id: str, unit: str, provides: str, family: str, platforms: tuple[str, ...], corpus: tuple[str, ...] = ()
+) -> Collector:
+    """The collector of one unit's state: `systemctl show <unit>` with SHOW_PROPERTIES, read by parse_systemd_unit."""
+    return Collector(
+        id=collector_id,
+        argv=("systemctl", "show", unit, SHOW_PROPERTIES),
+        parse=parse_systemd_unit,
+        provides=provides,
+        schema=SERVICE_SCHEMA,
+        family=family,
+        description=f"{unit} unit state and restart count.",
+        platforms=platforms,
+        corpus=corpus,
+    )

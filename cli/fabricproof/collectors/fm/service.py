@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from ..base import Collector
-from ..systemd_unit import SERVICE_SCHEMA, SHOW_PROPERTIES, parse_systemd_unit
+from ..systemd_unit import unit_state_collector
 from .platforms import FM_PLATFORMS
 
-FM_SERVICE = Collector(
-    id="fm_service",
-    argv=("systemctl", "show", "nvidia-fabricmanager", SHOW_PROPERTIES),
-    parse=parse_systemd_unit,
-    provides="/fm/service",
-    schema=SERVICE_SCHEMA,
-    family="fm",
-    description="nvidia-fabricmanager unit state and restart count.",
-    platforms=FM_PLATFORMS,
-    corpus=("fabricmanager",),
+FM_SERVICE = unit_state_collector(
+    "fm_service", "nvidia-fabricmanager", "/fm/service", "fm", FM_PLATFORMS, corpus=("fabricmanager",)
 )
 
 COLLECTORS = (FM_SERVICE,)

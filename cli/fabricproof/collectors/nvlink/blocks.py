@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -15,7 +15,7 @@ from ..textutil import first_line, strip_ansi
 # "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)"; some drivers print no UUID part.
 _GPU_LINE = re.compile(r"^GPU\s+(\d+):\s*(.*?)\s*(?:\(UUID:\s*([^)]*?)\s*\))?\s*$")
 # A link line is "Link <n>", then ":" (-s, -e) or "," (-c), then a tail. Every GPU of a node prints the same link
-# lines, and the tails repeat for every link ("P2P is supported: true", "26.562 GB/s"), so lines (link_line) and
+# lines, and the tails repeat for every link ("P2P is supported: true", "26.562 GB/s"), so lines (_link_line) and
 # tails (_link_tail) are read once each and looked up after that (bounded caches). The tail patterns are the rest
 # of the full-line patterns "^Link\s+(\d+):\s*([^:]+?)\s*$" (status), "^Link\s+(\d+):\s*([^:]+?):\s*(.*?)\s*$"
 # (counter) and "^Link\s+(\d+),\s*(.+?):\s*(\S+)\s*$" (capability): "Link\s+(\d+)" can only end right before the
@@ -72,16 +72,16 @@ def split_gpu_blocks(text: str) -> Split:
     return Split(sorted(blocks.values(), key=lambda b: b.index), headers, elided)
 
 
-def unsupported(line: str) -> bool:
+def _unsupported(line: str) -> bool:
     lower = line.lower()
     # "Nvlink queries are not supported for Devices in MIG mode",
     # "Device does not have or support Nvlink" (driver 595+ on boards without NVLink).
     return "not supported" in lower or "does not have or support" in lower
 
 
-def known_message(line: str) -> bool:
+def _known_message(line: str) -> bool:
     """Messages nvidia-smi nvlink prints in place of link lines (they make the output readable)."""
-    return unsupported(line) or "all links are inactive" in line.lower()
+    return _unsupported(line) or "all links are inactive" in line.lower()
 
 
 def parse_notes(split: Split, foreign: int, tool: str) -> list[str]:
@@ -99,6 +99,65 @@ def require_output(split: Split, recognised: int, foreign: int, text: str, tool:
     """Refuse output with no GPU header and no line of this sub-command, or only another one's lines."""
     if (not split.headers and not recognised) or (foreign and not recognised):
         raise ParseError(f"not nvidia-smi nvlink {tool} output: {first_line(text)!r}")
+
+
+class LinkReader:
+    """Reads one sub-command's link lines out of the GPU blocks, counting every other line.
+
+    recognised counts this sub-command's lines and the messages nvidia-smi nvlink prints instead of link lines
+    (they make the output readable); foreign counts the link lines of another sub-command (or, with `accept`,
+    lines of this kind the reader does not take). After a block is read, supported and messages describe it.
+    """
+
+    def __init__(self, kind: str, accept: Callable[[tuple[Any, ...]], bool] | None = None) -> None:
+        self.kind = kind  # "status", "counter" or "cap" (see _link_tail)
+        self.accept = accept
+        self.recognised = 0
+        self.foreign = 0
+        self.supported = True
+        self.messages: list[str] = []
+
+    def links(self, block: GpuBlock) -> Iterator[tuple[int, tuple[Any, ...], str]]:
+        """(link number, what the line says, the line) for each of this sub-command's link lines, in order."""
+        kind, accept = self.kind, self.accept
+        supported, recognised, foreign = True, 0, 0
+        messages: list[str] = []
+        self.messages = messages  # the caller may add to them while it reads the links
+        for line in block.lines:
+            parsed = _link_line(line)
+            if parsed is None:
+                recognised += _known_message(line)
+                supported = supported and not _unsupported(line)
+                messages.append(line)
+            elif parsed[1][0] == kind and (accept is None or accept(parsed[1])):
+                recognised += 1
+                yield int(parsed[0]), parsed[1], line
+            else:
+                foreign += 1
+        self.supported = supported
+        self.recognised += recognised
+        self.foreign += foreign
+
+    def note(self) -> str | None:
+        """The messages of the block last read, as one note."""
+        return "; ".join(self.messages) or None
+
+    def gpu_summary(self, block: GpuBlock, links: int) -> dict[str, Any]:
+        """The per-GPU record of the block last read (GPU_SUMMARY)."""
+        return {"index": block.index, "name": block.name, "uuid": block.uuid, "supported": self.supported,
+                "links": links, "note": self.note()}
+
+    def fragment(self, split: Split, text: str, tool: str, gpus: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+        """The sub-command's fragment: supported, gpus, its own fields, elided and notes; refuses unreadable output."""
+        require_output(split, self.recognised, self.foreign, text, tool)
+        return {
+            # False when any GPU cannot be queried (MIG mode, no NVLink): checks skip instead of guessing.
+            "supported": bool(gpus) and all(g["supported"] for g in gpus),
+            "gpus": gpus,
+            **fields,
+            "elided": split.elided,
+            "notes": parse_notes(split, self.foreign, tool),
+        }
 
 
 def min_or_none(values: Iterable[float]) -> float | None:
@@ -133,7 +192,7 @@ def _link_tail(sep_tail: str) -> tuple[Any, ...] | None:
 
 
 @lru_cache(maxsize=4096)  # every GPU of a node prints the same link lines (18 links x 6 capabilities on H100)
-def link_line(line: str) -> tuple[str, tuple[Any, ...]] | None:
+def _link_line(line: str) -> tuple[str, tuple[Any, ...]] | None:
     """(link number as printed, _link_tail) of a link line of any nvlink sub-command, else None.
 
     The number stays text: a parser converts it only for its own lines, as the full-line patterns did.

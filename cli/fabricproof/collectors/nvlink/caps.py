@@ -6,18 +6,7 @@ from typing import Any
 
 from ..base import Collector
 from ..fragments import array, boolean, mapping, obj
-from .blocks import (
-    CAPABILITIES,
-    COMMON,
-    GPU_SUMMARY,
-    LINK_ID,
-    known_message,
-    link_line,
-    parse_notes,
-    require_output,
-    split_gpu_blocks,
-    unsupported,
-)
+from .blocks import CAPABILITIES, COMMON, GPU_SUMMARY, LINK_ID, LinkReader, split_gpu_blocks
 
 _NO_CAPS = dict.fromkeys(CAPABILITIES.values())
 
@@ -25,47 +14,25 @@ _NO_CAPS = dict.fromkeys(CAPABILITIES.values())
 def parse_caps(text: str) -> dict[str, Any]:
     """Per-link capability flags; p2p_all says whether every listed link supports P2P."""
     split = split_gpu_blocks(text)
+    reader = LinkReader("cap")
     links: list[dict[str, Any]] = []
     gpus: list[dict[str, Any]] = []
-    recognised = foreign = 0
     for block in split.gpus:
         by_link: dict[int, dict[str, Any]] = {}
-        supported = True
-        messages: list[str] = []
-        for line in block.lines:
-            parsed = link_line(line)
-            if parsed and parsed[1][0] == "cap":
-                digits, (_, title, key, flag) = parsed
-                number = int(digits)
-                recognised += 1
-                link = by_link.get(number)
-                if link is None:
-                    link = by_link[number] = {"gpu": block.index, "link": number, **_NO_CAPS, "other": {}}
-                if key:
-                    link[key] = flag
-                else:
-                    link["other"][title] = flag
-            elif parsed:
-                foreign += 1
+        for link_no, (_, title, key, flag), _line in reader.links(block):
+            link = by_link.get(link_no)
+            if link is None:
+                link = by_link[link_no] = {"gpu": block.index, "link": link_no, **_NO_CAPS, "other": {}}
+            if key:
+                link[key] = flag
             else:
-                recognised += known_message(line)
-                supported = supported and not unsupported(line)
-                messages.append(line)
+                link["other"][title] = flag
         links.extend(by_link[k] for k in sorted(by_link))
-        gpus.append(
-            {"index": block.index, "name": block.name, "uuid": block.uuid, "supported": supported,
-             "links": len(by_link), "note": "; ".join(messages) or None}
-        )
-    require_output(split, recognised, foreign, text, "-c")
+        gpus.append(reader.gpu_summary(block, len(by_link)))
     p2p = [link["p2p_supported"] for link in links]
-    return {
-        "supported": bool(gpus) and all(g["supported"] for g in gpus),
-        "gpus": gpus,
-        "links": links,
-        "p2p_all": None if not p2p or None in p2p else all(p2p),
-        "elided": split.elided,
-        "notes": parse_notes(split, foreign, "-c"),
-    }
+    return reader.fragment(
+        split, text, "-c", gpus, links=links, p2p_all=None if not p2p or None in p2p else all(p2p)
+    )
 
 
 CAPS_SCHEMA = obj(

@@ -8,17 +8,7 @@ from typing import Any
 from ..base import Collector
 from ..fragments import array, boolean, integer, mapping, obj
 from ..textutil import to_int
-from .blocks import (
-    COMMON,
-    GPU_SUMMARY,
-    LINK_ID,
-    known_message,
-    link_line,
-    parse_notes,
-    require_output,
-    split_gpu_blocks,
-    unsupported,
-)
+from .blocks import COMMON, GPU_SUMMARY, LINK_ID, LinkReader, split_gpu_blocks
 
 @lru_cache(maxsize=1024)
 def _counter_value(text: str) -> int | None:
@@ -29,53 +19,36 @@ def _counter_value(text: str) -> int | None:
 def parse_errors(text: str) -> dict[str, Any]:
     """Per-link Replay/Recovery/CRC counters; crc is 'CRC Errors' or flit + data CRC when split."""
     split = split_gpu_blocks(text)
+    reader = LinkReader("counter")
     gpus: list[dict[str, Any]] = []
     links: list[dict[str, Any]] = []
-    recognised = foreign = 0
     for block in split.gpus:
         by_link: dict[int, dict[str, Any]] = {}
-        supported = True
-        messages: list[str] = []
-        for line in block.lines:
-            parsed = link_line(line)
-            if parsed and parsed[1][0] == "counter":
-                digits, (_, name, printed, key) = parsed
-                number = int(digits)
-                recognised += 1
-                link = by_link.get(number)
-                if link is None:
-                    link = by_link[number] = {
-                        "gpu": block.index, "link": number, "replay": None, "recovery": None,
-                        "crc_flit": None, "crc_data": None, "crc": None, "counters": {},
-                    }
-                value = _counter_value(printed)
-                link["counters"][name] = value
-                if key:
-                    link[key] = value
-            elif parsed:
-                foreign += 1
-            else:
-                recognised += known_message(line)
-                supported = supported and not unsupported(line)
-                messages.append(line)
+        for link_no, (_, name, printed, key), _line in reader.links(block):
+            link = by_link.get(link_no)
+            if link is None:
+                link = by_link[link_no] = {
+                    "gpu": block.index, "link": link_no, "replay": None, "recovery": None,
+                    "crc_flit": None, "crc_data": None, "crc": None, "counters": {},
+                }
+            value = _counter_value(printed)
+            link["counters"][name] = value
+            if key:
+                link[key] = value
         for link in by_link.values():
             split_crc = [v for v in (link["crc_flit"], link["crc_data"]) if v is not None]
             if link["crc"] is None and split_crc:
                 link["crc"] = sum(split_crc)
         links.extend(by_link[k] for k in sorted(by_link))
-        gpus.append(
-            {"index": block.index, "name": block.name, "uuid": block.uuid, "supported": supported,
-             "links": len(by_link), "note": "; ".join(messages) or None}
-        )
-    require_output(split, recognised, foreign, text, "-e")
-    return {
-        "supported": bool(gpus) and all(g["supported"] for g in gpus),
-        "gpus": gpus,
-        "links": links,
-        "totals": {k: sum(link[k] or 0 for link in links) for k in ("replay", "recovery", "crc")},
-        "elided": split.elided,
-        "notes": parse_notes(split, foreign, "-e"),
-    }
+        gpus.append(reader.gpu_summary(block, len(by_link)))
+    return reader.fragment(
+        split,
+        text,
+        "-e",
+        gpus,
+        links=links,
+        totals={k: sum(link[k] or 0 for link in links) for k in ("replay", "recovery", "crc")},
+    )
 
 
 ERRORS_SCHEMA = obj(
