@@ -1,4 +1,4 @@
-"""nvidia-smi nvlink -s / -e / -c / -info parsers against the real-output corpus."""
+"""nvidia-smi nvlink -s / -e / -c / -info / -gt parsers against the real-output corpus."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from fabricproof.collectors.nvlink import caps as nvlink_caps
 from fabricproof.collectors.nvlink import errors as nvlink_errors
 from fabricproof.collectors.nvlink import info as nvlink_info
 from fabricproof.collectors.nvlink import status as nvlink_status
+from fabricproof.collectors.nvlink import throughput as nvlink_throughput
 from fabricproof.collectors.base import Collector, ParseError
 
 from .contract import assert_closed_and_described, assert_collector_table, assert_valid
@@ -29,6 +30,7 @@ SCHEMAS = {
     nvlink_errors.parse_errors: nvlink_errors.ERRORS_SCHEMA,
     nvlink_caps.parse_caps: nvlink_caps.CAPS_SCHEMA,
     nvlink_info.parse_info: nvlink_info.INFO_SCHEMA,
+    nvlink_throughput.parse_throughput: nvlink_throughput.THROUGHPUT_SCHEMA,
 }
 
 
@@ -46,6 +48,8 @@ def _parsers_for(name: str) -> list[Callable[[str], dict[str, Any]]]:
         return [nvlink_errors.parse_errors]
     if name.startswith("nvlink-info-"):
         return [nvlink_info.parse_info]
+    if "-gt-" in name:  # nvlink-gt-r-..., nvlink-i0-gt-d-...
+        return [nvlink_throughput.parse_throughput]
     return [nvlink_status.parse_status]
 
 
@@ -282,6 +286,75 @@ def test_info_firmware_versions(corpus: Path) -> None:
     assert info["gpus"][0]["firmware"]["NETIR"] == "36:2014:1862"
     assert info["firmware_versions"]["MSE"] == ["14:4:0"]
     assert len(info["firmware"]) == 10
+
+
+# --- nvlink -gt d / -gt r ---------------------------------------------------------------------
+
+GT_RAW = "nvlink-gt-r-h800-8links-raw-tx-rx-kib-gpus-3-5-elided-excerpt.txt"
+GT_DATA_IDLE = "nvlink-i0-gt-d-h800-8links-data-tx-rx-kib-idle.txt"
+
+
+def test_throughput_raw_counters_of_the_elided_h800_excerpt(corpus: Path) -> None:
+    gt = _file(corpus, nvlink_throughput.parse_throughput, GT_RAW)
+    assert gt["counter"] == "raw" and gt["supported"] is True
+    # GPUs 3-5 were replaced by a "..." line: absent, and the fragment says the output was elided
+    assert [g["index"] for g in gt["gpus"]] == [0, 1, 2, 6, 7]
+    assert gt["elided"] is True and any("elided" in n for n in gt["notes"])
+    assert {(g["name"], g["links"]) for g in gt["gpus"]} == {("NVIDIA H800", 8)}
+    assert gt["gpus"][0]["uuid"] == "GPU-34bf77d1-c686-6821-79a8-32d326c5039c"
+    assert len(gt["links"]) == 40
+    assert gt["links"][0] == {"gpu": 0, "link": 0, "tx_kib": 25305739, "rx_kib": 25554089}
+    gpu2_link1 = next(link for link in gt["links"] if (link["gpu"], link["link"]) == (2, 1))
+    assert (gpu2_link1["tx_kib"], gpu2_link1["rx_kib"]) == (591684300, 625042437)
+    last = gt["links"][-1]
+    assert (last["gpu"], last["link"], last["tx_kib"], last["rx_kib"]) == (7, 7, 8520721, 8731188)
+
+
+def test_throughput_idle_data_counters_of_one_gpu(corpus: Path) -> None:
+    gt = _file(corpus, nvlink_throughput.parse_throughput, GT_DATA_IDLE)
+    assert gt["counter"] == "data"
+    assert [(g["index"], g["name"], g["links"]) for g in gt["gpus"]] == [(0, "NVIDIA H800", 8)]
+    assert [link["link"] for link in gt["links"]] == list(range(8))
+    assert gt["links"][7] == {"gpu": 0, "link": 7, "tx_kib": 5861984, "rx_kib": 5863146}
+    assert gt["links"][3]["rx_kib"] == 5861984 and gt["links"][0]["tx_kib"] == 5863784
+    assert gt["elided"] is False and gt["notes"] == []
+
+
+def test_throughput_reads_the_native_tab_indent_like_the_pasted_spaces(corpus: Path) -> None:
+    text = (corpus / FAMILY / GT_DATA_IDLE).read_text(encoding="utf-8")
+    assert "\t" not in text  # TABs rendered as 9 spaces in the source (PROVENANCE.md)
+    tabs = text.replace("         Link", "\t Link")
+    assert nvlink_throughput.parse_throughput(tabs) == nvlink_throughput.parse_throughput(text)
+
+
+def test_throughput_value_that_is_not_kib_is_null_and_noted() -> None:
+    text = "GPU 0: X (UUID: GPU-y)\n\t Link 0: Data Tx: N/A\n\t Link 0: Data Rx: 12 KiB\n"
+    gt = _parse(nvlink_throughput.parse_throughput, text)
+    assert gt["links"] == [{"gpu": 0, "link": 0, "tx_kib": None, "rx_kib": 12}]
+    assert gt["gpus"][0]["note"] == "Link 0: Data Tx: N/A"
+
+
+def test_throughput_refuses_mixed_kinds_and_other_sub_commands(corpus: Path) -> None:
+    mixed = "GPU 0: X\n\t Link 0: Data Tx: 1 KiB\n\t Link 0: Raw Rx: 2 KiB\n"
+    with pytest.raises(ParseError, match="mixed"):
+        nvlink_throughput.parse_throughput(mixed)
+    for name in ("nvlink-status-a100-sxm4-80gb-azure-8gpu-12links.txt", "nvlink-e-h100-excerpt-elided-mlengineering.txt"):
+        with pytest.raises(ParseError, match="-gt"):
+            nvlink_throughput.parse_throughput((corpus / FAMILY / name).read_text(encoding="utf-8"))
+    raw = (corpus / FAMILY / GT_RAW).read_text(encoding="utf-8")
+    for parse in (nvlink_status.parse_status, nvlink_caps.parse_caps):
+        with pytest.raises(ParseError):
+            parse(raw)
+
+
+def test_throughput_collector_matches_contract() -> None:
+    assert_collector_table(
+        nvlink_throughput.COLLECTORS,
+        {"nvlink_throughput": (("nvidia-smi", "nvlink", "-gt", "d"), "/nvlink/throughput", False)},
+    )
+    (collector,) = nvlink_throughput.COLLECTORS
+    assert collector.family == "nvlink" and collector.corpus == (FAMILY,)
+    assert_closed_and_described(collector.schema)
 
 
 # --- unreadable output -----------------------------------------------------------------------

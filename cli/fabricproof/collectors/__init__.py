@@ -29,13 +29,14 @@ from .nvlink import caps as nvlink_caps
 from .nvlink import errors as nvlink_errors
 from .nvlink import info as nvlink_info
 from .nvlink import status as nvlink_status
+from .nvlink import throughput as nvlink_throughput
 from .nvswitch import firmware as nvswitch_firmware
 from .nvswitch import pci as nvswitch_pci
 
 # Registry order is the order raw/ evidence and facts are written in: keep new modules next to their family.
 _MODULES = (
     nvidia_smi_q, nvidia_smi_q_xml, nvidia_smi_query_gpu, driver_version,
-    nvlink_status, nvlink_errors, nvlink_caps, nvlink_info,
+    nvlink_status, nvlink_errors, nvlink_caps, nvlink_info, nvlink_throughput,
     topo,
     fm_version, fm_service, fm_config, fm_log,
     imex_service, imex_nodes,
