@@ -7,19 +7,22 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
-from fabricproof.collectors import COLLECTORS, fabricmanager
+from fabricproof.collectors import COLLECTORS
+from fabricproof.collectors.fm import config as fm_config
+from fabricproof.collectors.fm import log as fm_log
+from fabricproof.collectors.fm import service as fm_service
+from fabricproof.collectors.fm import version as fm_version
 from fabricproof.collectors.base import Collector, ParseError, read_host_file
-from fabricproof.collectors.fabricmanager import (
-    parse_fm_config,
-    parse_fm_log,
-    parse_fm_version,
-    parse_systemd_unit,
-)
+from fabricproof.collectors.fm.config import parse_fm_config
+from fabricproof.collectors.fm.log import parse_fm_log
+from fabricproof.collectors.fm.version import parse_fm_version
+from fabricproof.collectors.systemd_unit import parse_systemd_unit
 
 from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 FAMILY = "fabricmanager"
+FM_COLLECTORS = (*fm_version.COLLECTORS, *fm_service.COLLECTORS, *fm_config.COLLECTORS, *fm_log.COLLECTORS)
 
 # Which collector reads each fabricmanager corpus file (first match wins). A new file that
 # matches no route fails test_every_file_is_routed until it is given a parser.
@@ -60,7 +63,7 @@ def test_corpus_file_parses_and_matches_schema(corpus: Path, name: str) -> None:
 def test_collectors_match_contract() -> None:
     show = "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"
     assert_collector_table(
-        fabricmanager.COLLECTORS,
+        FM_COLLECTORS,
         {
             "fm_version": (("nv-fabricmanager", "--version"), "/fm/version", True),
             "fm_service": (("systemctl", "show", "nvidia-fabricmanager", show), "/fm/service", True),
@@ -72,7 +75,7 @@ def test_collectors_match_contract() -> None:
     assert COLLECTORS["fm_log"].schema is COLLECTORS["fm_journal"].schema
 
 
-@pytest.mark.parametrize("collector", fabricmanager.COLLECTORS, ids=lambda c: c.id)
+@pytest.mark.parametrize("collector", FM_COLLECTORS, ids=lambda c: c.id)
 def test_schema_is_closed_and_described(collector: Collector) -> None:
     assert_closed_and_described(collector.schema)
 

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fabricproof.collectors import nvidia_smi
+from fabricproof.collectors.gpu import driver_version, nvidia_smi_q, nvidia_smi_q_xml, nvidia_smi_query_gpu
 from fabricproof.collectors.base import Collector, ParseError, read_host_file
+from fabricproof.collectors.gpu.fragment import GPU_SCHEMA
 from fabricproof.collectors.textutil import indent_tree
 
 from .contract import assert_closed_and_described, assert_collector_table, assert_valid
@@ -15,7 +16,13 @@ from .contract import assert_closed_and_described, assert_collector_table, asser
 # Same location as the `corpus` fixture (tests/conftest.py); only used to list files at collection time.
 _CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
-COLLECTORS = {c.id: c for c in nvidia_smi.COLLECTORS}
+GPU_COLLECTORS = (
+    *nvidia_smi_q.COLLECTORS,
+    *nvidia_smi_q_xml.COLLECTORS,
+    *nvidia_smi_query_gpu.COLLECTORS,
+    *driver_version.COLLECTORS,
+)
+COLLECTORS = {c.id: c for c in GPU_COLLECTORS}
 
 
 def _names(family: str, pattern: str = "*") -> list[str]:
@@ -29,7 +36,7 @@ def _read(corpus: Path, family: str, name: str) -> str:
 
 def _gpu_fragment(text_parser, corpus: Path, family: str, name: str) -> dict[str, Any]:
     fragment = text_parser(_read(corpus, family, name))
-    assert_valid(nvidia_smi.GPU_SCHEMA, fragment)
+    assert_valid(GPU_SCHEMA, fragment)
     return fragment
 
 
@@ -38,29 +45,29 @@ def _gpu_fragment(text_parser, corpus: Path, family: str, name: str) -> dict[str
 
 @pytest.mark.parametrize("name", _names("nvidia-smi-q"))
 def test_every_q_text_file_parses(corpus: Path, name: str) -> None:
-    fragment = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)
+    fragment = _gpu_fragment(nvidia_smi_q.parse_q, corpus, "nvidia-smi-q", name)
     assert fragment["count"] == len(fragment["gpus"]) >= 1
     assert [g["index"] for g in fragment["gpus"]] == list(range(fragment["count"]))
 
 
 @pytest.mark.parametrize("name", _names("nvidia-smi-q-xml"))
 def test_every_q_xml_file_parses(corpus: Path, name: str) -> None:
-    fragment = _gpu_fragment(nvidia_smi.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
+    fragment = _gpu_fragment(nvidia_smi_q_xml.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
     assert fragment["count"] >= 1
     assert all(g["name"] and g["uuid"] and g["bus_id"] for g in fragment["gpus"])
 
 
 @pytest.mark.parametrize("name", _names("misc", "query-gpu-csv-*"))
 def test_every_query_gpu_csv_file_parses(corpus: Path, name: str) -> None:
-    fragment = _gpu_fragment(nvidia_smi.parse_query_gpu_csv, corpus, "misc", name)
+    fragment = _gpu_fragment(nvidia_smi_query_gpu.parse_query_gpu_csv, corpus, "misc", name)
     assert fragment["count"] >= 1
     assert all(g["name"] and g["bus_id"] for g in fragment["gpus"])
 
 
 @pytest.mark.parametrize("name", _names("misc", "proc-driver-nvidia-version-*"))
 def test_every_proc_driver_version_file_parses(corpus: Path, name: str) -> None:
-    fragment = nvidia_smi.parse_driver_version(_read(corpus, "misc", name))
-    assert_valid(nvidia_smi.DRIVER_SCHEMA, fragment)
+    fragment = driver_version.parse_driver_version(_read(corpus, "misc", name))
+    assert_valid(driver_version.DRIVER_SCHEMA, fragment)
     # The file names carry the flavour and version the file itself shows.
     assert fragment["kernel_module"] in name
     assert fragment["version"] in name
@@ -71,7 +78,7 @@ def test_every_proc_driver_version_file_parses(corpus: Path, name: str) -> None:
 
 def test_h100_535_161_08_q_eight_gpus_fabric_completed(corpus: Path) -> None:
     name = "h100-80gb-hbm3-8gpu-driver535.161.08-fabric-completed.txt"
-    fragment = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)
+    fragment = _gpu_fragment(nvidia_smi_q.parse_q, corpus, "nvidia-smi-q", name)
     assert fragment["count"] == fragment["attached_gpus"] == 8
     assert fragment["driver_version"] == "535.161.08"
     assert fragment["cuda_version"] == "12.2"
@@ -94,15 +101,15 @@ def test_h100_535_161_08_q_eight_gpus_fabric_completed(corpus: Path) -> None:
 def test_clocks_throttle_reasons_block_reads_like_clocks_event_reasons(corpus: Path) -> None:
     # Drivers before 535 title the same block "Clocks Throttle Reasons".
     text = _read(corpus, "nvidia-smi-q", "h100-80gb-hbm3-8gpu-driver535.161.08-fabric-completed.txt")
-    old = nvidia_smi.parse_q(text.replace("Clocks Event Reasons", "Clocks Throttle Reasons"))
-    new = nvidia_smi.parse_q(text)
+    old = nvidia_smi_q.parse_q(text.replace("Clocks Event Reasons", "Clocks Throttle Reasons"))
+    new = nvidia_smi_q.parse_q(text)
     assert [g["throttle_reasons"] for g in old["gpus"]] == [g["throttle_reasons"] for g in new["gpus"]]
     assert old["gpus"][0]["throttle_reasons"] == ["hw_slowdown", "hw_power_brake_slowdown"]
 
 
 def test_590_q_fabric_health_block(corpus: Path) -> None:
     name = "q-h100-80gb-hbm3-1gpu-vm-590.48.01-idle-fabric-health-block.txt"
-    gpu = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)["gpus"][0]
+    gpu = _gpu_fragment(nvidia_smi_q.parse_q, corpus, "nvidia-smi-q", name)["gpus"][0]
     assert gpu["fabric"]["state"] == "Completed"
     assert gpu["fabric"]["clique_id"] == 0
     assert gpu["fabric"]["cluster_uuid"] == ZERO_UUID
@@ -113,7 +120,7 @@ def test_590_q_fabric_health_block(corpus: Path) -> None:
 
 def test_560_q_fabric_block_all_na(corpus: Path) -> None:
     name = "titan-v-1gpu-driver560.35.03-fabric-cliqueid-na.txt"
-    gpu = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)["gpus"][0]
+    gpu = _gpu_fragment(nvidia_smi_q.parse_q, corpus, "nvidia-smi-q", name)["gpus"][0]
     assert gpu["fabric"]["state"] is gpu["fabric"]["clique_id"] is gpu["fabric"]["health"]["bandwidth"] is None
     assert gpu["remapped_rows"] is None  # "Remapped Rows : N/A" on Volta
     assert gpu["ecc_mode"] is None
@@ -121,13 +128,13 @@ def test_560_q_fabric_block_all_na(corpus: Path) -> None:
 
 def test_q_mig_mode_counts_mig_devices(corpus: Path) -> None:
     name = "q-h200-mig-1gpu-vm-590.48.01-idle-fabric-health-block.txt"
-    gpu = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)["gpus"][0]
+    gpu = _gpu_fragment(nvidia_smi_q.parse_q, corpus, "nvidia-smi-q", name)["gpus"][0]
     assert (gpu["mig_mode"], gpu["mig_devices"]) == ("Enabled", 5)
 
 
 def test_azure_gb_fabric_excerpt_is_one_unhealthy_gpu(corpus: Path) -> None:
     name = "fabric-excerpt-azure-gb-node-insufficient-resources.txt"
-    fragment = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)
+    fragment = _gpu_fragment(nvidia_smi_q.parse_q, corpus, "nvidia-smi-q", name)
     assert fragment["count"] == 1
     assert fragment["driver_version"] is None
     assert any("no 'GPU <bus id>' header" in n for n in fragment["notes"])
@@ -141,7 +148,7 @@ def test_azure_gb_fabric_excerpt_is_one_unhealthy_gpu(corpus: Path) -> None:
 
 def test_q_d_page_retirement_keeps_gpus_without_names(corpus: Path) -> None:
     name = "q-d-page_retirement-8gpu-azure-driver535.86.10.txt"
-    fragment = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", name)
+    fragment = _gpu_fragment(nvidia_smi_q.parse_q, corpus, "nvidia-smi-q", name)
     assert fragment["count"] == 8 and fragment["driver_version"] == "535.86.10"
     assert [g["bus_id"] for g in fragment["gpus"]][:2] == ["00000001:00:00.0", "00000002:00:00.0"]
     assert all(g["name"] is None and g["mig_devices"] is None for g in fragment["gpus"])
@@ -149,14 +156,14 @@ def test_q_d_page_retirement_keeps_gpus_without_names(corpus: Path) -> None:
 
 
 def test_rtx4090_q_has_no_fabric(corpus: Path) -> None:
-    fragment = _gpu_fragment(nvidia_smi.parse_q, corpus, "nvidia-smi-q", "rtx4090-8gpu-driver535.154.05-fabric-na.txt")
+    fragment = _gpu_fragment(nvidia_smi_q.parse_q, corpus, "nvidia-smi-q", "rtx4090-8gpu-driver535.154.05-fabric-na.txt")
     assert fragment["count"] == 8
     assert all(g["fabric"]["state"] is None and g["fabric"]["status"] is None for g in fragment["gpus"])
 
 
 def test_gb200_xml_clique_2_healthy_full(corpus: Path) -> None:
     name = "k8s-test-infra-real-gb200-driver580.173.02-scrubbed-ids.xml"
-    fragment = _gpu_fragment(nvidia_smi.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
+    fragment = _gpu_fragment(nvidia_smi_q_xml.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
     assert fragment["count"] == 4
     assert fragment["driver_version"] == "580.173.02" and fragment["cuda_version"] == "13.0"
     for gpu in fragment["gpus"]:
@@ -170,7 +177,7 @@ def test_gb200_xml_clique_2_healthy_full(corpus: Path) -> None:
 
 def test_gb300_xml_clique_32766_keeps_none_state(corpus: Path) -> None:
     name = "k8s-test-infra-real-gb300-driver580.173.02-scrubbed-ids.xml"
-    fragment = _gpu_fragment(nvidia_smi.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
+    fragment = _gpu_fragment(nvidia_smi_q_xml.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
     assert {g["fabric"]["clique_id"] for g in fragment["gpus"]} == {32766}
     # "None" is a state (no misconfiguration), not a missing value.
     assert {g["fabric"]["health"]["incorrect_configuration"] for g in fragment["gpus"]} == {"None"}
@@ -184,7 +191,7 @@ def test_gb300_xml_clique_32766_keeps_none_state(corpus: Path) -> None:
     ],
 )
 def test_single_node_nvswitch_xml_clique_0_zero_cluster(corpus: Path, name: str, count: int) -> None:
-    fragment = _gpu_fragment(nvidia_smi.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
+    fragment = _gpu_fragment(nvidia_smi_q_xml.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
     assert fragment["count"] == count
     for gpu in fragment["gpus"]:
         assert (gpu["fabric"]["state"], gpu["fabric"]["status"]) == ("Completed", "Success")
@@ -194,7 +201,7 @@ def test_single_node_nvswitch_xml_clique_0_zero_cluster(corpus: Path, name: str,
 
 def test_trimmed_a100_xml_notes_attached_count_mismatch(corpus: Path) -> None:
     name = "a100-sxm4-80gb-4gpu-mig-driver535-v12.xml"
-    fragment = _gpu_fragment(nvidia_smi.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
+    fragment = _gpu_fragment(nvidia_smi_q_xml.parse_q_xml, corpus, "nvidia-smi-q-xml", name)
     assert (fragment["count"], fragment["attached_gpus"]) == (1, 4)
     assert any("4 attached GPUs but lists 1" in n for n in fragment["notes"])
     gpu = fragment["gpus"][0]
@@ -206,8 +213,8 @@ def test_trimmed_a100_xml_notes_attached_count_mismatch(corpus: Path) -> None:
 def test_xml_and_text_give_the_same_shape(corpus: Path) -> None:
     q_name = "q-h100-80gb-hbm3-1gpu-vm-590.48.01-idle-fabric-health-block.txt"
     xml_name = "k8s-test-infra-real-h100-driver580.105.08-scrubbed-ids.xml"
-    text = nvidia_smi.parse_q(_read(corpus, "nvidia-smi-q", q_name))
-    xml = nvidia_smi.parse_q_xml(_read(corpus, "nvidia-smi-q-xml", xml_name))
+    text = nvidia_smi_q.parse_q(_read(corpus, "nvidia-smi-q", q_name))
+    xml = nvidia_smi_q_xml.parse_q_xml(_read(corpus, "nvidia-smi-q-xml", xml_name))
     assert set(text) == set(xml)
     assert set(text["gpus"][0]) == set(xml["gpus"][0])
     assert text["gpus"][0]["fabric"].keys() == xml["gpus"][0]["fabric"].keys()
@@ -215,7 +222,7 @@ def test_xml_and_text_give_the_same_shape(corpus: Path) -> None:
 
 def test_query_gpu_csv_all_fields_h100(corpus: Path) -> None:
     name = "query-gpu-csv-allfields-incl-fabric-h100-80gb-hbm3-1gpu-vm-590.48.01-idle.txt"
-    fragment = _gpu_fragment(nvidia_smi.parse_query_gpu_csv, corpus, "misc", name)
+    fragment = _gpu_fragment(nvidia_smi_query_gpu.parse_query_gpu_csv, corpus, "misc", name)
     assert (fragment["count"], fragment["attached_gpus"]) == (1, 1)
     assert fragment["driver_version"] == "590.48.01" and fragment["cuda_version"] is None
     gpu = fragment["gpus"][0]
@@ -231,7 +238,7 @@ def test_query_gpu_csv_all_fields_h100(corpus: Path) -> None:
 
 def test_query_gpu_csv_excerpt_with_elided_rows(corpus: Path) -> None:
     name = "query-gpu-csv-name-busid-vbios-h100-excerpt-mlengineering.txt"
-    fragment = _gpu_fragment(nvidia_smi.parse_query_gpu_csv, corpus, "misc", name)
+    fragment = _gpu_fragment(nvidia_smi_query_gpu.parse_query_gpu_csv, corpus, "misc", name)
     assert [g["bus_id"] for g in fragment["gpus"]] == ["00000000:04:00.0", "00000000:8B:00.0"]
     assert {g["vbios"] for g in fragment["gpus"]} == {"96.00.89.00.01"}
     assert any("elided" in n for n in fragment["notes"])
@@ -240,15 +247,15 @@ def test_query_gpu_csv_excerpt_with_elided_rows(corpus: Path) -> None:
 def test_query_gpu_csv_in_the_collector_field_order() -> None:
     # Header as nvidia-smi prints it for the collector's --query-gpu list; cells in the spellings
     # the corpus shows ([Not Supported], [N/A], units after numbers).
-    header = ", ".join(f + (" [W]" if f == "power.limit" else "") for f in nvidia_smi.QUERY_GPU_FIELDS)
+    header = ", ".join(f + (" [W]" if f == "power.limit" else "") for f in nvidia_smi_query_gpu.QUERY_GPU_FIELDS)
     rows = [
         "0, 00000000:19:00.0, NVIDIA H100 80GB HBM3, GPU-1, 535.161.08, 96.00.74.00.0D, Enabled, Enabled, "
         "700.00 W, 0x0000000000000048, 5, 16, Completed, Success",
         "1, 00000000:3B:00.0, NVIDIA H100 80GB HBM3, GPU-2, 535.161.08, 96.00.74.00.0D, Disabled, [N/A], "
         "[Not Supported], [Not Supported], 4, 8, In Progress, [N/A]",
     ]
-    fragment = nvidia_smi.parse_query_gpu_csv("\n".join([header, *rows]) + "\n")
-    assert_valid(nvidia_smi.GPU_SCHEMA, fragment)
+    fragment = nvidia_smi_query_gpu.parse_query_gpu_csv("\n".join([header, *rows]) + "\n")
+    assert_valid(GPU_SCHEMA, fragment)
     first, second = fragment["gpus"]
     assert first["throttle_reasons"] == ["hw_slowdown", "hw_thermal_slowdown"]  # 0x8 | 0x40
     assert first["power_limit_w"] == 700.0
@@ -269,17 +276,17 @@ def test_query_gpu_csv_in_the_collector_field_order() -> None:
     ],
 )
 def test_throttle_mask_bits(mask: str, reasons: list[str]) -> None:
-    fragment = nvidia_smi.parse_query_gpu_csv(f"index, clocks_throttle_reasons.active\n0, {mask}\n")
+    fragment = nvidia_smi_query_gpu.parse_query_gpu_csv(f"index, clocks_throttle_reasons.active\n0, {mask}\n")
     assert fragment["gpus"][0]["throttle_reasons"] == reasons
 
 
 def test_proc_driver_version_open_and_proprietary(corpus: Path) -> None:
     name = "proc-driver-nvidia-version-open-570.195.03-ubuntu22.txt"
-    open_570 = nvidia_smi.parse_driver_version(_read(corpus, "misc", name))
+    open_570 = driver_version.parse_driver_version(_read(corpus, "misc", name))
     assert open_570["version"] == "570.195.03" and open_570["kernel_module"] == "open"
     assert open_570["arch"] == "x86_64" and open_570["gcc_version"] == "12.3.0"
     assert open_570["build"].startswith("Release Build")
-    closed = nvidia_smi.parse_driver_version(
+    closed = driver_version.parse_driver_version(
         _read(corpus, "misc", "proc-driver-nvidia-version-proprietary-440.95.01-ubuntu18.txt")
     )
     assert (closed["version"], closed["kernel_module"]) == ("440.95.01", "proprietary")
@@ -336,15 +343,15 @@ _PATHS = [
 
 @pytest.mark.parametrize("name", sorted(_BODIES))
 def test_q_body_lookups_match_the_full_tree(name: str) -> None:
-    _, [(bus_id, body)] = nvidia_smi._q_sections("GPU 00000000:19:00.0\n" + _BODIES[name])
+    _, [(bus_id, body)] = nvidia_smi_q._q_sections("GPU 00000000:19:00.0\n" + _BODIES[name])
     assert bus_id == "00000000:19:00.0"
     full = indent_tree(body)
-    lazy = nvidia_smi._Body.of_text(body)
+    lazy = nvidia_smi_q._Body.of_text(body)
     # the lazy reading applies when no line is indented less than the first; else the whole tree is built
     assert bool(lazy.pending) == (name in ("regular", "flush-left"))
     assert lazy.titles == [c.key.lower() for c in full.children]
     for path in _PATHS:
-        assert lazy.find(*path) == nvidia_smi._find(full, *path), path
+        assert lazy.find(*path) == nvidia_smi_q._find(full, *path), path
 
 
 def test_q_first_section_with_a_title_wins() -> None:
@@ -362,7 +369,7 @@ def test_q_first_section_with_a_title_wins() -> None:
         "        Instance : 1\n"
         "    mig device\n"
     )
-    gpu = nvidia_smi.parse_q(text)["gpus"][0]
+    gpu = nvidia_smi_q.parse_q(text)["gpus"][0]
     assert gpu["ecc_mode"] is None  # the first ECC Mode block has no Current line
     assert (gpu["persistence_mode"], gpu["mig_mode"], gpu["mig_devices"]) == ("Enabled", "Enabled", 2)
 
@@ -379,13 +386,13 @@ def test_q_line_breaks_and_tabs_do_not_change_the_result() -> None:
         "GPU 00000000:3B:00.0  \n"
         "    Product Name : NVIDIA H100 80GB HBM3\n"
     )
-    expected = nvidia_smi.parse_q(spaces)
+    expected = nvidia_smi_q.parse_q(spaces)
     assert [g["bus_id"] for g in expected["gpus"]] == ["00000000:19:00.0", "00000000:3B:00.0"]
     assert expected["gpus"][0]["pcie_gen"] == 5
-    assert nvidia_smi.parse_q(spaces.replace("\n", "\r\n")) == expected
-    assert nvidia_smi.parse_q(spaces.replace("\n", "\x0b")) == expected  # splitlines() breaks at \v too
-    assert nvidia_smi.parse_q(spaces.replace("    ", "\t")) == expected
-    assert nvidia_smi.parse_q(spaces.split("\n", 1)[1])["gpus"] == expected["gpus"]  # header on the first line
+    assert nvidia_smi_q.parse_q(spaces.replace("\n", "\r\n")) == expected
+    assert nvidia_smi_q.parse_q(spaces.replace("\n", "\x0b")) == expected  # splitlines() breaks at \v too
+    assert nvidia_smi_q.parse_q(spaces.replace("    ", "\t")) == expected
+    assert nvidia_smi_q.parse_q(spaces.split("\n", 1)[1])["gpus"] == expected["gpus"]  # header on the first line
 
 
 # --- unreadable output raises ParseError ---------------------------------------------------------
@@ -400,7 +407,7 @@ GARBAGE = [
 
 @pytest.mark.parametrize(
     "parse",
-    [nvidia_smi.parse_q, nvidia_smi.parse_q_xml, nvidia_smi.parse_query_gpu_csv, nvidia_smi.parse_driver_version],
+    [nvidia_smi_q.parse_q, nvidia_smi_q_xml.parse_q_xml, nvidia_smi_query_gpu.parse_query_gpu_csv, driver_version.parse_driver_version],
     ids=lambda f: f.__name__,
 )
 @pytest.mark.parametrize("text", GARBAGE, ids=["not-found", "empty", "bytes", "smi-failed"])
@@ -412,12 +419,12 @@ def test_garbage_raises_parse_error(parse, text: str) -> None:
 def test_xml_entity_expansion_is_refused() -> None:
     bomb = '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><nvidia_smi_log>&a;</nvidia_smi_log>'
     with pytest.raises(ParseError):
-        nvidia_smi.parse_q_xml(bomb)
+        nvidia_smi_q_xml.parse_q_xml(bomb)
 
 
 def test_xml_with_other_root_is_refused() -> None:
     with pytest.raises(ParseError, match="root"):
-        nvidia_smi.parse_q_xml("<html><body/></html>")
+        nvidia_smi_q_xml.parse_q_xml("<html><body/></html>")
 
 
 # --- collector table --------------------------------------------------------------------------
@@ -430,7 +437,7 @@ def test_collector_table_matches_contract() -> None:
     )
     query_gpu = ("nvidia-smi", f"--query-gpu={fields}", "--format=csv")
     assert_collector_table(
-        nvidia_smi.COLLECTORS,
+        GPU_COLLECTORS,
         {
             "nvidia_smi_q": (("nvidia-smi", "-q"), "/gpu", True),
             "nvidia_smi_q_xml": (("nvidia-smi", "-q", "-x"), "/gpu", False),
@@ -443,6 +450,6 @@ def test_collector_table_matches_contract() -> None:
     assert len(schemas) == 1
 
 
-@pytest.mark.parametrize("collector", nvidia_smi.COLLECTORS, ids=lambda c: c.id)
+@pytest.mark.parametrize("collector", GPU_COLLECTORS, ids=lambda c: c.id)
 def test_schema_is_closed_and_described(collector: Collector) -> None:
     assert_closed_and_described(collector.schema)

@@ -5,18 +5,22 @@ from __future__ import annotations
 import json
 
 import pytest
-from fabricproof.collectors import COLLECTORS, imex
+from fabricproof.collectors import COLLECTORS
+from fabricproof.collectors.imex import nodes as imex_nodes
+from fabricproof.collectors.imex import service as imex_service
 from fabricproof.collectors.base import Collector, ParseError
-from fabricproof.collectors.fabricmanager import SERVICE_SCHEMA, parse_systemd_unit
-from fabricproof.collectors.imex import parse_imex_nodes
+from fabricproof.collectors.imex.nodes import parse_imex_nodes
+from fabricproof.collectors.systemd_unit import SERVICE_SCHEMA, parse_systemd_unit
 
 from .contract import assert_closed_and_described, assert_collector_table, assert_valid
+
+IMEX_COLLECTORS = (*imex_service.COLLECTORS, *imex_nodes.COLLECTORS)
 
 
 def test_collectors_match_contract() -> None:
     show = "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"
     assert_collector_table(
-        imex.COLLECTORS,
+        IMEX_COLLECTORS,
         {
             "imex_service": (("systemctl", "show", "nvidia-imex", show), "/imex/service", True),
             "imex_nodes": (("nvidia-imex-ctl", "-N", "-j"), "/imex/nodes", True),
@@ -26,7 +30,7 @@ def test_collectors_match_contract() -> None:
     assert service.parse is parse_systemd_unit and service.schema is SERVICE_SCHEMA
 
 
-@pytest.mark.parametrize("collector", imex.COLLECTORS, ids=lambda c: c.id)
+@pytest.mark.parametrize("collector", IMEX_COLLECTORS, ids=lambda c: c.id)
 def test_schema_is_closed_and_described(collector: Collector) -> None:
     assert_closed_and_described(collector.schema)
 

@@ -7,13 +7,17 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
-from fabricproof.collectors import COLLECTORS, nvswitch
+from fabricproof.collectors import COLLECTORS
+from fabricproof.collectors.nvswitch import firmware as nvswitch_firmware
+from fabricproof.collectors.nvswitch import pci as nvswitch_pci
 from fabricproof.collectors.base import Collector, ParseError
-from fabricproof.collectors.nvswitch import parse_nvfwupd, parse_nvswitch_pci
+from fabricproof.collectors.nvswitch.firmware import parse_nvfwupd
+from fabricproof.collectors.nvswitch.pci import parse_nvswitch_pci
 
 from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+NVSWITCH_COLLECTORS = (*nvswitch_pci.COLLECTORS, *nvswitch_firmware.COLLECTORS)
 
 # Which collector reads each nvswitch corpus file (first match wins); unrouted files fail.
 NVSWITCH_ROUTES = (
@@ -51,7 +55,7 @@ def test_every_lspci_file_counts_nvswitches(corpus: Path, name: str) -> None:
 
 def test_collectors_match_contract() -> None:
     assert_collector_table(
-        nvswitch.COLLECTORS,
+        NVSWITCH_COLLECTORS,
         {
             "nvswitch_pci": (("lspci", "-n", "-d", "10de:"), "/nvswitch/pci", True),
             "nvswitch_firmware": (
@@ -66,7 +70,7 @@ def test_collectors_match_contract() -> None:
     assert not any(word in arg for arg in fw.argv for word in ("password", "user=", "ip="))
 
 
-@pytest.mark.parametrize("collector", nvswitch.COLLECTORS, ids=lambda c: c.id)
+@pytest.mark.parametrize("collector", NVSWITCH_COLLECTORS, ids=lambda c: c.id)
 def test_schema_is_closed_and_described(collector: Collector) -> None:
     assert_closed_and_described(collector.schema)
 

@@ -100,6 +100,29 @@ def test_nvlink_status_prints_tab_space_link_lines_and_inactive_links() -> None:
     assert lines[14] == "NVML: Unable to retrieve NVLink information as all links are inactive"
 
 
+def test_nvlink_throughput_prints_the_layout_of_the_real_sample(corpus: Path) -> None:
+    real = (corpus / "nvidia-smi-nvlink" / "nvlink-i0-gt-d-h800-8links-data-tx-rx-kib-idle.txt").read_text()
+    link_line = re.compile(r"^ {9}Link \d+: Data (Tx|Rx): \d+ KiB$")
+    header = re.compile(r"^GPU \d+: \S.* \(UUID: GPU-[0-9a-f-]+\)$")
+    for text in (real, render_links.render_nvlink_throughput(node("dgx-h100"))):
+        lines = text.splitlines()
+        assert all(header.match(line) or link_line.match(line) for line in lines), text[:300]
+        assert [line.split(": ", 2)[1] for line in lines[1:5]] == ["Data Tx", "Data Rx", "Data Tx", "Data Rx"]
+    v = node("dgx-a100")
+    for link in v["gpus"][1]["nvlinks"]:
+        link.update(active=False, gbps=None)
+    lines = render_links.render_nvlink_throughput(v).splitlines()
+    assert lines[1 + 2 * 12 + 1] == render_links.ALL_INACTIVE  # GPU 0: 12 links x Tx/Rx, then GPU 1's header
+
+
+def test_nvlink_throughput_of_one_gpu_is_its_block_of_the_full_output(make_node) -> None:
+    node_ = make_node("dgx-h100")
+    full = node_.run("nvidia-smi", "nvlink", "-gt", "d")
+    one = node_.run("nvidia-smi", "nvlink", "-i", "0", "-gt", "d")  # the corpus sample's command
+    assert full.returncode == one.returncode == 0
+    assert one.stdout == "\n".join(full.stdout.splitlines()[:1 + 2 * 18]) + "\n"
+
+
 @pytest.mark.parametrize(
     "key, family, sample",
     [

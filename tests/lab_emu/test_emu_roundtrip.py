@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from fabricproof.collectors import COLLECTORS
-from fabricproof.lab.emu import model
+from fabricproof.lab.emu import model, render_links
 from fabricproof.lab.emu.faults import view as fault_view
 from fabricproof.lab.emu.profiles import PROFILES
 
@@ -106,6 +106,21 @@ def test_nvlink_and_topology_facts_equal_the_model(profile: str) -> None:
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_nvlink_throughput_facts_equal_the_model(profile: str) -> None:
+    v = healthy(profile)
+    v["gpus"][1]["nvlinks"][2].update(active=False, gbps=None)  # an inactive link carries no counters
+    gt = facts(v)["nvlink_throughput"]
+    assert gt["supported"] is True and gt["counter"] == "data" and gt["elided"] is False and gt["notes"] == []
+    assert [(g["index"], g["uuid"]) for g in gt["gpus"]] == [(g["index"], g["uuid"]) for g in v["gpus"]]
+    want = [{"gpu": g["index"], "link": n, "tx_kib": render_links.data_kib(g, n, "Tx"),
+             "rx_kib": render_links.data_kib(g, n, "Rx")}
+            for g in v["gpus"] for n, link in enumerate(g["nvlinks"]) if link["active"]]
+    assert gt["links"] == want
+    # idle counters, a few GB each way, as the corpus H800 sample shows
+    assert all(5_000_000 < link[k] < 7_000_000 for link in gt["links"] for k in ("tx_kib", "rx_kib"))
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_fabric_manager_imex_and_nvswitch_facts_equal_the_model(profile: str) -> None:
     v = healthy(profile)
     f = facts(v)
@@ -184,6 +199,12 @@ def test_infiniband_facts_equal_the_model(profile: str) -> None:
     eth = [h for h in v["hcas"] if h["ports"][0]["link_layer"] == "Ethernet"]
     assert {(g["device"], g["index"], g["version"]) for g in gids if g["ipv4"]} == {
         (h["name"], i, ver) for h in eth for i, ver in ((2, "v1"), (3, "v2"))}
+
+
+def test_the_lab_answers_every_collector() -> None:
+    """Each collector has a lab answer on some profile (the argv test below skips collectors without one)."""
+    answered = set().union(*(pure_outputs(healthy(profile)) for profile in PROFILES))
+    assert sorted(set(COLLECTORS) - answered) == []
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))

@@ -2,21 +2,50 @@
 
 from __future__ import annotations
 
-from . import (
-    fabricmanager,
-    ib,
-    imex,
-    kernel,
-    mellanox_fw,
-    nvidia_smi,
-    nvlink,
-    nvswitch,
-    pcie,
-    topo,
-)
+from . import pcie, topo
 from .base import Collector, ParseError
+from .fm import config as fm_config
+from .fm import log as fm_log
+from .fm import service as fm_service
+from .fm import version as fm_version
+from .gpu import driver_version, nvidia_smi_q, nvidia_smi_q_xml, nvidia_smi_query_gpu
+from .ib import (
+    flint,
+    ibdev2netdev,
+    ibstat,
+    ibstatus,
+    ibv_devinfo,
+    mlxfwmanager,
+    ofed_info,
+    rdma_link,
+    show_gids,
+    sysfs_counters,
+)
+from .imex import nodes as imex_nodes
+from .imex import service as imex_service
+from .kernel import cmdline, lsmod
+from .kernel import log as kernel_log
+from .nvlink import caps as nvlink_caps
+from .nvlink import errors as nvlink_errors
+from .nvlink import info as nvlink_info
+from .nvlink import status as nvlink_status
+from .nvlink import throughput as nvlink_throughput
+from .nvswitch import firmware as nvswitch_firmware
+from .nvswitch import pci as nvswitch_pci
 
-_MODULES = (nvidia_smi, nvlink, topo, fabricmanager, imex, nvswitch, kernel, pcie, ib, mellanox_fw)
+# Registry order is the order raw/ evidence and facts are written in: keep new modules next to their family.
+_MODULES = (
+    nvidia_smi_q, nvidia_smi_q_xml, nvidia_smi_query_gpu, driver_version,
+    nvlink_status, nvlink_errors, nvlink_caps, nvlink_info, nvlink_throughput,
+    topo,
+    fm_version, fm_service, fm_config, fm_log,
+    imex_service, imex_nodes,
+    nvswitch_pci, nvswitch_firmware,
+    kernel_log, lsmod, cmdline,
+    pcie,
+    ibstat, ibstatus, ibv_devinfo, ibdev2netdev, sysfs_counters, ofed_info, show_gids, rdma_link,
+    mlxfwmanager, flint,
+)
 
 COLLECTORS: dict[str, Collector] = {c.id: c for m in _MODULES for c in m.COLLECTORS}
 

@@ -33,7 +33,7 @@ X86 = FM_PROFILES
 HGX_H = ("dgx-h100", "hgx-h200")
 
 NVSMI_COLLECTORS = ("nvidia_smi_q", "nvidia_smi_q_xml", "nvidia_smi_query_gpu", "nvlink_status", "nvlink_errors",
-                    "nvlink_caps", "nvlink_info", "topo")
+                    "nvlink_caps", "nvlink_info", "nvlink_throughput", "topo")
 
 
 @dataclass(frozen=True)

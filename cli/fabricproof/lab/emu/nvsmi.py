@@ -91,6 +91,7 @@ def nvidia_smi(node_dir: Path, args: list[str]) -> Result:
         ("-L",): render_gpu.render_list, ("-q",): render_gpu.render_q, ("-q", "-x"): render_gpu.render_q_xml,
         ("nvlink", "-s"): render_links.render_nvlink_status, ("nvlink", "--status"): render_links.render_nvlink_status,
         ("nvlink", "-e"): render_links.render_nvlink_errors, ("nvlink", "-c"): render_links.render_nvlink_caps,
+        ("nvlink", "-gt", "d"): render_links.render_nvlink_throughput,
         ("topo", "-m"): render_links.render_topo,
     }
     if tuple(rest) in simple:

@@ -46,6 +46,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("nvidia-smi", "nvlink -c", "nvlink_c"),
     ("nvidia-smi", "nvlink --capabilities", "nvlink_c"),
     ("nvidia-smi", "nvlink -info", "nvlink_info"),
+    ("nvidia-smi", "nvlink -gt d", "nvlink_gt_d"),
+    ("nvidia-smi", "nvlink --getthroughput d", "nvlink_gt_d"),
     ("nvidia-smi", "topo -m", "topo_m"),
     ("nv-fabricmanager", "--version", "fm_version"),
     ("nv-fabricmanager", "-v", "fm_version"),
@@ -125,6 +127,7 @@ _RENDERERS: dict[str, Callable[[Node], str]] = {
     "nvlink_e": render_links.render_nvlink_errors,
     "nvlink_c": render_links.render_nvlink_caps,
     "nvlink_info": _nvlink_info,
+    "nvlink_gt_d": render_links.render_nvlink_throughput,
     "topo_m": render_links.render_topo,
     "fm_version": render_fabric.render_fm_version,
     "svc_fm": lambda v: render_fabric.render_systemctl_show(

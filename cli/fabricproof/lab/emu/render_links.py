@@ -1,7 +1,8 @@
-"""Renderers of NVLink and topology output: nvidia-smi nvlink -s/-e/-c and nvidia-smi topo -m."""
+"""Renderers of NVLink and topology output: nvidia-smi nvlink -s/-e/-c/-gt d and nvidia-smi topo -m."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .model import Node, profile_of
@@ -18,17 +19,20 @@ def _header(view: Node, gpu: dict[str, Any]) -> str:
     return f"GPU {gpu['index']}: {profile_of(view)['gpu']['model']} (UUID: {gpu['uuid']})"
 
 
-def render_nvlink_status(view: Node) -> str:
-    """`nvidia-smi nvlink -s` with the native TAB+space link indent (corpus azurehpc gpu7 sample)."""
+def _gpu_blocks(view: Node, link_lines: Callable[[dict[str, Any]], list[str]]) -> str:
+    """Each GPU's header line, then its link lines, or NVML's message when all its links are inactive."""
     out: list[str] = []
     for gpu in view["gpus"]:
         out.append(_header(view, gpu))
-        if not any(link["active"] for link in gpu["nvlinks"]):
-            out.append(ALL_INACTIVE)
-            continue
-        for n, link in enumerate(gpu["nvlinks"]):
-            out.append(f"\t Link {n}: " + (f"{_gbps(link['gbps'])} GB/s" if link["active"] else "<inactive>"))
+        out += link_lines(gpu) if any(link["active"] for link in gpu["nvlinks"]) else [ALL_INACTIVE]
     return "\n".join(out) + "\n"
+
+
+def render_nvlink_status(view: Node) -> str:
+    """`nvidia-smi nvlink -s` with the native TAB+space link indent (corpus azurehpc gpu7 sample)."""
+    return _gpu_blocks(view, lambda gpu: [
+        f"\t Link {n}: " + (f"{_gbps(link['gbps'])} GB/s" if link["active"] else "<inactive>")
+        for n, link in enumerate(gpu["nvlinks"])])
 
 
 def render_nvlink_errors(view: Node) -> str:
@@ -60,6 +64,27 @@ def render_nvlink_caps(view: Node) -> str:
             for cap in _CAPS:
                 out.append(f"\t Link {n}, {cap}: true")
     return "\n".join(out) + "\n"
+
+
+#: What an idle link's data counters read: a few GB each way since the driver loaded, as the links of an idle
+#: H800 show (corpus nvlink-i0-gt-d-h800-8links-data-tx-rx-kib-idle: 5,861,984 to 5,864,630 KiB).
+IDLE_DATA_KIB = 5_860_000
+_IDLE_SPREAD_KIB = 5_000
+
+
+def data_kib(gpu: dict[str, Any], link: int, direction: str) -> int:
+    """The Data Tx or Rx counter (KiB) of one active link: the idle level plus a spread that is stable per GPU,
+    link and direction (from the GPU's UUID), so that a render is a function of the node state."""
+    seed = int(gpu["uuid"][4:12], 16) + 7919 * link + (104729 if direction == "Rx" else 0)
+    return IDLE_DATA_KIB + seed % _IDLE_SPREAD_KIB
+
+
+def render_nvlink_throughput(view: Node) -> str:
+    """`nvidia-smi nvlink -gt d`: Data Tx/Rx KiB of each active link, with the 9-space link indent of the corpus
+    sample (nvlink-i0-gt-d-h800-8links-data-tx-rx-kib-idle)."""
+    return _gpu_blocks(view, lambda gpu: [
+        f"         Link {n}: Data {d}: {data_kib(gpu, n, d)} KiB"
+        for n, link in enumerate(gpu["nvlinks"]) if link["active"] for d in ("Tx", "Rx")])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""IMEX collectors (GB200 compute trays): nvidia-imex unit state and IMEX domain node status."""
+"""`nvidia-imex-ctl -N -j` (or the -N text): IMEX domain state and per-node readiness."""
 
 from __future__ import annotations
 
@@ -6,12 +6,11 @@ import json
 import re
 from typing import Any
 
-from .base import Collector, ParseError
-from .fabricmanager import SERVICE_SCHEMA, SHOW_PROPERTIES, parse_systemd_unit
-from .fragments import array, boolean, integer, obj, string
-from .textutil import strip_ansi
+from ..base import Collector, ParseError
+from ..fragments import array, boolean, integer, obj, string
+from ..textutil import strip_ansi
+from .platforms import IMEX_PLATFORMS
 
-IMEX_PLATFORMS = ("gb200",)
 READY = "READY"
 
 # `nvidia-imex-ctl -N` (text) connectivity legend, per the IMEX guide command service page
@@ -184,17 +183,6 @@ IMEX_NODES_SCHEMA: dict[str, Any] = obj(
     },
 )
 
-IMEX_SERVICE = Collector(
-    id="imex_service",
-    argv=("systemctl", "show", "nvidia-imex", SHOW_PROPERTIES),
-    parse=parse_systemd_unit,
-    provides="/imex/service",
-    schema=SERVICE_SCHEMA,
-    family="imex",
-    description="nvidia-imex unit state and restart count.",
-    platforms=IMEX_PLATFORMS,
-)
-
 IMEX_NODES = Collector(
     id="imex_nodes",
     argv=("nvidia-imex-ctl", "-N", "-j"),
@@ -206,4 +194,4 @@ IMEX_NODES = Collector(
     platforms=IMEX_PLATFORMS,
 )
 
-COLLECTORS = (IMEX_SERVICE, IMEX_NODES)
+COLLECTORS = (IMEX_NODES,)

@@ -6,14 +6,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fabricproof.collectors import mellanox_fw
+from fabricproof.collectors.ib import flint, mlxfwmanager
 from fabricproof.collectors.base import Collector, ParseError
 
-from .contract import assert_closed_and_described, assert_collector_table, assert_valid
+from ..contract import assert_closed_and_described, assert_collector_table, assert_valid
 
 # Same location as the `corpus` fixture (tests/conftest.py); only used to list files at collection time.
-_CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
-COLLECTORS = {c.id: c for c in mellanox_fw.COLLECTORS}
+_CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus"
+FW_COLLECTORS = (*mlxfwmanager.COLLECTORS, *flint.COLLECTORS)
+COLLECTORS = {c.id: c for c in FW_COLLECTORS}
 # The real message mlxfwmanager prints without root / mst (code index file id 20445052581, MFT 4.24 notes).
 NO_DEVICES = "-E- No devices found or specified, mst might be stopped, run 'mst start' to load MST modules"
 
@@ -28,14 +29,14 @@ def _read(corpus: Path, family: str, name: str) -> str:
 
 
 def _fw(corpus: Path, name: str) -> dict[str, Any]:
-    fragment = mellanox_fw.parse_mlxfwmanager(_read(corpus, "mlxfwmanager", name))
-    assert_valid(mellanox_fw.FIRMWARE_SCHEMA, fragment)
+    fragment = mlxfwmanager.parse_mlxfwmanager(_read(corpus, "mlxfwmanager", name))
+    assert_valid(mlxfwmanager.FIRMWARE_SCHEMA, fragment)
     return fragment
 
 
 def _flint(corpus: Path, name: str) -> dict[str, Any]:
-    fragment = mellanox_fw.parse_flint(_read(corpus, "flint", name))
-    assert_valid(mellanox_fw.FLINT_SCHEMA, fragment)
+    fragment = flint.parse_flint(_read(corpus, "flint", name))
+    assert_valid(flint.FLINT_SCHEMA, fragment)
     return fragment
 
 
@@ -61,17 +62,17 @@ def test_every_flint_file_parses(corpus: Path, name: str) -> None:
 
 def test_collector_table_matches_the_contract() -> None:
     assert_collector_table(
-        mellanox_fw.COLLECTORS,
+        FW_COLLECTORS,
         {
             "mlxfwmanager": (("mlxfwmanager", "--query"), "/ib/firmware", True),
-            "flint": (("sh", "-c", mellanox_fw.FLINT_SCRIPT), "/ib/flint", False),
+            "flint": (("sh", "-c", flint.FLINT_SCRIPT), "/ib/flint", False),
         },
     )
-    assert 'flint -d "$dev" q' in mellanox_fw.FLINT_SCRIPT and 'mstflint -d "$dev" q' in mellanox_fw.FLINT_SCRIPT
+    assert 'flint -d "$dev" q' in flint.FLINT_SCRIPT and 'mstflint -d "$dev" q' in flint.FLINT_SCRIPT
     assert COLLECTORS["mlxfwmanager"].corpus == ("mlxfwmanager",) and COLLECTORS["flint"].corpus == ("flint",)
 
 
-@pytest.mark.parametrize("collector", mellanox_fw.COLLECTORS, ids=lambda c: c.id)
+@pytest.mark.parametrize("collector", FW_COLLECTORS, ids=lambda c: c.id)
 def test_schema_is_closed_and_described(collector: Collector) -> None:
     assert_closed_and_described(collector.schema)
 
@@ -147,14 +148,14 @@ def test_port_guids_instead_of_base_guid(corpus: Path) -> None:
 
 
 def test_mlxfwmanager_no_devices_and_garbage(corpus: Path) -> None:
-    f = mellanox_fw.parse_mlxfwmanager(NO_DEVICES + "\n")
-    assert_valid(mellanox_fw.FIRMWARE_SCHEMA, f)
+    f = mlxfwmanager.parse_mlxfwmanager(NO_DEVICES + "\n")
+    assert_valid(mlxfwmanager.FIRMWARE_SCHEMA, f)
     assert f["devices"] == [] and f["errors"] == [NO_DEVICES]
     for text in ("", "Querying Mellanox devices firmware ...\n", "hello\nworld\n"):
         with pytest.raises(ParseError):
-            mellanox_fw.parse_mlxfwmanager(text)
+            mlxfwmanager.parse_mlxfwmanager(text)
     with pytest.raises(ParseError):
-        mellanox_fw.parse_mlxfwmanager(_read(corpus, "flint", "flint-q-fs4-cx6dx-fw22.27.1016.txt"))
+        mlxfwmanager.parse_mlxfwmanager(_read(corpus, "flint", "flint-q-fs4-cx6dx-fw22.27.1016.txt"))
 
 
 # --- flint -----------------------------------------------------------------------------------------------------------
@@ -219,9 +220,9 @@ def test_flint_errors_and_garbage(corpus: Path) -> None:
         "-E- Cannot open Device: 41:00.0. Invalid argument. MFE_GENERAL_ERROR\n"
     )
     with pytest.raises(ParseError, match="Cannot open Device: 41:00.0"):
-        mellanox_fw.parse_flint(failed)
+        flint.parse_flint(failed)
     for text in ("", "hello world\n"):
         with pytest.raises(ParseError):
-            mellanox_fw.parse_flint(text)
+            flint.parse_flint(text)
     with pytest.raises(ParseError):
-        mellanox_fw.parse_flint(_read(corpus, "mlxfwmanager", "mlxfwmanager-cx4lx-mcx4131a-no-matching-image.txt"))
+        flint.parse_flint(_read(corpus, "mlxfwmanager", "mlxfwmanager-cx4lx-mcx4131a-no-matching-image.txt"))

@@ -1,158 +1,14 @@
-"""Fabric Manager collectors: FM version, systemd unit state, fabricmanager.cfg, and FM log/journal evidence."""
+"""fabricmanager.log and the nvidia-fabricmanager journal (same lines): version mismatch, NVSwitch errors, restarts."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any
 
-from .base import Collector, ParseError, read_host_file
-from .fragments import array, boolean, integer, mapping, obj, string
-from .textutil import strip_ansi
-
-FM_PLATFORMS = ("a100", "h100", "h200", "b200")  # GB200 compute trays run no FM (NMX on the switch trays does)
-
-# ---------------------------------------------------------------- nv-fabricmanager --version
-
-_FM_VERSION = re.compile(r"fabric\s*manager\s+version(?:\s+is)?\s*:?\s*(\d+(?:\.\d+)+)", re.IGNORECASE)
-
-
-def parse_fm_version(text: str) -> str:
-    """'Fabric Manager version is : 450.102.04' -> '450.102.04'."""
-    m = _FM_VERSION.search(strip_ansi(text))
-    if not m:
-        raise ParseError("no 'Fabric Manager version' line found")
-    return m.group(1)
-
-
-# ---------------------------------------------------------------- systemd unit state
-
-_SHOW_LINE = re.compile(r"^([A-Za-z]+)=(.*)$")
-_IS_ACTIVE_STATES = {
-    "active", "inactive", "failed", "activating", "deactivating", "reloading", "refreshing", "maintenance", "unknown",
-}
-_UNIT_HEADER = re.compile(r"^\W*([\w@.:\\-]+\.(?:service|socket|target|timer|mount))\s+-\s+")
-_STATUS_FIELD = re.compile(r"^\s*(Loaded|Active|Main PID):\s*(.*)$")
-_NOT_FOUND = re.compile(r"Unit\s+(\S+?)\.?\s+could not be found", re.IGNORECASE)
-_SUB_STATE = re.compile(r"^[A-Za-z][\w-]*$")
-
-
-def parse_systemd_unit(text: str) -> dict[str, Any]:
-    """State of one systemd unit from `systemctl show --property=...`, `systemctl status` or `systemctl is-active`.
-
-    All three forms give the same fragment; fields a form does not print are null
-    (`status` prints no restart counter, `is-active` prints only the active state).
-    """
-    lines = [line.rstrip() for line in strip_ansi(text).replace("\r", "").split("\n") if line.strip()]
-    if not lines:
-        raise ParseError("empty output")
-    props = {m.group(1): m.group(2).strip() for line in lines if (m := _SHOW_LINE.match(line.strip()))}
-    if props.keys() & {"LoadState", "ActiveState", "SubState", "UnitFileState"}:
-        return _unit_from_show(props)
-    if len(lines) == 1 and lines[0].strip() in _IS_ACTIVE_STATES:
-        return _unit_record(None, None, lines[0].strip(), None, None, None, None)
-    fields = {m.group(1): m.group(2).strip() for line in lines if (m := _STATUS_FIELD.match(line))}
-    missing = next((m for line in lines if (m := _NOT_FOUND.search(line))), None)
-    if missing:
-        return _unit_record(missing.group(1), "not-found", None, None, None, None, None)
-    if "Loaded" in fields or "Active" in fields:
-        return _unit_from_status(lines, fields)
-    raise ParseError("not systemctl show/status/is-active output")
-
-
-def _unit_record(
-    unit: str | None,
-    load: str | None,
-    active: str | None,
-    sub: str | None,
-    file_state: str | None,
-    restarts: int | None,
-    main_pid: int | None,
-) -> dict[str, Any]:
-    return {
-        "unit": unit,
-        "load_state": load,
-        "active_state": active,
-        "sub_state": sub,
-        "unit_file_state": file_state,
-        "restarts": restarts,
-        "main_pid": main_pid,
-        "active": active == "active",
-    }
-
-
-def _int_or_none(value: str | None) -> int | None:
-    # Not textutil.to_int: systemd prints these properties as bare decimals, so anything else (a sign, a
-    # suffix, "[not set]") is not a count or PID and stays null instead of being read up to its first digit.
-    return int(value) if value is not None and re.fullmatch(r"\d+", value) else None
-
-
-def _unit_from_show(props: dict[str, str]) -> dict[str, Any]:
-    def get(key: str) -> str | None:
-        return props.get(key) or None
-
-    pid = _int_or_none(get("MainPID"))
-    return _unit_record(
-        get("Id"),
-        get("LoadState"),
-        get("ActiveState"),
-        get("SubState"),
-        get("UnitFileState"),
-        _int_or_none(get("NRestarts")),
-        pid or None,  # MainPID=0 means no main process
-    )
-
-
-def _unit_from_status(lines: list[str], fields: dict[str, str]) -> dict[str, Any]:
-    unit = next((m.group(1) for line in lines[:2] if (m := _UNIT_HEADER.match(line.strip()))), None)
-    load = file_state = active = sub = None
-    if loaded := fields.get("Loaded"):
-        load = loaded.split()[0]
-        # "loaded (/path/unit.service; enabled; preset: enabled)" -> unit file state is the 2nd item
-        if (paren := re.search(r"\((.*)\)", loaded)) and len(parts := paren.group(1).split(";")) >= 2:
-            candidate = parts[1].strip()
-            file_state = candidate if candidate and ":" not in candidate else None
-    if act := fields.get("Active"):
-        active = act.split()[0]
-        # "active (running) since ..." -> running; "failed (Result: exit-code)" has no sub state in parens
-        subm = re.match(r"\S+\s+\(([^)]*)\)", act)
-        if subm and _SUB_STATE.match(subm.group(1)):
-            sub = subm.group(1)
-        elif active == "failed":
-            sub = "failed"
-    pid = fields.get("Main PID")
-    return _unit_record(unit, load, active, sub, file_state, None, _int_or_none(pid.split()[0]) if pid else None)
-
-
-# ---------------------------------------------------------------- fabricmanager.cfg
-
-_CFG_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def parse_fm_config(text: str) -> dict[str, Any]:
-    """KEY=VALUE lines with '#' comments; the digest covers the raw text exactly as collected."""
-    if not text.strip():
-        raise ParseError("empty configuration file")
-    settings: dict[str, str] = {}
-    ignored: list[str] = []
-    for raw in text.split("\n"):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not _CFG_KEY.match(key.strip()):
-            ignored.append(line)
-            continue
-        settings[key.strip()] = value.strip()
-    if not settings:
-        raise ParseError("no KEY=VALUE settings found")
-    # surrogateescape round-trips bytes a transport decoded with that handler, so the digest
-    # matches `sha256sum` of the file.
-    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
-    return {"sha256": digest, "settings": settings, "ignored_lines": ignored}
-
-
-# ---------------------------------------------------------------- fabricmanager.log / journal
+from ..base import Collector, ParseError, read_host_file
+from ..fragments import array, boolean, integer, obj, string
+from ..textutil import strip_ansi
+from .platforms import FM_PLATFORMS
 
 _FM_LOG_LINE = re.compile(r"^\[\w{3} +\d{1,2} \d{4} \d{2}:\d{2}:\d{2}\] \[[A-Z]+\]")
 _FM_WORDS = re.compile(r"fabric ?manager|nvswitch|NV_WARN_|nv-fabricmanager", re.IGNORECASE)
@@ -275,35 +131,6 @@ def parse_fm_log(text: str) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------- schemas
-
-FM_VERSION_SCHEMA: dict[str, Any] = string(
-    "Fabric Manager version as printed by nv-fabricmanager --version, e.g. 535.161.08.", pattern=r"^\d+(\.\d+)+$"
-)
-
-SERVICE_SCHEMA: dict[str, Any] = obj(
-    "State of a systemd unit.",
-    {
-        "unit": string("Unit name when the output names it.", True),
-        "load_state": string("LoadState: loaded, not-found, masked...", True),
-        "active_state": string("ActiveState: active, inactive, failed, activating...", True),
-        "sub_state": string("SubState: running, exited, dead, failed, auto-restart...", True),
-        "unit_file_state": string("UnitFileState: enabled, disabled, static, masked...", True),
-        "restarts": integer("NRestarts: automatic restarts since the unit was loaded (null when not printed).", True),
-        "main_pid": integer("Main PID when running.", True),
-        "active": boolean("ActiveState is exactly 'active'."),
-    },
-)
-
-FM_CONFIG_SCHEMA: dict[str, Any] = obj(
-    "fabricmanager.cfg as loaded by FM.",
-    {
-        "sha256": string("SHA-256 of the raw file text.", pattern="^[0-9a-f]{64}$"),
-        "settings": mapping("KEY -> VALUE as written (values unparsed strings).", string("Setting value as written.")),
-        "ignored_lines": array("Non-comment lines that are not KEY=VALUE.", string("Line text.")),
-    },
-)
-
 FM_LOG_SCHEMA: dict[str, Any] = obj(
     "Fabric Manager failure evidence from its log file or journal.",
     {
@@ -359,46 +186,6 @@ FM_LOG_SCHEMA: dict[str, Any] = obj(
     },
 )
 
-# ---------------------------------------------------------------- collectors
-
-# The `systemctl show` properties parse_systemd_unit reads (IMEX uses them for nvidia-imex too).
-SHOW_PROPERTIES = "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"
-
-FM_VERSION = Collector(
-    id="fm_version",
-    argv=("nv-fabricmanager", "--version"),
-    parse=parse_fm_version,
-    provides="/fm/version",
-    schema=FM_VERSION_SCHEMA,
-    family="fm",
-    description="Installed Fabric Manager version (must equal the driver version).",
-    platforms=FM_PLATFORMS,
-    corpus=("fabricmanager",),
-)
-
-FM_SERVICE = Collector(
-    id="fm_service",
-    argv=("systemctl", "show", "nvidia-fabricmanager", SHOW_PROPERTIES),
-    parse=parse_systemd_unit,
-    provides="/fm/service",
-    schema=SERVICE_SCHEMA,
-    family="fm",
-    description="nvidia-fabricmanager unit state and restart count.",
-    platforms=FM_PLATFORMS,
-    corpus=("fabricmanager",),
-)
-
-FM_CONFIG = Collector(
-    id="fm_config",
-    argv=read_host_file("/usr/share/nvidia/nvswitch/fabricmanager.cfg"),
-    parse=parse_fm_config,
-    provides="/fm/config",
-    schema=FM_CONFIG_SCHEMA,
-    family="fm",
-    description="fabricmanager.cfg settings and digest.",
-    platforms=FM_PLATFORMS,
-)
-
 FM_LOG = Collector(
     id="fm_log",
     argv=read_host_file("/var/log/fabricmanager.log", "tail", "-n", "5000"),
@@ -424,4 +211,4 @@ FM_JOURNAL = Collector(
     corpus=("fabricmanager",),
 )
 
-COLLECTORS = (FM_VERSION, FM_SERVICE, FM_CONFIG, FM_LOG, FM_JOURNAL)
+COLLECTORS = (FM_LOG, FM_JOURNAL)

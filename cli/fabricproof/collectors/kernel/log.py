@@ -1,16 +1,13 @@
-"""Kernel collectors: Xid/SXid and IB carrier events from the kernel log, loaded modules, and the boot command line."""
+"""`journalctl -k` (or dmesg): Xid, NVSwitch SXid and InfiniBand 'lost carrier' events since boot."""
 
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any
 
-from .base import Collector, ParseError, read_host_file
-from .fragments import array, boolean, choice, integer, mapping, obj, string
-from .textutil import strip_ansi
-
-# ---------------------------------------------------------------- kernel log
+from ..base import Collector, ParseError
+from ..fragments import array, boolean, integer, mapping, obj, string
+from ..textutil import strip_ansi
 
 # A kernel log line starts with one of: dmesg "[  38.17]", journal "Jan 05 14:44:41 host",
 # ISO time, `dmesg --decode` "kern  :err   :", a raw "<3>" printk level, or a journal marker.
@@ -94,91 +91,6 @@ def _sxid_events(raw: list[tuple[str, str | None, int, str, str]]) -> list[dict[
     return events
 
 
-# ---------------------------------------------------------------- lsmod
-
-_LSMOD_HEADER = re.compile(r"^\s*Module\s+Size\s+Used by\s*$")
-_LSMOD_ROW = re.compile(r"^\s*([A-Za-z0-9_]+)\s+(\d+)\s+(-|\d+)(?:\s+(\S+))?")
-
-
-def parse_lsmod(text: str) -> dict[str, Any]:
-    """`lsmod` (or a grep of it): module rows 'name size refcount [users,]'."""
-    modules = []
-    header = False
-    for line in strip_ansi(text).replace("\r", "").split("\n"):
-        if not line.strip():
-            continue
-        if _LSMOD_HEADER.match(line):
-            header = True
-            continue
-        if m := _LSMOD_ROW.match(line):
-            users = [u for u in (m.group(4) or "").split(",") if u and u not in ("[permanent]", "-")]
-            modules.append(
-                {
-                    "name": m.group(1),
-                    "size": int(m.group(2)),
-                    "refcount": int(m.group(3)) if m.group(3).isdigit() else None,
-                    "used_by": users,
-                }
-            )
-    if not modules and not header:
-        raise ParseError("no lsmod module rows found")
-    names = [mod["name"] for mod in modules]
-    return {
-        "loaded": names,
-        "modules": modules,
-        "nvidia_peermem": "nvidia_peermem" in names,
-        "nv_peer_mem": "nv_peer_mem" in names,
-    }
-
-
-# ---------------------------------------------------------------- /proc/cmdline
-
-# What makes shlex.split (posix, whitespace_split) differ from str.split(): quotes, backslash escapes, and
-# whitespace other than space/TAB (shlex splits only at those; str.split also at \v, \f, \xa0...). A cmdline
-# without any is split by str.split(), ~50x cheaper than the shlex tokenizer.
-_SHLEX_SPECIAL = re.compile(r"['\"\\]|[^\S \t]")
-
-
-def parse_cmdline(text: str) -> dict[str, Any]:
-    """/proc/cmdline: parameters and the IOMMU mode they select.
-
-    iommu: "pt" with iommu=pt (or arm64 iommu.passthrough=1); "off" with intel_iommu=off,
-    amd_iommu=off or iommu=off; "on" with intel_iommu=on/amd_iommu=on without passthrough;
-    "default" otherwise (the kernel's build-time default applies).
-    """
-    lines = [line.strip() for line in strip_ansi(text).replace("\r", "").split("\n") if line.strip()]
-    if not lines:
-        raise ParseError("empty output")
-    if len(lines) > 1:
-        raise ParseError("more than one line: not /proc/cmdline")
-    raw = lines[0]
-    if not _SHLEX_SPECIAL.search(raw):
-        tokens = raw.split()
-    else:
-        try:
-            tokens = shlex.split(raw)  # the kernel honours double quotes around values with spaces
-        except ValueError:
-            tokens = raw.split()
-    params: dict[str, str] = {}
-    for tok in tokens:
-        key, _, value = tok.partition("=")
-        params[key] = value  # the kernel applies the last occurrence
-    return {"raw": raw, "iommu": _iommu_mode(params), "params": params}
-
-
-def _iommu_mode(params: dict[str, str]) -> str:
-    iommu, intel, amd = params.get("iommu"), params.get("intel_iommu", ""), params.get("amd_iommu", "")
-    if iommu == "pt" or params.get("iommu.passthrough") in ("1", "y", "Y", "on"):
-        return "pt"
-    if "off" in (iommu, *intel.split(","), *amd.split(",")):
-        return "off"
-    if "on" in intel.split(",") or "on" in amd.split(","):
-        return "on"
-    return "default"
-
-
-# ---------------------------------------------------------------- schemas
-
 KERNEL_LOG_SCHEMA = obj(
     "GPU, NVSwitch and InfiniBand events in the kernel log since boot.",
     {
@@ -220,38 +132,6 @@ KERNEL_LOG_SCHEMA = obj(
     },
 )
 
-LSMOD_SCHEMA = obj(
-    "Loaded kernel modules.",
-    {
-        "loaded": array("Module names in listing order.", string("Module name.")),
-        "modules": array(
-            "Module rows.",
-            obj(
-                "One module.",
-                {
-                    "name": string("Module name."),
-                    "size": integer("Size in bytes."),
-                    "refcount": integer("Use count ('-' when not applicable).", True),
-                    "used_by": array("Modules using this one.", string("Module name.")),
-                },
-            ),
-        ),
-        "nvidia_peermem": boolean("nvidia_peermem (GPUDirect RDMA) is loaded."),
-        "nv_peer_mem": boolean("Legacy nv_peer_mem (deprecated) is loaded."),
-    },
-)
-
-CMDLINE_SCHEMA = obj(
-    "Kernel boot command line.",
-    {
-        "raw": string("/proc/cmdline as read."),
-        "iommu": choice("IOMMU mode selected by the parameters.", ["off", "pt", "on", "default"]),
-        "params": mapping(
-            "Parameter -> value (empty string for flags without '='); the last occurrence wins.", string("Value.")
-        ),
-    },
-)
-
 KERNEL_LOG = Collector(
     id="kernel_log",
     argv=("journalctl", "-k", "-b", "--no-pager"),
@@ -264,25 +144,4 @@ KERNEL_LOG = Collector(
     corpus=("nvswitch",),
 )
 
-LSMOD = Collector(
-    id="lsmod",
-    argv=("lsmod",),
-    parse=parse_lsmod,
-    provides="/kernel/modules",
-    schema=LSMOD_SCHEMA,
-    family="kernel",
-    description="Loaded kernel modules (nvidia_peermem for GPUDirect RDMA).",
-    corpus=("lsmod",),
-)
-
-CMDLINE = Collector(
-    id="cmdline",
-    argv=read_host_file("/proc/cmdline"),
-    parse=parse_cmdline,
-    provides="/kernel/cmdline",
-    schema=CMDLINE_SCHEMA,
-    family="kernel",
-    description="Kernel command line and IOMMU mode.",
-)
-
-COLLECTORS = (KERNEL_LOG, LSMOD, CMDLINE)
+COLLECTORS = (KERNEL_LOG,)

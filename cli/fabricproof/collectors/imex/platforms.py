@@ -1,0 +1,3 @@
+"""Where IMEX runs: the platforms whose compute trays join an IMEX domain."""
+
+IMEX_PLATFORMS = ("gb200",)

@@ -1,0 +1,1 @@
+"""NVLink collectors: one module per `nvidia-smi nvlink` sub-command."""

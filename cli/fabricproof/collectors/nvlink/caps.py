@@ -1,0 +1,81 @@
+"""`nvidia-smi nvlink -c`: capability flags per link (P2P, system memory access, atomics)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..base import Collector
+from ..fragments import array, boolean, mapping, obj
+from .blocks import CAPABILITIES, COMMON, GPU_SUMMARY, LINK_ID, LinkReader, split_gpu_blocks
+
+_NO_CAPS = dict.fromkeys(CAPABILITIES.values())
+
+
+def parse_caps(text: str) -> dict[str, Any]:
+    """Per-link capability flags; p2p_all says whether every listed link supports P2P."""
+    split = split_gpu_blocks(text)
+    reader = LinkReader("cap")
+    links: list[dict[str, Any]] = []
+    gpus: list[dict[str, Any]] = []
+    for block in split.gpus:
+        by_link: dict[int, dict[str, Any]] = {}
+        for link_no, (_, title, key, flag), _line in reader.links(block):
+            link = by_link.get(link_no)
+            if link is None:
+                link = by_link[link_no] = {"gpu": block.index, "link": link_no, **_NO_CAPS, "other": {}}
+            if key:
+                link[key] = flag
+            else:
+                link["other"][title] = flag
+        links.extend(by_link[k] for k in sorted(by_link))
+        gpus.append(reader.gpu_summary(block, len(by_link)))
+    p2p = [link["p2p_supported"] for link in links]
+    return reader.fragment(
+        split, text, "-c", gpus, links=links, p2p_all=None if not p2p or None in p2p else all(p2p)
+    )
+
+
+CAPS_SCHEMA = obj(
+    "NVLink per-link capabilities (nvidia-smi nvlink -c).",
+    {
+        "supported": boolean("Every GPU could be queried."),
+        "gpus": array("Per-GPU summary.", GPU_SUMMARY),
+        "links": array(
+            "Capabilities per link.",
+            obj(
+                "One link.",
+                {
+                    **LINK_ID,
+                    "p2p_supported": boolean("P2P is supported.", True),
+                    "sysmem_access_supported": boolean("Access to system memory supported.", True),
+                    "p2p_atomics_supported": boolean("P2P atomics supported.", True),
+                    "sysmem_atomics_supported": boolean("System memory atomics supported.", True),
+                    "sli_supported": boolean("SLI is supported.", True),
+                    "link_supported": boolean("Link is supported.", True),
+                    "other": mapping("Capabilities this parser does not name.", {"type": ["boolean", "null"]}),
+                },
+                optional=(
+                    "sysmem_access_supported", "p2p_atomics_supported", "sysmem_atomics_supported",
+                    "sli_supported", "link_supported", "other",
+                ),
+            ),
+        ),
+        "p2p_all": boolean("Every listed link supports P2P; null when no link was listed.", True),
+        **COMMON,
+    },
+    optional=("supported", "gpus", *COMMON),
+)
+
+
+COLLECTORS = (
+    Collector(
+        id="nvlink_caps",
+        argv=("nvidia-smi", "nvlink", "-c"),
+        parse=parse_caps,
+        provides="/nvlink/caps",
+        schema=CAPS_SCHEMA,
+        family="nvlink",
+        description="NVLink capabilities per link (P2P, system memory access, atomics).",
+        corpus=("nvidia-smi-nvlink",),
+    ),
+)

@@ -1,0 +1,120 @@
+"""`nvidia-smi nvlink -s`: per-link state and speed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..base import Collector
+from ..fragments import array, boolean, integer, number, obj, string
+from .blocks import COMMON, GPU_ID, LINK_ID, LinkReader, max_or_none, min_or_none, split_gpu_blocks
+
+
+def parse_status(text: str) -> dict[str, Any]:
+    """Per-link state and speed; `<inactive>` links, 'all links are inactive' and MIG are not errors."""
+    split = split_gpu_blocks(text)
+    reader = LinkReader("status")
+    gpus: list[dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
+    for block in split.gpus:
+        by_link: dict[int, dict[str, Any]] = {}
+        for link_no, (_, _, gbps, understood), line in reader.links(block):
+            if not understood:
+                reader.messages.append(line)  # an unknown link state is not counted as active
+            by_link[link_no] = {
+                "gpu": block.index,
+                "link": link_no,
+                "active": gbps is not None,
+                "gbps": gbps,
+            }
+        gpu_links = [by_link[k] for k in sorted(by_link)]
+        active = [link for link in gpu_links if link["active"]]
+        if not gpu_links and not reader.messages and reader.supported:
+            reader.messages.append("no link lines reported")
+        gpus.append(
+            {
+                "index": block.index,
+                "name": block.name,
+                "uuid": block.uuid,
+                "supported": reader.supported,
+                "links_total": len(gpu_links),
+                "links_active": len(active),
+                "links_inactive": len(gpu_links) - len(active),
+                "inactive_links": [link["link"] for link in gpu_links if not link["active"]],
+                "gbps_min": min_or_none(link["gbps"] for link in active),
+                "gbps_max": max_or_none(link["gbps"] for link in active),
+                "note": reader.note(),
+            }
+        )
+        links.extend(gpu_links)
+    speeds = [link["gbps"] for link in links if link["active"]]
+    return reader.fragment(
+        split,
+        text,
+        "-s",
+        gpus,
+        links=links,
+        links_active_total=sum(g["links_active"] for g in gpus),
+        links_inactive_total=sum(g["links_inactive"] for g in gpus),
+        # Over GPUs that answered: a GPU with "all links are inactive" counts as 0.
+        links_per_gpu_min=min_or_none(g["links_active"] for g in gpus if g["supported"]),
+        gbps_min=min_or_none(speeds),
+        gbps_max=max_or_none(speeds),
+    )
+
+
+STATUS_SCHEMA = obj(
+    "NVLink link state and per-link speed (nvidia-smi nvlink -s).",
+    {
+        "supported": boolean("Every GPU could be queried (false in MIG mode or without NVLink)."),
+        "gpus": array(
+            "Per-GPU summary.",
+            obj(
+                "One GPU.",
+                {
+                    **GPU_ID,
+                    "supported": boolean("False when NVLink queries are not supported (MIG mode, no NVLink)."),
+                    "links_total": integer("Links listed."),
+                    "links_active": integer("Links with a speed."),
+                    "links_inactive": integer("Links listed as <inactive>."),
+                    "inactive_links": array("Numbers of the inactive links.", {"type": "integer"}),
+                    "gbps_min": number("Lowest active link speed in GB/s.", True),
+                    "gbps_max": number("Highest active link speed in GB/s.", True),
+                    "note": string("Message such as 'all links are inactive' or MIG 'not supported'.", True),
+                },
+                optional=("inactive_links", "gbps_max"),
+            ),
+        ),
+        "links": array(
+            "Every listed link.",
+            obj(
+                "One link.",
+                {
+                    **LINK_ID,
+                    "active": boolean("The link reports a speed (not <inactive>)."),
+                    "gbps": number("Link speed in GB/s as printed (26.562, 53.125).", True),
+                },
+            ),
+        ),
+        "links_active_total": integer("Active links over all GPUs."),
+        "links_inactive_total": integer("Inactive links over all GPUs."),
+        "links_per_gpu_min": integer("Fewest active links on a queryable GPU; null when none answered.", True),
+        "gbps_min": number("Lowest active link speed in GB/s.", True),
+        "gbps_max": number("Highest active link speed in GB/s.", True),
+        **COMMON,
+    },
+    optional=tuple(COMMON),
+)
+
+
+COLLECTORS = (
+    Collector(
+        id="nvlink_status",
+        argv=("nvidia-smi", "nvlink", "-s"),
+        parse=parse_status,
+        provides="/nvlink/status",
+        schema=STATUS_SCHEMA,
+        family="nvlink",
+        description="NVLink links per GPU, active or inactive, and their speed.",
+        corpus=("nvidia-smi-nvlink",),
+    ),
+)

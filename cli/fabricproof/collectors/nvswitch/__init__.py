@@ -1,0 +1,1 @@
+"""NVSwitch collectors: one module per tool (NVSwitch PCI functions, HGX firmware inventory)."""
