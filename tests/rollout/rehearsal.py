@@ -99,18 +99,19 @@ def driver_of(node: dict) -> tuple[str, str, str]:
             pkgs["nvidia-fabricmanager-535"].split("-")[0])
 
 
-APPLY_INSTALL = "Install the driver and Fabric Manager at the same version"
-ROLLBACK_INSTALL = "Install the previous driver and Fabric Manager"
+#: Ansible runner idents of every apply batch, and of the rollback batches only (rb<N>.w<k>.apply.b<j>).
+APPLIES, ROLLBACKS = "*_apply_*", "*_rb*_apply_*"
 
 
-def install_events(run_dir: Path, task: str = APPLY_INSTALL) -> dict[str, int]:
-    """Per host, how many times a change playbook's install task changed the node (from ansible-runner events)."""
+def install_events(run_dir: Path, idents: str = APPLIES) -> dict[str, int]:
+    """Per host, how many times the install task (install.yml, shared by the apply and rollback playbooks)
+    changed the node in the playbook runs matching `idents` (from ansible-runner events)."""
     counts: dict[str, int] = {}
-    for path in (run_dir / "ansible" / "artifacts").glob("*_apply_*/job_events/*.json"):
+    for path in (run_dir / "ansible" / "artifacts").glob(f"{idents}/job_events/*.json"):
         ev = json.loads(path.read_text())
         data = ev.get("event_data") or {}
-        if (ev.get("event") == "runner_on_ok" and data.get("task") == task
-                and (data.get("res") or {}).get("changed")):
+        if (ev.get("event") == "runner_on_ok" and data.get("task") == "Install the driver and Fabric Manager at the "
+                "same version" and (data.get("res") or {}).get("changed")):
             counts[data["host"]] = counts.get(data["host"], 0) + 1
     return counts
 

@@ -13,7 +13,7 @@ from fabricproof.lab import manager
 from fabricproof.rollout import decisions
 from fabricproof.rollout import state as st
 
-from .rehearsal import (AFTER, BEFORE, ROLLBACK_INSTALL, derived_plan, driver_of, install_events, spawn, the_run,
+from .rehearsal import (AFTER, BEFORE, ROLLBACKS, derived_plan, driver_of, install_events, spawn, the_run,
                         whats)
 
 pytestmark = pytest.mark.lab
@@ -90,7 +90,8 @@ def test_killed_at_every_step_of_a_rollback_the_pilot_is_put_back_once(h100_lab,
     pilot = h100_lab.node("h100-0001")
     assert driver_of(pilot) == (BEFORE, BEFORE, BEFORE) and pilot["slurm"]["state"] == "IDLE"
     assert pilot["boot_count"] == 3  # one reboot for the change, one for putting it back
-    assert install_events(run.dir, ROLLBACK_INSTALL) == {"h100-0001": 1}
+    assert install_events(run.dir) == {"h100-0001": 2}  # applied once, put back once
+    assert install_events(run.dir, ROLLBACKS) == {"h100-0001": 1}
     story = whats(run.dir)
     assert story.count("ROLLBACK") == 1 and story.count("ROLLBACK_START") == 1 and "ERROR" not in story
     assert story[-1] == "ROLLBACK_DONE"
