@@ -1,4 +1,4 @@
-"""Shared pytest fixtures: where the real-output corpus lies, and repo paths."""
+"""Shared pytest fixtures: where the real-output corpus lies, repo paths, the lab, and a private state directory."""
 
 from __future__ import annotations
 
@@ -10,6 +10,15 @@ from labkit import LabFactory, lab_skip_reason
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "corpus"
+
+
+@pytest.fixture(autouse=True)
+def private_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own machine-wide state (host locks and reservations), so tests that reuse host names never see
+    each other's runs and nothing is written to /var/lib/fabricproof. Subprocesses inherit it."""
+    directory = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("FABRICPROOF_STATE_DIR", str(directory))
+    return directory
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from pathlib import Path
 
@@ -35,3 +36,13 @@ def inventories_dir() -> Path:
 
 def playbooks_dir() -> Path:
     return data_root() / "playbooks"
+
+
+#: Where fabricproof keeps what must hold across every run on this machine, whatever the runs directory:
+#: the host locks and reservations of rollouts. FABRICPROOF_STATE_DIR moves it (tests, non-root operators).
+STATE_DIR_ENV = "FABRICPROOF_STATE_DIR"
+DEFAULT_STATE_DIR = "/var/lib/fabricproof"
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)

@@ -5,6 +5,7 @@ The real evaluate(), gates, soak, state and decision log run; only collection, p
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -316,3 +317,30 @@ def test_state_json_is_a_faithful_record(tmp_path):
     assert [w["hosts"] for w in data["waves"]] == [["n1"], ["n2", "n3"], ["n4", "n5"]]
     assert all(data["hosts"][h]["apply"]["ok"] for h in HOSTS)
     assert all(v["status"] == "done" for v in data["steps"].values())
+
+
+def test_host_reservations_hold_across_runs_directories(tmp_path):
+    """The lock directory is machine-wide (FABRICPROOF_STATE_DIR): a run started from another --runs-dir is refused
+    while a paused run elsewhere holds the hosts, with that run and its directory named; once the paused run is
+    aborted its hosts are free, and a run that finishes leaves no reservation behind."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    paused = """\
+        waves:
+          - {name: pilot, size: 1}
+          - {name: rest, size: rest, pause: true}
+        """
+    code, run_id = runs.start(write_plan(first, paused), runs_dir=first / "runs", seams=seams(Fleet(HOSTS)))
+    assert code == 5
+    with pytest.raises(lock.LockBusy) as refused:
+        runs.start(write_plan(second, THREE), runs_dir=second / "runs", seams=seams(Fleet(HOSTS)))
+    problem = refused.value.problems[0]
+    assert f"run {run_id} stopped unfinished (paused) and still holds n1, n2, n3, n4, n5" in problem.message
+    assert problem.file == str((first / "runs" / run_id).resolve())
+    assert not (second / "runs").exists() or st.list_runs(second / "runs") == []  # nothing touched
+    runs.abort(first / "runs", run_id, "replanned")
+    code, _ = runs.start(write_plan(second, THREE), runs_dir=second / "runs", seams=seams(Fleet(HOSTS)))
+    assert code == 0
+    locks = Path(os.environ["FABRICPROOF_STATE_DIR"]) / "locks"
+    assert {p.name: json.loads(p.read_text()) for p in locks.iterdir()} == {f"{h}.lock": {} for h in HOSTS}

@@ -20,6 +20,7 @@ from ..errors import InputError, Problem
 from ..fsutil import atomic_write_text
 from ..inventory import Inventory
 from ..model import ExitCode
+from ..paths import state_dir
 from ..timeutil import utc_now
 from . import lock
 from . import state as st
@@ -281,7 +282,7 @@ class RunbookRun:
         shown = ", ".join(hosts[:5]) + (f" (+{len(hosts) - 5})" if len(hosts) > 5 else "")
         if not self._confirm(step, f"run {step.playbook.name} on {len(hosts)} host(s): {shown}?"):
             return "declined", f"operator declined {step.playbook.name}", []
-        locks = lock.acquire(self.s.runs_dir, self.run_id, hosts, _reservations(self.s.runs_dir))
+        locks = lock.acquire(state_dir(), self.run_id, hosts, _reservations(self.s.runs_dir))
         try:
             extravars = {**self.rb.vars, **step.vars, "fabricproof_run_id": self.run_id,
                          "fabricproof_change": f"runbook-{self.rb.name}",
@@ -289,7 +290,7 @@ class RunbookRun:
             res = self.s.run_playbook(step.playbook, inventory=self.s.inventory_path, hosts=hosts, extravars=extravars,
                                       private_dir=self.dir / "ansible", ident=f"{self.run_id}_step{step.index + 1}")
         finally:
-            locks.release()
+            locks.release(finished=True)  # a runbook step holds its hosts only while it runs
         if res.failed:
             listing = summarize([f"{h}: {r}" for h, r in res.failed.items()], 3)
             return "failed", f"{step.playbook.name}: {len(res.failed)} of {len(hosts)} failed: {listing}", [res.artifacts]

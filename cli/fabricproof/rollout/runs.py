@@ -18,6 +18,7 @@ from ..collect import DEFAULT_FORKS, check_settings
 from ..errors import InputError, Problem
 from ..inventory import Inventory
 from ..model import ExitCode
+from ..paths import state_dir
 from . import lock
 from . import plan as plan_mod
 from . import state as st
@@ -136,8 +137,8 @@ def ensure_runs_dir(runs_dir: Path) -> Path:
 def _drive(state: st.RunState, ctx: Context, locks: lock.HostLocks) -> int:
     log = DecisionLog(state.dir, state.run_id)
     for stale in locks.stale:
-        log.record("LOCK_TAKEN_OVER", f"lock of run {stale.get('run_id')} (pid {stale.get('pid')}) was stale: its "
-                   "process is gone", hosts=[stale.get("host", "")])
+        log.record("LOCK_TAKEN_OVER", f"lock of run {stale.get('run_id')} (pid {stale.get('pid')}) was stale: that "
+                   "run finished or is gone", hosts=[stale.get("host", "")])
     with lock.run_lock(state.dir, state.run_id):
         return Executor(ctx, state, log).run()
 
@@ -153,7 +154,8 @@ def start(plan_file: Path, *, runs_dir: Path, inventory_override: str | None = N
     runs_dir = ensure_runs_dir(runs_dir)
     run_id = st.new_run_id(prep.plan.name)
     hosts = [h for w in prep.waves for h in w.hosts]
-    locks = lock.acquire(runs_dir, run_id, hosts, reservations(runs_dir))
+    locks = lock.acquire(state_dir(), run_id, hosts, reservations(runs_dir), run_dir=runs_dir / run_id)
+    state: st.RunState | None = None
     try:
         ctx = context(prep, run_id, via, forks, progress, seams)
         state = st.RunState.create(runs_dir / run_id, run_id=run_id, plan_name=prep.plan.name,
@@ -168,7 +170,7 @@ def start(plan_file: Path, *, runs_dir: Path, inventory_override: str | None = N
         progress(f"run {run_id} ({state.dir})")
         return _drive(state, ctx, locks), run_id
     finally:
-        locks.release()
+        locks.release(finished=state is None or state.status in st.FINISHED)
 
 
 def _reopen(runs_dir: Path, run: str, progress: Progress,
@@ -186,7 +188,7 @@ def _reopen(runs_dir: Path, run: str, progress: Progress,
     plan = plan_mod.load(plan_file, catalog)
     inv = inventory_mod.load(state.data["inventory"])
     prep = Prepared(plan, state.data["inventory"], inv, state.waves, catalog)
-    locks = lock.acquire(Path(runs_dir), state.run_id, sorted(state.hosts), reservations(runs_dir))
+    locks = lock.acquire(state_dir(), state.run_id, sorted(state.hosts), reservations(runs_dir), run_dir=state.dir)
     try:
         settings = state.data["settings"]
         ctx = context(prep, state.run_id, settings.get("via", "ssh"), settings.get("forks", DEFAULT_FORKS), progress,
@@ -231,7 +233,7 @@ def resume(runs_dir: Path, run: str, *, progress: Progress = lambda _m: None, se
         state.save()
         return _drive(state, ctx, locks)
     finally:
-        locks.release()
+        locks.release(finished=state.status in st.FINISHED)
 
 
 def rollback(runs_dir: Path, run: str, *, limit: str | None = None, progress: Progress = lambda _m: None,
@@ -258,7 +260,7 @@ def rollback(runs_dir: Path, run: str, *, limit: str | None = None, progress: Pr
             code = executor.run()
         return code, state
     finally:
-        locks.release()
+        locks.release(finished=state.status in st.FINISHED)
 
 
 def abort(runs_dir: Path, run: str, reason: str) -> str:
@@ -280,4 +282,5 @@ def abort(runs_dir: Path, run: str, reason: str) -> str:
                 "drained hosts stay drained")
     state.set_status(st.ABORTED)
     state.save()
+    lock.clear(state_dir(), state.run_id, state.hosts)
     return f"run {state.run_id} marked aborted; its hosts are free (drained hosts stay drained)"
