@@ -69,15 +69,32 @@ def test_another_key_of_the_same_type_is_a_change_naming_the_line():
     assert j.verdict is Verdict.CHANGED and [e.source for e in j.expected] == ["/etc/kh:1"]
 
 
-def test_a_key_of_an_unknown_type_is_unknown_not_changed():
-    entries = parse(f"a ssh-rsa {KEY_B64}\n")
-    j = judge(entries, "a", "ssh-ed25519", OTHER)
-    assert j.verdict is Verdict.UNKNOWN and j.expected[0].keytype == "ssh-rsa"
+def test_a_host_known_only_with_another_key_type_has_changed_as_openssh_says():
+    """OpenSSH 9: "REMOTE HOST IDENTIFICATION HAS CHANGED", with or without accept-new (test_hostkeys_lab.py)."""
+    entries = parse(f"a ssh-rsa {KEY_B64}\na ssh-ed25519 {KEY_B64}\n")
+    j = judge(entries, "a", "ecdsa-sha2-nistp256", OTHER)
+    assert j.verdict is Verdict.CHANGED and [e.keytype for e in j.expected] == ["ssh-rsa", "ssh-ed25519"]
+    j = judge(entries, "a", "ssh-ed25519", OTHER)  # the offered type's lines come first
+    assert j.verdict is Verdict.CHANGED and j.expected[0].keytype == "ssh-ed25519"
+    assert judge(entries, "b", "ssh-ed25519", OTHER).verdict is Verdict.UNKNOWN
 
 
 def test_revoked_wins_over_a_matching_line():
     entries = parse(f"a ssh-ed25519 {KEY_B64}\n@revoked * ssh-ed25519 {KEY_B64}\n")
     assert judge(entries, "a", "ssh-ed25519", KEY).verdict is Verdict.REVOKED
+
+
+def test_a_revoked_line_revokes_the_key_only_for_the_hosts_it_names():
+    entries = parse(f"a ssh-ed25519 {KEY_B64}\n@revoked b ssh-ed25519 {KEY_B64}\n")
+    assert judge(entries, "a", "ssh-ed25519", KEY).verdict is Verdict.KNOWN
+    assert judge(entries, "b", "ssh-ed25519", KEY).verdict is Verdict.REVOKED
+
+
+def test_host_key_alias_is_the_name_whatever_the_port_and_the_bare_name_backs_up_other_ports():
+    assert knownhosts.host_id("10.0.0.7", 2222, "gpu-7") == "gpu-7"
+    assert knownhosts.host_id("10.0.0.7", 22, "GPU-7") == "gpu-7"
+    assert knownhosts.fallback_id("10.0.0.7", 2222) == "10.0.0.7"
+    assert knownhosts.fallback_id("10.0.0.7", 22) is None and knownhosts.fallback_id("10.0.0.7", 2222, "gpu-7") is None
 
 
 def test_cert_authority_lines_are_not_host_keys():

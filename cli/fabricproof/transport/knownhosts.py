@@ -1,4 +1,9 @@
-"""OpenSSH known_hosts: parse, match a host (hashed names, wildcards, negation, @revoked), judge an offered key."""
+"""OpenSSH known_hosts: parse, match a host (hashed names, wildcards, negation, @revoked), judge an offered key.
+
+The verdicts follow OpenSSH 9 (checked against its `ssh` on the lab's sshd, tests/transport/test_hostkeys_lab.py):
+a host known under its name with any plain key that is not the offered one has CHANGED, whatever the key types;
+a @revoked line revokes a key for the hosts its patterns match; @cert-authority lines are not host keys.
+"""
 
 from __future__ import annotations
 
@@ -33,9 +38,18 @@ class Entry:
         return match_patterns(self.patterns, name)
 
 
-def host_id(hostname: str, port: int) -> str:
-    """How OpenSSH names a host in known_hosts: bare on port 22, `[host]:port` otherwise."""
+def host_id(hostname: str, port: int, alias: str | None = None) -> str:
+    """How OpenSSH names a host in known_hosts: the HostKeyAlias as given (never with the port), else the name
+    bare on port 22 and `[host]:port` otherwise."""
+    if alias:
+        return alias.lower()
     return hostname.lower() if port == 22 else f"[{hostname.lower()}]:{port}"
+
+
+def fallback_id(hostname: str, port: int, alias: str | None = None) -> str | None:
+    """The name OpenSSH also accepts a known key under when `[host]:port` is new: the bare host name (not with
+    a HostKeyAlias, not on port 22). A key it finds there is accepted; anything else it finds there is ignored."""
+    return None if alias or port == 22 else hostname.lower()
 
 
 @lru_cache(maxsize=512)
@@ -105,8 +119,8 @@ def line(name: str, keytype: str, blob: bytes) -> str:
 
 class Verdict(enum.Enum):
     KNOWN = "known"
-    CHANGED = "changed"  # the host is known with another key of this type
-    UNKNOWN = "unknown"  # no key of this type for the host
+    CHANGED = "changed"  # the host is known, with other keys (of this type or another): OpenSSH refuses
+    UNKNOWN = "unknown"  # no plain key at all for the host: accept-new may record it
     REVOKED = "revoked"
 
 
@@ -117,17 +131,19 @@ class Judgement:
 
 
 def judge(entries: Sequence[Entry], name: str, keytype: str, blob: bytes) -> Judgement:
-    """Is `blob` the key of host `name`? (@cert-authority lines are not plain host keys and do not match.)"""
+    """Is `blob` the key of host `name`, as OpenSSH's check_key_in_hostkeys decides? Revoked (by a @revoked line
+    naming the host) beats everything; then known; a host known with other plain keys has changed, the keys of
+    the offered type listed first; a host with no plain key is unknown. @cert-authority lines are not plain host
+    keys and never match (paramiko checks no host certificates)."""
     for e in entries:
-        if e.marker == "@revoked" and e.blob == blob:
+        if e.marker == "@revoked" and e.blob == blob and e.matches(name):
             return Judgement(Verdict.REVOKED, (e,))
     mine = [e for e in entries if not e.marker and e.matches(name)]
     if any(e.blob == blob for e in mine):
         return Judgement(Verdict.KNOWN)
-    same_type = tuple(e for e in mine if e.keytype == keytype)
-    if same_type:
-        return Judgement(Verdict.CHANGED, same_type)
-    return Judgement(Verdict.UNKNOWN, tuple(mine))
+    if mine:
+        return Judgement(Verdict.CHANGED, tuple(sorted(mine, key=lambda e: e.keytype != keytype)))
+    return Judgement(Verdict.UNKNOWN)
 
 
 def known_types(entries: Sequence[Entry], name: str) -> list[str]:

@@ -68,6 +68,7 @@ class _Endpoint:
     port: int
     user: str
     known_name: str  # the name looked up in known_hosts
+    fallback_name: str | None = None  # also accepted when known_name is new: the bare name of a non-22 port
 
 
 class SSHTransport(Transport):
@@ -121,9 +122,11 @@ class SSHTransport(Transport):
 
     def _connect_once(self, tgt: Target, deadline: float) -> _Connection:
         final = _Endpoint(tgt.name, tgt.hostname, tgt.port, tgt.user,
-                          knownhosts.host_id(tgt.host_key_alias or tgt.hostname, tgt.port))
+                          knownhosts.host_id(tgt.hostname, tgt.port, tgt.host_key_alias),
+                          knownhosts.fallback_id(tgt.hostname, tgt.port, tgt.host_key_alias))
         hops = [_Endpoint(f"jump host {h} for {tgt.name}", h.hostname, h.port, h.user or tgt.user,
-                          knownhosts.host_id(h.hostname, h.port)) for h in tgt.jumps]
+                          knownhosts.host_id(h.hostname, h.port), knownhosts.fallback_id(h.hostname, h.port))
+                for h in tgt.jumps]
         conn: _Connection | None = None
         sock: socket.socket | paramiko.Channel | None = None
         opened: list[paramiko.Transport] = []
@@ -186,8 +189,9 @@ class SSHTransport(Transport):
         try:
             timeout = max(_PAPERWORK_S, self._connect_timeout(tgt, deadline))
             tr.banner_timeout = tr.handshake_timeout = tr.auth_timeout = timeout
-            entries = self.known.relevant(tgt.known_hosts_files, ep.known_name)
-            self._prefer_known_key_types(tr, knownhosts.known_types(entries, ep.known_name))
+            self._prefer_known_key_types(tr, [t for name in (ep.known_name, ep.fallback_name) if name
+                                              for t in knownhosts.known_types(
+                                                  self.known.relevant(tgt.known_hosts_files, name), name)])
             self._prefer_aead_ciphers(tr)
             try:
                 tr.start_client(timeout=timeout)
@@ -225,30 +229,39 @@ class SSHTransport(Transport):
         opts.ciphers = _first([c for c in opts.ciphers if c.endswith("-gcm@openssh.com")], opts.ciphers)
 
     # ------------------------------------------------------------------ host keys
+    def _judge(self, tgt: Target, name: str, keytype: str, blob: bytes) -> knownhosts.Judgement:
+        return knownhosts.judge(self.known.relevant(tgt.known_hosts_files, name), name, keytype, blob)
+
     def _check_host_key(self, ep: _Endpoint, key: paramiko.PKey, tgt: Target) -> None:
+        """OpenSSH's check_host_key: known -> go on; revoked or changed -> refuse; new -> refuse, unless the bare
+        name of a non-22 port knows this very key, or --accept-new-host-keys records it."""
         keytype, blob = key.get_name(), key.asbytes()
         offered = knownhosts.fingerprint(blob)
-        entries = self.known.relevant(tgt.known_hosts_files, ep.known_name)
-        j = knownhosts.judge(entries, ep.known_name, keytype, blob)
+        j = self._judge(tgt, ep.known_name, keytype, blob)
         if j.verdict is knownhosts.Verdict.KNOWN:
             return
+        if j.verdict is knownhosts.Verdict.UNKNOWN and ep.fallback_name:
+            bare = self._judge(tgt, ep.fallback_name, keytype, blob)
+            if bare.verdict is knownhosts.Verdict.KNOWN:
+                return  # as OpenSSH: "found matching key w/out port"
+            if bare.verdict is knownhosts.Verdict.REVOKED:
+                j = bare
         if j.verdict is knownhosts.Verdict.REVOKED:
             raise HostError(ErrorKind.HOSTKEY_MISMATCH, f"{ep.label} ({ep.known_name}) offered the {keytype} key "
                                                         f"{offered}, which {j.expected[0].source} marks @revoked")
         if j.verdict is knownhosts.Verdict.CHANGED:
-            known = "; ".join(f"{knownhosts.fingerprint(e.blob)} in {e.source}" for e in j.expected[:3])
+            known = "; ".join(f"{e.keytype} {knownhosts.fingerprint(e.blob)} in {e.source}" for e in j.expected[:3])
             raise HostError(ErrorKind.HOSTKEY_MISMATCH,
                             f"{ep.label} ({ep.known_name}) offered the {keytype} key {offered}, but known_hosts "
-                            f"has {known}. The host key changed: a reinstalled host, or someone in the middle. "
-                            f"Refusing to connect; if the change is expected, replace that line")
+                            f"has {known}. REMOTE HOST IDENTIFICATION HAS CHANGED: a reinstalled host, or someone "
+                            f"in the middle. Refusing to connect, with or without --accept-new-host-keys; if the "
+                            f"change is expected, replace that line")
         if not self.options.accept_new_host_keys:
-            other = f" (known with other key types: {', '.join(sorted({e.keytype for e in j.expected}))})" \
-                if j.expected else ""
             raise HostError(ErrorKind.HOSTKEY_UNKNOWN,
-                            f"{ep.label} ({ep.known_name}) is not in known_hosts{other}; it offered the {keytype} "
+                            f"{ep.label} ({ep.known_name}) is not in known_hosts; it offered the {keytype} "
                             f"key {offered}. Verify it and add it to known_hosts, or run with --accept-new-host-keys")
         with self._accept_lock:  # two threads meeting the same new jump host record it once
-            j = knownhosts.judge(self.known.relevant(tgt.known_hosts_files, ep.known_name), ep.known_name, keytype, blob)
+            j = self._judge(tgt, ep.known_name, keytype, blob)
             if j.verdict is knownhosts.Verdict.UNKNOWN:
                 self.known.add(tgt.new_keys_file, ep.known_name, keytype, blob)
             elif j.verdict is not knownhosts.Verdict.KNOWN:
