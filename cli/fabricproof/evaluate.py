@@ -371,9 +371,12 @@ def evaluate(facts_by_host: Mapping[str, Facts], baseline: Baseline, checks: Ite
 
 def exit_code(report: Report, fail_on: str = "critical", require_all: bool = False) -> int:
     """0 all pass; 1 a failure at or above fail_on (or, with require_all, a check that applied nowhere);
-    3 nothing failed but something was not collected or could not be judged."""
+    3 nothing failed but something was not collected or could not be judged, or no host was judged at all
+    (nothing proven is never a pass)."""
     from .model import ExitCode, Severity
 
+    if not report.hosts:
+        return ExitCode.INCOMPLETE
     threshold = Severity(fail_on).rank
     if any(r.outcome is Outcome.FAIL and r.severity.rank >= threshold for r in report.results):
         return ExitCode.CHECK_FAILED

@@ -149,3 +149,34 @@ def test_schema_export_and_version(tmp_path):
 def test_example_baselines_lint_clean():
     for path in sorted((REPO / "inventories").glob("*/baseline.yaml")):
         assert run("baseline", "lint", path).exit_code == 0, path
+
+
+def _inventory(tmp_path: Path, hosts: list[str]) -> Path:
+    inv = tmp_path / "inventory.yml"
+    inv.write_text("all:\n  children:\n    dgx_h100:\n      hosts:\n" + "".join(f"        {h}: {{}}\n" for h in hosts))
+    return inv
+
+
+def test_hosts_in_scope_without_facts_are_reported_never_passed(h100_facts, tmp_path):
+    """Nothing proven is no pass: a --limit host with no facts, or an inventory host the facts directory lacks,
+    is reported as not collected (exit 3); with every host in scope present the run passes."""
+    baseline = _captured(h100_facts, tmp_path)
+    inv = _inventory(tmp_path, ["h100-golden", "h100-peer", "h100-missing"])
+    only_missing = run("validate", "--facts", h100_facts, "-b", baseline, "-i", inv, "--limit", "h100-missing",
+                       "-f", "json")
+    assert only_missing.exit_code == 3, only_missing.output
+    report = json.loads(only_missing.stdout)
+    assert report["summary"]["hosts"] == 1 and report["summary"]["passed"] == 0
+    assert "h100-missing" in report["collection_errors"] and "no facts for this host" in \
+        report["collection_errors"]["h100-missing"]
+    whole = run("validate", "--facts", h100_facts, "-b", baseline, "-i", inv, "-f", "json")
+    assert whole.exit_code == 3 and set(json.loads(whole.stdout)["collection_errors"]) == {"h100-missing"}
+    present = run("validate", "--facts", h100_facts, "-b", baseline, "-i", inv, "--limit", "h100-golden:h100-peer")
+    assert present.exit_code == 0, present.output
+
+
+def test_zero_hosts_judged_is_never_a_pass():
+    from fabricproof.evaluate import exit_code
+    from fabricproof.model import Report
+
+    assert exit_code(Report(results=(), hosts=())) == 3

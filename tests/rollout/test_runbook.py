@@ -197,3 +197,26 @@ def test_shipped_runbooks_are_valid(monkeypatch):
         for step in book.steps:
             if step.kind == "playbook":
                 assert step.playbook.is_file()
+
+
+def test_a_limit_that_leaves_no_target_host_is_refused_before_anything_is_written(tmp_path):
+    book = write_runbook(tmp_path, ISOLATE)
+    for limit, says in (("n9", "no host or group named n9"), ("!n*", "matches no host")):
+        with pytest.raises(InputError, match=says):
+            session(tmp_path, book, Fleet(HOSTS), yes=True, limit=limit)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_the_log_ends_with_the_exit_the_operator_saw_when_a_step_raises(tmp_path):
+    fleet = Fleet(HOSTS)
+
+    def broken_playbook(*_a, **_k):
+        raise InputError("the playbook vanished")
+
+    run, _ = session(tmp_path, write_runbook(tmp_path, ISOLATE), fleet, yes=True)
+    run.s.run_playbook = broken_playbook
+    fleet.version.update(n2="2.0")
+    with pytest.raises(InputError):
+        run.run()
+    end = decisions.read(run.dir)[-1]
+    assert end["what"] == "RUNBOOK_END" and end["why"] == "exit 2"

@@ -57,10 +57,13 @@ def _saved_facts(facts: Path | None, raw: Path | None, inventory: str | None, li
     if inventory:
         inv = inventory_mod.load(inventory)
         groups = dict(inv.groups_of())
+        scope = set(inventory_mod.limit(inv, limit))  # every inventory host when no --limit is given
         if limit:
-            keep = set(inventory_mod.limit(inv, limit))
-            facts_by_host = {h: f for h, f in facts_by_host.items() if h in keep}
-            collection_errors = {h: e for h, e in collection_errors.items() if h in keep}
+            facts_by_host = {h: f for h, f in facts_by_host.items() if h in scope}
+            collection_errors = {h: e for h, e in collection_errors.items() if h in scope}
+        # A host in scope that has no facts is not a pass: it is reported as not collected (exit 3).
+        for host in sorted(scope - set(facts_by_host) - set(collection_errors)):
+            collection_errors[host] = f"no facts for this host in {raw or facts}"
     elif limit:
         raise InputError("--limit needs --inventory")
     return facts_by_host, collection_errors, groups

@@ -164,6 +164,7 @@ class RunbookRun:
     def __init__(self, s: Session):
         self.s = s
         self.rb = s.runbook
+        self.target = targets(s.runbook, s.inventory, s.limit)  # exit 2 before the run directory exists
         self.run_id = st.new_run_id(f"runbook-{self.rb.name}")
         self.dir = Path(s.runs_dir) / self.run_id
         self.dir.mkdir(mode=0o700, parents=True)
@@ -180,15 +181,8 @@ class RunbookRun:
     def _save(self) -> None:
         atomic_write_text(self.dir / "runbook.json", json.dumps(self.record, indent=2) + "\n", mode=0o600)
 
-    def _target(self) -> list[str]:
-        hosts = inventory_mod.limit(self.s.inventory, self.rb.target)
-        if self.s.limit:
-            keep = set(inventory_mod.limit(self.s.inventory, self.s.limit))
-            hosts = [h for h in hosts if h in keep]
-        return hosts
-
     def _hosts(self, step: Step) -> list[str]:
-        target = self._target()
+        target = self.target
         if step.hosts == FAILED_HOSTS:
             return [h for h in self.failed if h in target]
         if step.hosts:
@@ -226,6 +220,15 @@ class RunbookRun:
                     code = self.step_code
                     if step.on_failure == "stop":
                         break
+        except InputError:
+            code = ExitCode.INVALID_INPUT  # the log ends with the exit the operator sees, never a false 0
+            raise
+        except KeyboardInterrupt:
+            code = ExitCode.INTERRUPTED
+            raise
+        except Exception:
+            code = ExitCode.CHECK_FAILED
+            raise
         finally:
             self.record["ended_at"] = utc_now()
             self.record["exit_code"] = int(code)
@@ -316,6 +319,18 @@ class RunbookRun:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:40] or "step"
+
+
+def targets(runbook: Runbook, inventory: Inventory, limit: str | None) -> list[str]:
+    """The hosts a runbook acts on: its target, narrowed by --limit; exit 2 when nothing is left."""
+    hosts = inventory_mod.limit(inventory, runbook.target)
+    if limit:
+        keep = set(inventory_mod.limit(inventory, limit))
+        hosts = [h for h in hosts if h in keep]
+        if not hosts:
+            raise InputError(Problem(f"--limit {limit!r} leaves no host of the runbook's target {runbook.target!r}",
+                                     str(runbook.source)))
+    return hosts
 
 
 def _reservations(runs_dir: Path) -> list[tuple[str, str, list[str]]]:
