@@ -24,6 +24,7 @@ from . import inventory as inventory_mod
 from .collectors import COLLECTORS, Collector, default_collectors
 from .errors import InputError
 from .model import Command, CommandResult, ExitCode, Host
+from .redact import Redactor, secret_values
 from .runstore import RunStore, check_host_names, manifest_document
 from .timeutil import utc_now
 from .transport import ErrorKind, HostError, Outcome, Reach, RunContext
@@ -160,6 +161,9 @@ class _Recorder:
                                     started_at=utc_now())
         self.progress = progress
         self.sink = sink
+        # Messages about a host reach run.json, reports, rollout state and the decision log: no secret of the
+        # inventory may ride along (a transport or tool may quote a setting back).
+        self.redact = Redactor(secret_values(h.vars for h in hosts))
         self.lock = threading.Lock()
         # Host processing (parse, write) runs one host at a time: threads waiting on a Lock sleep, while
         # threads contending for the GIL wake every 5 ms (this halved context switches on 200 lab hosts).
@@ -175,6 +179,7 @@ class _Recorder:
                 return
             self.recorded.add(name)
         if isinstance(outcome, HostError):
+            outcome = HostError(outcome.kind, self.redact(outcome.message), outcome.retryable)
             with self.lock:
                 self.result.errors[name] = outcome
             self._report(name, "failed", str(outcome))
@@ -188,9 +193,11 @@ class _Recorder:
         evidence = self.store.write_evidence(name, outputs)
         doc = facts_mod.mark_not_applicable(facts_mod.build(name, outputs, via=self.via, groups=host.groups,
                                                             collected_at=utc_now(), evidence=evidence))
+        failed = {}
+        for cid, run in doc["collectors"].items():
+            if run.get("status") == "error":
+                run["error"] = failed[cid] = self.redact(str(run.get("error", "failed")))
         self.store.write_facts(name, doc)
-        failed = {cid: str(run.get("error", "failed")) for cid, run in doc["collectors"].items()
-                  if run.get("status") == "error"}
         if self.sink is not None:
             self.sink(name, doc)
         with self.lock:

@@ -15,6 +15,7 @@ from typing import Any
 from . import toolpath
 from .errors import InputError, Problem
 from .model import Host
+from .redact import assignments
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ def load(path: str | Path) -> Inventory:
     src = str(path)
     if not Path(src).exists():
         raise InputError(Problem("inventory not found", src))
+    _check_readable(Path(src))
     exe = toolpath.find("ansible-inventory")
     if exe is None:
         raise InputError("ansible-inventory not found on PATH: install ansible-core (pip install ansible-core)")
@@ -78,7 +80,7 @@ def load(path: str | Path) -> Inventory:
                ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="False")
     proc = subprocess.run([exe, "-i", src, "--list"], capture_output=True, text=True, env=env, timeout=300)
     if proc.returncode != 0:
-        raise InputError(Problem(_ansible_reason(proc.stderr), src))
+        raise InputError(ansible_problem(proc.stderr, src))
     try:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError as exc:
@@ -89,11 +91,39 @@ def load(path: str | Path) -> Inventory:
     return inv
 
 
-def _ansible_reason(stderr: str) -> str:
+def _check_readable(src: Path) -> None:
+    """Ansible says "Completely failed to parse" of a file it may not read: say what is wrong instead."""
+    files = [src] if not src.is_dir() else [p for p in sorted(src.rglob("*")) if p.is_file()]
+    for f in files:
+        try:
+            with open(f, "rb"):
+                pass
+        except PermissionError:
+            raise InputError(Problem("cannot read the inventory: permission denied", str(f))) from None
+
+
+#: "[WARNING]: Failed to parse inventory with 'auto' plugin: <reason>", one per plugin Ansible tried.
+_PLUGIN_FAILED = re.compile(r"Failed to parse inventory with '([\w.]+)' plugin: (.+)")
+#: "Origin: /path/inventory.yml:4:1": where in the file the reason points.
+_ORIGIN = re.compile(r"^Origin: (.+?):(\d+)(?::\d+)?$", re.MULTILINE)
+#: The plugins whose reason matters most, by file kind: YAML files fail the yaml/auto plugins for their real
+#: reason and the ini plugin only because they are not INI.
+_PREFERRED = {".yml": ("auto", "yaml"), ".yaml": ("auto", "yaml"), ".json": ("auto", "yaml"), "": ("ini",)}
+
+
+def ansible_problem(stderr: str, src: str) -> Problem:
+    """Ansible's own reason for rejecting an inventory, with the line it names (secret-looking values masked)."""
+    reasons = {m[1]: re.sub(r"\s+", " ", m[2]).strip() for m in _PLUGIN_FAILED.finditer(stderr)}
+    origin = next((m for m in _ORIGIN.finditer(stderr) if Path(m[1]).name == Path(src).name), None)
+    line = int(origin[2]) if origin else None
+    if reasons:
+        order = _PREFERRED.get(Path(src).suffix.lower(), ("ini",))
+        plugin = next((p for p in order if p in reasons), next(iter(reasons)))
+        return Problem(assignments(f"Ansible cannot parse it ({plugin} plugin): {reasons[plugin]}"[:600]), src, line)
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not ln.startswith("[WARNING]: Skipping")]
     errs = [ln for ln in lines if "ERROR" in ln or "error" in ln.lower()]
     text = " ".join((errs or lines)[:4]) or "ansible-inventory failed"
-    return re.sub(r"\s+", " ", text)[:600]
+    return Problem(assignments(re.sub(r"\s+", " ", text)[:600]), src, line)
 
 
 def _term_hosts(inv: Inventory, term: str) -> set[str]:

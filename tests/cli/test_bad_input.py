@@ -119,3 +119,31 @@ def test_bad_check_file_in_a_catalog_is_reported_with_its_line(tmp_path):
 def test_several_formats_to_stdout_is_a_usage_error(facts_dir):
     res = _validate(facts_dir, H100_BASELINE, "-f", "json", "-f", "tap")
     assert res.exit_code == 2 and "only one --format can go to stdout" in res.stderr
+
+
+def test_a_rejected_inventory_gives_ansibles_own_reason_and_line(tmp_path, facts_dir):
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    a: {ansible_host: 10.0.0.1\n")
+    res = _validate(facts_dir, H100_BASELINE, "-i", inv)
+    assert res.exit_code == 2
+    assert f"{inv}:4: Ansible cannot parse it (auto plugin): YAML parsing failed" in res.stderr
+    assert "Completely failed" not in res.stderr
+
+
+def test_an_unreadable_inventory_says_permission_denied(tmp_path, facts_dir):
+    """Run as root without the capabilities that let root read any file, so the denial is the kernel's own."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    a: {}\n")
+    inv.chmod(0)
+    caps = "-dac_override,-dac_read_search"
+    proc = subprocess.run(["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", sys.executable, "-m",
+                           "fabricproof", "validate", "--facts", str(facts_dir), "-b", str(H100_BASELINE), "-i",
+                           str(inv)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{inv}: cannot read the inventory: permission denied" in proc.stderr

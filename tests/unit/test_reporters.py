@@ -29,7 +29,8 @@ from fabricproof.reporters import (
     table,
     tap,
 )
-from fabricproof.reporters._common import format_actual, host_rows, status, visible
+from fabricproof.reporters._common import format_actual, host_rows, status
+from fabricproof.textsafe import visible
 
 SARIF_SCHEMA = Path(__file__).resolve().parent.parent / "fixtures" / "sarif" / "sarif-schema-2.1.0.json"
 

@@ -10,15 +10,23 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..errors import InputError
 from ..fsutil import atomic_write_chunks, read_chunks
 from ..model import ExitCode, Severity
+from ..redact import assignments
+from ..textsafe import for_terminal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 console = Console(highlight=False, soft_wrap=False)
 err_console = Console(stderr=True, highlight=False)
+
+
+def shown(text: object) -> str:
+    """Host- or file-provided text as rich prints it literally: no markup, no terminal control sequence."""
+    return escape(for_terminal(str(text)))
 
 
 def input_errors(fn: F) -> F:
@@ -30,7 +38,8 @@ def input_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except InputError as exc:
             for problem in exc.problems:
-                err_console.print(f"[bold red]error:[/] {problem}", markup=True, highlight=False, soft_wrap=True)
+                err_console.print(f"[bold red]error:[/] {shown(assignments(str(problem)))}", markup=True,
+                                  highlight=False, soft_wrap=True)
             raise typer.Exit(ExitCode.INVALID_INPUT) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")

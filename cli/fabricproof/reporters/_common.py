@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from ..model import Outcome, Report, Result, Severity, Summary
-
-# Control characters (C0 other than tab/newline/CR, DEL, C1), lone surrogates and the
-# non-characters U+FFFE/U+FFFF. Raw tool output carries some (ANSI colour escapes, NULs): XML
-# cannot hold them, and written to a terminal they would be obeyed rather than shown.
-_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 STATUS_WORDS = {
     "failed": "FAILED",
@@ -38,17 +32,6 @@ def sentence(text: str) -> str:
     """text stripped and ending in sentence punctuation, so it can be followed by another."""
     text = text.strip()
     return text if not text or text[-1] in ".!?" else text + "."
-
-
-def visible(text: str) -> str:
-    """Replace control characters with a visible \\xNN / \\uNNNN escape (valid XML 1.0 and
-    safe on a terminal); tabs and line breaks are kept."""
-
-    def esc(m: re.Match[str]) -> str:
-        code = ord(m.group())
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-    return _INVISIBLE.sub(esc, text)
 
 
 def family_of(result: Result) -> str:

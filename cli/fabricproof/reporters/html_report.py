@@ -5,6 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from ..model import Outcome, Report, Result
+from ..textsafe import visible
 from ._common import (
     by_severity,
     failures,
@@ -14,7 +15,6 @@ from ._common import (
     status,
     status_word,
     summary_phrase,
-    visible,
 )
 from .base import Reporter
 

@@ -12,7 +12,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 
 from ..model import Outcome, Report, Result
-from ._common import family_of, format_actual, parse_time, visible
+from ..textsafe import visible
+from ._common import family_of, format_actual, parse_time
 from .base import Reporter
 
 COLLECTION_SUITE = "collection"

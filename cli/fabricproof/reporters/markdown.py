@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ..model import Outcome, Report, Result
+from ..textsafe import visible
 from ._common import (
     by_severity,
     failures,
@@ -13,7 +14,6 @@ from ._common import (
     not_verified,
     status_word,
     summary_phrase,
-    visible,
 )
 from .base import Reporter
 

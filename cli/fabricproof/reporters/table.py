@@ -11,6 +11,7 @@ import io
 from typing import TYPE_CHECKING
 
 from ..model import Report, Severity
+from ..textsafe import visible
 from ._common import (
     failures,
     format_actual,
@@ -19,7 +20,6 @@ from ._common import (
     status,
     status_word,
     summary_phrase,
-    visible,
 )
 from .base import Reporter
 

@@ -12,7 +12,8 @@ from typing import Any
 import yaml
 
 from ..model import Outcome, Report, Result
-from ._common import format_actual, status_word, summary_phrase, visible
+from ..textsafe import visible
+from ._common import format_actual, status_word, summary_phrase
 from .base import Reporter
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..redact import is_secret_var
 from .knownhosts import SYSTEM_FILES, USER_FILES
 
 _TRUE = {"yes", "true", "on", "1", "y"}
@@ -59,7 +60,8 @@ def _text(vars: Mapping[str, Any], *names: str) -> tuple[str, str] | None:
             continue
         text = str(value)
         if "{{" in text or "{%" in text:
-            raise SettingsError(f"{name} is a Jinja template ({text[:60]!r}); --via ssh reads inventory values "
+            shown = "its value withheld: it carries a secret" if is_secret_var(name) else repr(text[:60])
+            raise SettingsError(f"{name} is a Jinja template ({shown}); --via ssh reads inventory values "
                                 f"as written: give a literal value or use --via ansible")
         return name, text
     return None
@@ -108,7 +110,8 @@ def ssh_options(args: str, var: str) -> tuple[dict[str, str], list[str]]:
     try:
         words = shlex.split(args)
     except ValueError as exc:
-        raise SettingsError(f"{var}: cannot split {args!r}: {exc}") from None
+        # Not echoed: ssh arguments can carry secrets (sshpass -p, a ProxyCommand with a token).
+        raise SettingsError(f"{var}: cannot split its {len(args)} characters into arguments: {exc}") from None
     opts: dict[str, str] = {}
     identity: list[str] = []
     flags_with_value = {"-o", "-J", "-i", "-p", "-l", "-F"}
