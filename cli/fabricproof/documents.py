@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -67,7 +68,59 @@ class Document:
         return Problem(message, self.file, self.line(path), pointer(path))
 
 
+#: Bounds on what a document may cost to read. An operator's baseline, plan or runbook has a few thousand values;
+#: an alias bomb (nine anchors of nine aliases) expands to hundreds of millions, and libyaml's C parser crashes
+#: the process on flow collections nested a hundred thousand deep.
+MAX_BYTES = 8 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_VALUES = 200_000
+_FLOW = re.compile(r"""[\[\]{}]|"(?:[^"\\\n]|\\.)*"|'(?:[^'\n]|'')*'|#[^\n]*""")
+
+
+def _flow_depth(text: str) -> int:
+    """How deep flow collections ([...], {...}) nest, quoted strings and comments aside: checked before libyaml
+    sees the text."""
+    depth = deepest = 0
+    for m in _FLOW.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def _expansion(root: yaml.Node) -> tuple[int, int]:
+    """(values, depth) of a composed document with every alias expanded, computed without expanding: each node's
+    size and height once, however many aliases point at it."""
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in size:
+            continue
+        kids = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                else list(node.value) if isinstance(node, yaml.SequenceNode) else [])
+        if children_done or not kids:
+            size[id(node)] = 1 + sum(size[id(k)] for k in kids)
+            height[id(node)] = 1 + max((height[id(k)] for k in kids), default=0)
+            continue
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if id(k) not in size)
+    return size[id(root)], height[id(root)]
+
+
+def _check_bounds(text: str, file: str) -> None:
+    if len(text) > MAX_BYTES:
+        raise InputError(Problem(f"the document is larger than {MAX_BYTES >> 20} MiB", file))
+    if _flow_depth(text) > MAX_DEPTH:
+        raise InputError(Problem(f"collections nest deeper than {MAX_DEPTH} levels", file))
+
+
 def parse_yaml(text: str, file: str) -> Document:
+    _check_bounds(text, file)
     try:
         node = yaml.compose(text, Loader=_LineLoader)
     except yaml.YAMLError as exc:
@@ -77,6 +130,12 @@ def parse_yaml(text: str, file: str) -> Document:
         raise InputError(Problem(f"YAML syntax error: {reason}", file, line)) from None
     if node is None:
         raise InputError(Problem("the document is empty", file, 1))
+    values, depth = _expansion(node)
+    if values > MAX_VALUES:
+        raise InputError(Problem(f"the document expands to {values:,} values (YAML anchors and aliases), more than "
+                                 f"the {MAX_VALUES:,} a fabricproof document may hold", file))
+    if depth > MAX_DEPTH:
+        raise InputError(Problem(f"collections nest deeper than {MAX_DEPTH} levels", file))
     lines: dict[Path_, int] = {}
     dupes: list[tuple[Path_, int]] = []
     _walk(node, (), lines, dupes)
@@ -101,13 +160,33 @@ def load_yaml(path: Path) -> Document:
     return parse_yaml(read_text(path), str(path))
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        raise _DuplicateKey()
+    return doc
+
+
 def load_json(path: Path) -> Document:
-    """JSON is parsed with json (fast); line numbers are recovered only when an error needs them."""
+    """JSON is parsed with json (fast); line numbers are recovered only when an error needs them. Duplicate keys
+    are errors, as in YAML (json would keep the last one silently), and so is nesting the parser cannot hold."""
     text = read_text(path)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
         raise InputError(Problem(f"JSON syntax error: {exc.msg}", str(path), exc.lineno)) from None
+    except RecursionError:
+        raise InputError(Problem("JSON nested too deeply to read", str(path))) from None
+    except _DuplicateKey:
+        _check_bounds(text, str(path))
+        dupes: list[tuple[Path_, int]] = []
+        _walk(yaml.compose(text, Loader=_LineLoader), (), {}, dupes)  # JSON is YAML: find where, for the message
+        raise InputError([Problem(f"duplicate key {p[-1]!r}", str(path), ln, pointer(p)) for p, ln in dupes]
+                         or Problem("duplicate key", str(path))) from None
     return _LazyLinesDocument(data, str(path), text)
 
 

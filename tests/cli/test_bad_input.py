@@ -147,3 +147,44 @@ def test_an_unreadable_inventory_says_permission_denied(tmp_path, facts_dir):
                            str(inv)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert f"{inv}: cannot read the inventory: permission denied" in proc.stderr
+
+
+ALIAS_BOMB = ('apiVersion: fabricproof/v1\nkind: {kind}\nmetadata: {{name: bomb}}\n'
+              'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+              + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join(["*" + chr(97 + i)] * 9) + "]\n"
+                        for i in range(8)))
+
+
+@pytest.mark.parametrize(("command", "kind"), [(["baseline", "lint"], "Baseline"), (["rollout", "plan"], "RolloutPlan"),
+                                               (["runbook", "run", "--yes"], "Runbook"), (["runbook", "lint"], "Runbook")])
+def test_a_yaml_alias_bomb_is_refused_with_the_file_before_it_expands(tmp_path, command, kind):
+    bomb = tmp_path / "bomb.yml"
+    bomb.write_text(ALIAS_BOMB.format(kind=kind))
+    res = run(*command, bomb)
+    assert res.exit_code == 2, res.output
+    assert f"{bomb}: the document expands to 490,329,072 values" in res.stderr
+
+
+def test_yaml_nested_past_the_bound_is_refused_before_libyaml_parses_it(tmp_path):
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("apiVersion: fabricproof/v1\nkind: Baseline\nmetadata: {name: x}\nspec: " + "[" * 200_000
+                    + "]" * 200_000 + "\n")  # libyaml's C parser segfaults the process on this
+    res = run("baseline", "lint", deep)
+    assert res.exit_code == 2 and f"{deep}: collections nest deeper than 64 levels" in res.stderr
+
+
+def test_facts_json_nested_200k_deep_is_an_input_error(tmp_path):
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    (facts / "node1.json").write_text("[" * 200_000 + "]" * 200_000)
+    res = _validate(facts, H100_BASELINE)
+    assert res.exit_code == 2 and f"{facts / 'node1.json'}: JSON nested too deeply to read" in res.stderr
+
+
+def test_duplicate_keys_in_facts_json_are_errors_naming_line_and_path(tmp_path):
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    (facts / "node1.json").write_text('{"apiVersion": "fabricproof/v1",\n "kind": "Facts",\n "host": "node1",\n'
+                                      ' "collectors": {},\n "host": "node2"}\n')
+    res = _validate(facts, H100_BASELINE)
+    assert res.exit_code == 2 and f"{facts / 'node1.json'}:5: at /host duplicate key 'host'" in res.stderr
