@@ -16,12 +16,17 @@ def _fsync_dir(directory: Path) -> None:
         os.close(dir_fd)
 
 
-def atomic_write_text(path: Path, text: str, mode: int = 0o644) -> None:
+#: Files fabricproof writes are its owner's unless a caller says otherwise: evidence shows a fleet's addresses,
+#: firmware and faults.
+PRIVATE = 0o600
+
+
+def atomic_write_text(path: Path, text: str, mode: int = PRIVATE) -> None:
     """Write text to path so readers see the old file or the new one, never half of either."""
     atomic_write_chunks(path, (text,), mode)
 
 
-def atomic_write_chunks(path: Path, chunks: Iterable[str], mode: int = 0o644) -> None:
+def atomic_write_chunks(path: Path, chunks: Iterable[str], mode: int = PRIVATE) -> None:
     """atomic_write_text for a document made in pieces (a fleet-sized report): written as they come."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

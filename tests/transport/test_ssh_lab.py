@@ -29,6 +29,7 @@ from .test_cli import app
 
 pytestmark = pytest.mark.lab
 
+REPO = Path(__file__).resolve().parents[2]
 FAST = [COLLECTORS["lsmod"], COLLECTORS["cmdline"]]
 GPUS = {"dgx-a100": 8, "dgx-h100": 8, "hgx-h200": 8, "gb200-nvl72": 4}
 
@@ -307,3 +308,26 @@ def test_aes_gcm_is_negotiated_so_packets_are_not_authenticated_in_python(fleet_
     assert result.exit_code == ExitCode.OK
     agreed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Cipher: ")]
     assert agreed == ["Cipher: aes128-gcm@openssh.com"]
+
+
+def test_a_live_validate_keeps_its_evidence_and_reports_the_owners_only(fleet_lab, tmp_path):
+    from fabricproof.cli import app as root
+
+    def mode(p: Path) -> int:
+        return p.stat().st_mode & 0o777
+
+    def validate(run_dir: Path, *extra: object):
+        return CliRunner().invoke(root, [str(a) for a in (
+            "validate", "-i", fleet_lab.dir / "inventory.yml", "--limit", "h100-0001",
+            "-b", REPO / "inventories" / "lab" / "baseline.yaml", "--run-dir", run_dir, "-q", *extra)])
+
+    res = validate(tmp_path / "run", "-f", "json", "-o", tmp_path / "report.json", "-f", "html", "-o",
+                   tmp_path / "report.html")
+    assert res.exit_code in (0, 1), res.output
+    run_dir = tmp_path / "run"
+    loose = {str(p.relative_to(tmp_path)): oct(mode(p)) for p in [run_dir, *run_dir.rglob("*")]
+             if mode(p) != (0o700 if p.is_dir() else 0o600)}
+    assert loose == {} and (run_dir / "raw" / "h100-0001" / "meta.json").is_file()
+    assert mode(tmp_path / "report.json") == mode(tmp_path / "report.html") == 0o600
+    shared = validate(tmp_path / "run2", "-f", "junit", "-o", tmp_path / "junit.xml", "--output-mode", "640")
+    assert shared.exit_code in (0, 1) and mode(tmp_path / "junit.xml") == 0o640

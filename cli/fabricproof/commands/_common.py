@@ -75,9 +75,25 @@ def pair_outputs(formats: list[str], outputs: list[Path]) -> list[tuple[str, Pat
     return pairs
 
 
-def emit_report(report: Any, pairs: list[tuple[str, Path | None]], written: dict[str, Path] | None = None) -> None:
-    """Write each (format, file or stdout) pair, piece by piece. `written` names files already holding a
-    format (format -> path), copied instead of rendered again: a 1,000-host report is made once."""
+def output_mode(text: str) -> int:
+    """--output-mode as a file mode: octal, like chmod's ("600", "0640"); exit 2 otherwise."""
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        mode = -1
+    if not 0 <= mode <= 0o777:
+        raise InputError(f"--output-mode {text!r}: give an octal file mode such as 600 or 640")
+    return mode
+
+
+#: The option every command that writes reports or facts takes.
+OUTPUT_MODE_HELP = "File mode of written reports and facts, octal (default 600: the owner's only; 640 for a group)."
+
+
+def emit_report(report: Any, pairs: list[tuple[str, Path | None]], written: dict[str, Path] | None = None,
+                mode: int = 0o600) -> None:
+    """Write each (format, file or stdout) pair, piece by piece, files with `mode`. `written` names files already
+    holding a format (format -> path), copied instead of rendered again: a 1,000-host report is made once."""
     from ..reporters import REPORTERS
 
     def pieces(fmt: str) -> Iterable[str]:
@@ -96,5 +112,5 @@ def emit_report(report: Any, pairs: list[tuple[str, Path | None]], written: dict
                     sys.stdout.write(piece)
                 sys.stdout.flush()
         else:
-            atomic_write_chunks(out, pieces(fmt))
+            atomic_write_chunks(out, pieces(fmt), mode=mode)
             err_console.print(f"wrote {fmt} report to {out}")

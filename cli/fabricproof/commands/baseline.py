@@ -65,7 +65,7 @@ def capture(
     text = "# Captured by `fabricproof baseline capture`; review every value before trusting it.\n" + yaml.safe_dump(doc, sort_keys=False)
     documents.validate(documents.parse_yaml(text, str(output or "<captured>")), "baseline")
     if output:
-        atomic_write_text(output, text)
+        atomic_write_text(output, text, mode=0o644)  # a baseline is configuration, committed and shared
         err_console.print(f"wrote baseline with {_count_leaves(values)} values to {output}")
     else:
         typer.echo(text, nl=False)

@@ -23,7 +23,7 @@ from ..fsutil import atomic_write_text
 from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now
 from ..reporters import REPORTERS
-from ._common import SEVERITIES, check_fail_on, console, err_console, input_errors
+from ._common import OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, console, err_console, input_errors, output_mode
 
 EPILOG = """\
 Examples (on the node itself):
@@ -135,11 +135,13 @@ def check(
     command_timeout: Annotated[float | None, typer.Option("--command-timeout", help="Cap on every collector's timeout, seconds.")] = None,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Keep this run's raw evidence and facts here "
                                                  "(default: a temporary directory, removed afterwards).")] = None,
+    mode: Annotated[str, typer.Option("--output-mode", help=OUTPUT_MODE_HELP)] = "600",
 ) -> None:
     """Check this node against a baseline (node-local mode)."""
     if not local:
         raise InputError("`check` runs on the node itself: pass --local (to check a fleet, use `fabricproof validate`)")
     check_fail_on(fail_on)
+    file_mode = output_mode(mode)
     if fmt != "nhc" and fmt not in REPORTERS:
         raise InputError(f"--format {fmt!r}: choose nhc or one of {', '.join(REPORTERS)}")
     if output is not None and fmt == "nhc":
@@ -153,7 +155,7 @@ def check(
     if facts_dir is not None:
         target = facts_dir / f"{node}.json"
         previous = _previous(target)
-        atomic_write_text(target, facts_mod.dump(doc))
+        atomic_write_text(target, facts_mod.dump(doc), mode=file_mode)
     report = evaluate({node: doc}, base, selected, groups={node: groups},
                       previous={node: previous} if previous else None, created_at=utc_now(), tool_version=__version__)
     code = exit_code(report, fail_on)
@@ -165,7 +167,7 @@ def check(
     if fmt != "nhc":
         text = REPORTERS[fmt].render(report)
         if output is not None:
-            atomic_write_text(output, text)
+            atomic_write_text(output, text, mode=file_mode)
         else:
             sys.stdout.write(text)
     if drain:

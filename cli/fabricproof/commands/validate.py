@@ -19,7 +19,8 @@ from ..fsutil import atomic_write_chunks
 from ..reporters import REPORTERS
 from ..runstore import RunStore
 from ..timeutil import utc_now
-from ._common import SEVERITIES, check_fail_on, emit_report, err_console, input_errors, pair_outputs
+from ._common import (OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, emit_report, err_console, input_errors,
+                      output_mode, pair_outputs)
 from ._progress import collect_with_progress
 
 EPILOG = """\
@@ -87,9 +88,11 @@ def validate(
     checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families, e.g. 'nvlink.*,ib.rate'. Repeatable.")] = [],  # noqa: B006
     require_all: Annotated[bool, typer.Option("--require-all", help="Fail when a selected check applied to no host.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No collection progress.")] = False,
+    mode: Annotated[str, typer.Option("--output-mode", help=OUTPUT_MODE_HELP)] = "600",
 ) -> None:
     """Prove hosts against a baseline and the check catalog: live over SSH/Ansible/local, or from saved evidence."""
     check_fail_on(fail_on)
+    file_mode = output_mode(mode)
     if facts and raw:
         raise InputError("give --facts or --raw, not both")
     live = facts is None and raw is None
@@ -124,6 +127,6 @@ def validate(
         written["json"] = RunStore(evidence_dir).report_path
         atomic_write_chunks(written["json"], REPORTERS["json"].pieces(report), mode=0o600)
         err_console.print(f"evidence and report: {evidence_dir}", highlight=False)
-    emit_report(report, pairs, written)
+    emit_report(report, pairs, written, mode=file_mode)
     raise typer.Exit(exit_code(report, fail_on, require_all))
 
