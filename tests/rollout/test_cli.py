@@ -128,3 +128,20 @@ def test_runbook_lint(tmp_path):
                    "    - name: a\n      wait: 1s\n      confirm: Sure\n")
     result = cli("runbook", "lint", bad)
     assert result.exit_code == 2 and f"{bad}:6: at /spec/steps/0 a step needs exactly one of" in result.output
+
+
+def test_plan_output_shows_control_characters_from_hosts_and_the_plan_never_obeys_them(tmp_path):
+    """Host names and the plan's description come from files other people write: an ESC sequence in them (a
+    terminal title, colours, clearing the screen) is printed as visible text."""
+    inv = tmp_path / "inventory.yml"
+    inv.write_text('all:\n  children:\n    dgx_h100:\n      hosts:\n        "h100-\\e]0;owned\\a0001": {}\n'
+                   '        h100-0002: {}\n')
+    plan = tmp_path / "plan.yml"
+    plan.write_text((PLANS / "hca-firmware.yml").read_text()
+                    .replace("description: ", 'description: "\\e[2J\\e[31mred\\r" #', 1)
+                    .replace("../baseline.yaml", str(REPO / "inventories/lab/baseline.yaml"))
+                    .replace("baselines/", str(PLANS / "baselines") + "/"))
+    result = cli("rollout", "plan", plan, "-i", inv)
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output and "\r" not in result.output
+    assert "\\x1b[2J\\x1b[31mred\\x0d" in result.output and "h100-\\x1b]0;owned" in result.output

@@ -9,11 +9,11 @@ from types import TracebackType
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..collect import CollectResult, HostProgress, collect
 from ..model import Host
+from ._common import shown
 
 #: Plain mode prints a status line at every 10 % and at least this often.
 PLAIN_EVERY_S = 10.0
@@ -51,7 +51,7 @@ class ProgressView:
     def __enter__(self) -> ProgressView:
         if self.fancy:
             self._bar = Progress(
-                TextColumn(f"[bold]{escape(self.label)}[/]"), BarColumn(), MofNCompleteColumn(),
+                TextColumn(f"[bold]{shown(self.label)}[/]"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("hosts · [red]{task.fields[failed]} not collected[/] · "
                            "[yellow]{task.fields[partial]} partial[/] · {task.fields[rate]}"),
                 TimeElapsedColumn(), console=self.console, transient=True)
@@ -71,16 +71,16 @@ class ProgressView:
         if self._bar is not None and self._task is not None:
             if line:
                 style = "red" if ev.status == "failed" else "yellow"
-                self._bar.console.print(f"[{style}]{escape(line)}[/]", soft_wrap=True, highlight=False)
+                self._bar.console.print(f"[{style}]{shown(line)}[/]", soft_wrap=True, highlight=False)
             rate = f"{ev.done / ev.elapsed_s:.1f} hosts/s" if ev.elapsed_s > 0 else ""
             self._bar.update(self._task, completed=ev.done, failed=ev.failed, partial=ev.partial, rate=rate)
             return
         if line:
-            self.console.print(escape(line), soft_wrap=True, highlight=False)
+            self.console.print(shown(line), soft_wrap=True, highlight=False)
         pct = ev.done * 100 // max(1, ev.total)
         now = time.monotonic()
         if pct >= self._next_pct or now - self._last_line >= PLAIN_EVERY_S or ev.done == ev.total:
-            self.console.print(escape(status_line(ev, self.label)), soft_wrap=True, highlight=False)
+            self.console.print(shown(status_line(ev, self.label)), soft_wrap=True, highlight=False)
             self._last_line = now
             while self._next_pct <= pct:
                 self._next_pct += 10

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from .. import __version__, catalog
 from .. import baseline as baseline_mod
@@ -23,7 +22,8 @@ from ..fsutil import atomic_write_text
 from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now
 from ..reporters import REPORTERS
-from ._common import OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, console, err_console, input_errors, output_mode
+from ._common import (OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, console, err_console, input_errors, output_mode,
+                      shown)
 
 EPILOG = """\
 Examples (on the node itself):
@@ -106,11 +106,11 @@ def _slurm(node: str, report: Report, code: int, fail_on: str) -> None:
         state = slurm.parse_show_node(slurm.run(slurm.show_argv(node)), node)
         action = slurm.decide(state, ids, passed=code == ExitCode.OK)
         if action.message:
-            err_console.print(escape(action.message), soft_wrap=True, highlight=False)
+            err_console.print(shown(action.message), soft_wrap=True, highlight=False)
         if action.argv:
             slurm.run(action.argv)
     except slurm.SlurmError as exc:
-        err_console.print(f"[bold red]error:[/] --drain: {escape(str(exc))}", soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] --drain: {shown(str(exc))}", soft_wrap=True)
 
 
 @input_errors
@@ -163,7 +163,7 @@ def check(
     lines = nhc_lines(report, node, fail_on)
     if fmt == "nhc" or output is not None:
         for line in lines:
-            console.print(escape(line), soft_wrap=True, highlight=False)
+            console.print(shown(line), soft_wrap=True, highlight=False)
     if fmt != "nhc":
         text = REPORTERS[fmt].render(report)
         if output is not None:

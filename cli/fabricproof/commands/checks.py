@@ -6,13 +6,12 @@ import json
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from .. import catalog
 from ..errors import InputError
 from ..evaluate import sentence
-from ._common import console, input_errors
+from ._common import console, input_errors, shown
 
 app = typer.Typer(help="Browse the check catalog: what is checked, why, and how to fix it.", no_args_is_help=True)
 
@@ -53,14 +52,14 @@ def show(check_id: Annotated[str, typer.Argument(help="A check id, e.g. fm.versi
         hint = difflib.get_close_matches(check_id, list(by_id), n=3)
         raise InputError(f"unknown check id {check_id!r}" + (f"; did you mean {', '.join(hint)}?" if hint else ""))
     lines = [
-        f"[bold]{c.id}[/]  {escape(c.title)}",
+        f"[bold]{c.id}[/]  {shown(c.title)}",
         f"severity: {c.severity.value}   scope: {c.scope.value}   family: {c.family}",
         f"platforms: {', '.join(c.platforms) if c.platforms else 'all'}"
         + (f"   requires baseline: {', '.join(c.requires)}" if c.requires else ""),
-        f"reads: collector {c.collector} ({escape(_command(c.collector))}) at {c.fact}",
-        f"expects: {escape(sentence(c))}",
-        "", "[bold]why[/]", escape(c.rationale.strip()), "", "[bold]remediation[/]", escape(c.remediation.strip()),
-        "", "[bold]references[/]", *(f"- {escape(r)}" for r in c.references),
+        f"reads: collector {c.collector} ({shown(_command(c.collector))}) at {c.fact}",
+        f"expects: {shown(sentence(c))}",
+        "", "[bold]why[/]", shown(c.rationale.strip()), "", "[bold]remediation[/]", shown(c.remediation.strip()),
+        "", "[bold]references[/]", *(f"- {shown(r)}" for r in c.references),
         "", f"source: {c.source}",
     ]
     for line in lines:

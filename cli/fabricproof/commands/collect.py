@@ -9,7 +9,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from .. import facts as facts_mod
@@ -18,7 +17,7 @@ from ..collect import (DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, CollectResult, che
                        select_hosts)
 from ..errors import InputError
 from ..runstore import RunStore
-from ._common import console, err_console, input_errors
+from ._common import console, err_console, input_errors, shown
 from ._progress import collect_with_progress
 
 COLLECT_EPILOG = """\
@@ -51,16 +50,16 @@ def _summary(result: CollectResult, out: Console) -> None:
     rate = n / result.duration_s if result.duration_s > 0 else 0.0
     collected = len(result.collected)
     out.print(f"collected {collected}/{n} hosts in {result.duration_s:.1f} s ({rate:.1f} hosts/s) "
-                      f"-> {escape(str(result.run_dir))}", soft_wrap=True, highlight=False)
+                      f"-> {shown(str(result.run_dir))}", soft_wrap=True, highlight=False)
     if result.errors:
         out.print(f"[red]not collected ({len(result.errors)}):[/]")
         for host, err in sorted(result.errors.items()):
-            out.print(f"  {escape(host)}: {escape(str(err))}", soft_wrap=True, highlight=False)
+            out.print(f"  {shown(host)}: {shown(str(err))}", soft_wrap=True, highlight=False)
     if result.collector_errors:
         out.print(f"[yellow]collector errors on {len(result.collector_errors)} host(s):[/]")
         for host, failed in sorted(result.collector_errors.items()):
             for cid, why in failed.items():
-                out.print(f"  {escape(host)} {cid}: {escape(why)}", soft_wrap=True, highlight=False)
+                out.print(f"  {shown(host)} {cid}: {shown(why)}", soft_wrap=True, highlight=False)
 
 
 @input_errors
@@ -101,17 +100,17 @@ def _render_drift_table(drift: Any, a: Path, b: Path) -> None:
     from ..drift import Drift
 
     assert isinstance(drift, Drift)
-    console.print(f"drift {escape(str(a))} -> {escape(str(b))}: {len(drift.hosts_compared)} host(s) compared, "
+    console.print(f"drift {shown(str(a))} -> {shown(str(b))}: {len(drift.hosts_compared)} host(s) compared, "
                   f"{len(drift.changes)} change(s)", highlight=False, soft_wrap=True)
     if drift.changes:
         table = Table("host", "kind", "what", "before", "after", "delta")
         for c in drift.changes:
             delta = "" if c.delta is None else f"+{c.delta}" + (" (reset)" if c.reset else "")
-            table.add_row(escape(c.host), c.kind, escape(c.what), escape(str(c.before)), escape(str(c.after)), delta)
+            table.add_row(shown(c.host), c.kind, shown(c.what), shown(str(c.before)), shown(str(c.after)), delta)
         console.print(table)
     for label, hosts in (("only in A", drift.only_in_a), ("only in B", drift.only_in_b)):
         if hosts:
-            console.print(f"{label}: {escape(', '.join(hosts))}", highlight=False, soft_wrap=True)
+            console.print(f"{label}: {shown(', '.join(hosts))}", highlight=False, soft_wrap=True)
 
 
 @input_errors

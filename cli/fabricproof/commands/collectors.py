@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from ..collectors import COLLECTORS, ParseError
 from ..errors import InputError
-from ._common import console, input_errors
+from ._common import console, input_errors, shown
 
 app = typer.Typer(help="The collectors: fixed commands plus pure parsers from raw text to facts.", no_args_is_help=True)
 
@@ -30,7 +29,7 @@ def list_collectors(fmt: Annotated[str, typer.Option("--format", "-f", help="tab
         raise InputError(f"--format {fmt!r}: choose table or json")
     table = Table("id", "command", "provides", "default", title=f"{len(rows)} collectors")
     for r in rows:
-        table.add_row(r["id"], escape(r["command"]), r["provides"], "yes" if r["default"] else "no")
+        table.add_row(r["id"], shown(r["command"]), r["provides"], "yes" if r["default"] else "no")
     console.print(table)
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.rule import Rule
 
 from .. import baseline as baseline_mod
@@ -22,7 +21,7 @@ from ..model import Outcome, Report
 from ..paths import inventories_dir
 from ..reporters import table
 from ..rollout import decisions, runs
-from ._common import console, input_errors
+from ._common import console, input_errors, shown
 
 #: (host, fault) pairs the tour injects: one NVLink, one Fabric Manager, one GPUDirect RDMA failure. Two H100s, so
 #: fleet checks still have a majority to judge the outlier against.
@@ -108,7 +107,7 @@ def _rollout_rolls_back(lab_dir: Path, inv_path: Path, work: Path, step: Callabl
     step(Step(f"rollout {plan.name}: the pilot {pilot} will leave Fabric Manager behind the new driver", True,
               "waves pilot -> 25% -> rest; gates: driver, FM, fabric, NVLink; on failure: roll the wave back"))
     code, run_id = runs.start(plan, runs_dir=work / "rollouts", inventory_override=str(inv_path),
-                              progress=lambda m: _say(escape(m)))
+                              progress=lambda m: _say(shown(m)))
     run_dir = work / "rollouts" / run_id
     log = [decisions.format_line(d) for d in decisions.read(run_dir)]
     step(Step("the post-gate failed on the pilot, which rolled itself back; no other host was touched", code == 4,
@@ -135,9 +134,9 @@ def demo(
 
     def step(s: Step) -> None:
         steps.append(s)
-        console.print(Rule(f"[bold]{escape(s.title)}[/]", style="green" if s.ok else "red"))
+        console.print(Rule(f"[bold]{shown(s.title)}[/]", style="green" if s.ok else "red"))
         if s.detail:
-            _say(escape(s.detail))
+            _say(shown(s.detail))
         if not s.ok:
             _say("[red]this step did not behave as expected[/]")
 
@@ -146,7 +145,7 @@ def demo(
     finally:
         if not keep:
             manager.down(lab_dir, purge=True)
-            _say(f"lab down: every sshd stopped; evidence kept in {escape(str(root / 'runs'))}")
+            _say(f"lab down: every sshd stopped; evidence kept in {shown(str(root / 'runs'))}")
         else:
-            _say(f"lab kept running: fabricproof lab status --dir {escape(str(lab_dir))}")
+            _say(f"lab kept running: fabricproof lab status --dir {shown(str(lab_dir))}")
     raise typer.Exit(0 if ok else 1)

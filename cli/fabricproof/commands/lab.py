@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.markup import escape
 
 from ..lab import manager
 from ..lab.errors import LabError
 from ..lab.layout import default_lab_dir
 from ..lab.topology import MAX_NODES, PROFILE_CHOICES
 from ..model import ExitCode
-from ._common import console, err_console
+from ._common import console, err_console, shown
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,7 +54,7 @@ def lab_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except LabError as exc:
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {shown(str(exc))}", soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")
@@ -65,7 +64,7 @@ def lab_errors(fn: F) -> F:
 
 
 def _progress(message: str) -> None:
-    err_console.print(escape(message), soft_wrap=True)
+    err_console.print(shown(message), soft_wrap=True)
 
 
 @app.command("up")
@@ -116,22 +115,22 @@ def _say(text: str) -> None:
 
 def _print_status(doc: dict[str, Any]) -> None:
     if doc["state"] == manager.ABSENT:
-        _say(f"no lab in {escape(doc['dir'])}")
+        _say(f"no lab in {shown(doc['dir'])}")
         return
     sshd = doc["sshd"]
     profiles = ", ".join(f"{n} {p}" for p, n in doc["profiles"].items())
-    _say(f"lab {escape(doc['dir'])}: [bold]{doc['state']}[/]")
+    _say(f"lab {shown(doc['dir'])}: [bold]{doc['state']}[/]")
     _say(f"  nodes      {doc['nodes']} ({profiles}), {doc['first_host']['name']} "
          f"{doc['first_host']['address']} .. {doc['last_host']['name']} {doc['last_host']['address']}")
     _say(f"  port       {doc['port']}   user {doc['user']}")
     _say(f"  sshd       {sshd['alive']} of {sshd['total']} alive")
-    _say(f"  inventory  {escape(doc['inventory'])}")
-    _say(f"  ssh        ssh -F {escape(doc['ssh_config'])} {doc['first_host']['name']} nvidia-smi -L")
+    _say(f"  inventory  {shown(doc['inventory'])}")
+    _say(f"  ssh        ssh -F {shown(doc['ssh_config'])} {doc['first_host']['name']} nvidia-smi -L")
     for proc in sshd["processes"]:
         if doc["state"] != manager.STOPPED and (not proc["alive"] or proc["listening"] != proc["addresses"]):
             what = "dead" if not proc["alive"] else f"listening on {proc['listening']} of {proc['addresses']} addresses"
             _say(f"  [red]sshd {proc['group']} (pid {proc['pid']}, {proc['first_address']}.."
-                 f"{proc['last_address']}) {what}[/]; log {escape(proc['log'])}")
+                 f"{proc['last_address']}) {what}[/]; log {shown(proc['log'])}")
 
 
 @app.command("down")
@@ -143,10 +142,10 @@ def down(
     """Stop every sshd of the lab and everything running under it; keep the lab's files unless --purge."""
     report = manager.down(_lab_dir(directory), purge=purge)
     if not report.had_lab:
-        err_console.print(f"no lab in {escape(str(report.layout.root))}")
+        err_console.print(f"no lab in {shown(str(report.layout.root))}")
         return
     err_console.print(f"lab down: stopped {len(report.stopped_pids)} sshd"
-                      + (f"; removed {escape(str(report.layout.root))}" if report.purged else ""))
+                      + (f"; removed {shown(str(report.layout.root))}" if report.purged else ""))
 
 
 @fault_app.command("list")
@@ -161,7 +160,7 @@ def fault_list(fmt: FormatOption = "text") -> None:
     for f in faults:
         caught = ", ".join(f["catches"]) or "-"
         _say(f"[bold]{f['name']}[/]  ({', '.join(f['profiles'])})")
-        _say(f"    {escape(f['description'])}")
+        _say(f"    {shown(f['description'])}")
         _say(f"    caught by: {caught}")
         for label, key in (("over time", "catches_over_time"), ("across the fleet", "catches_fleet")):
             if f[key]:

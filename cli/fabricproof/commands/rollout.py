@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from .. import transport
@@ -16,7 +15,7 @@ from ..errors import InputError
 from ..rollout import decisions, runs
 from ..rollout import plan as plan_mod
 from ..rollout import state as st
-from ._common import console, input_errors
+from ._common import console, input_errors, shown
 from ._runlog import finish_run, say
 
 EXIT_HELP = ("Exit codes: 0 done · 1 a gate failed and the run halted · 2 bad input (nothing touched) · "
@@ -65,16 +64,16 @@ def plan_cmd(
 
 
 def _print_plan(doc: dict[str, Any]) -> None:
-    console.print(f"[bold]{escape(doc['plan'])}[/]: {escape(doc['description'])}", soft_wrap=True)
-    console.print(f"target {escape(doc['target'])} in {escape(doc['inventory'])}: {doc['hosts']} host(s), "
-                  f"moving by {escape(doc['units'])}", soft_wrap=True)
-    console.print(f"apply {escape(doc['change']['apply'])}\nrollback {escape(doc['change']['rollback'])}", soft_wrap=True)
-    console.print(f"before {escape(doc['baseline']['before'])}\nafter  {escape(doc['baseline']['after'])}",
+    console.print(f"[bold]{shown(doc['plan'])}[/]: {shown(doc['description'])}", soft_wrap=True)
+    console.print(f"target {shown(doc['target'])} in {shown(doc['inventory'])}: {doc['hosts']} host(s), "
+                  f"moving by {shown(doc['units'])}", soft_wrap=True)
+    console.print(f"apply {shown(doc['change']['apply'])}\nrollback {shown(doc['change']['rollback'])}", soft_wrap=True)
+    console.print(f"before {shown(doc['baseline']['before'])}\nafter  {shown(doc['baseline']['after'])}",
                   soft_wrap=True)
     table = Table("wave", "hosts", "batches", "may fail", "soak", "pause", title="waves (pilot first)")
     for w in doc["waves"]:
         hosts = ", ".join(w["hosts"][:6]) + (f" (+{len(w['hosts']) - 6})" if len(w["hosts"]) > 6 else "")
-        table.add_row(f"{w['index'] + 1}. {w['name']}", f"{len(w['hosts'])}: {escape(hosts)}",
+        table.add_row(f"{w['index'] + 1}. {w['name']}", f"{len(w['hosts'])}: {shown(hosts)}",
                       " | ".join(str(len(b)) for b in w["batches"]), f"{w['tolerated_failures']} ({w['budget']})",
                       plan_mod.format_duration(w["soak_s"]) if w["soak_s"] is not None else "-",
                       "yes" if w["pause"] else "")
@@ -83,17 +82,17 @@ def _print_plan(doc: dict[str, Any]) -> None:
     console.print(f"gates: {len(g['checks'])} check(s) fail a host at {g['fail_on']} or above; post-gate retried "
                   f"every {g['retry_interval_s']}s for up to {g['timeout_s']}s\n  budget boundary: {g['boundary']}",
                   soft_wrap=True)
-    console.print("  checks: " + escape(", ".join(g["checks"])), soft_wrap=True)
+    console.print("  checks: " + shown(", ".join(g["checks"])), soft_wrap=True)
     if doc["soak"]:
         s = doc["soak"]
         every = f", read every {s['interval_s']}s" if s["interval_s"] else ""
-        console.print(f"soak: counters must not grow{every}: {escape(', '.join(s['checks']))}", soft_wrap=True)
+        console.print(f"soak: counters must not grow{every}: {shown(', '.join(s['checks']))}", soft_wrap=True)
     if doc["drain"]:
-        console.print(f"drain: {doc['drain']['scheduler']} ({escape(Path(doc['drain']['drain']).name)} / "
-                      f"{escape(Path(doc['drain']['undrain']).name)})", soft_wrap=True)
+        console.print(f"drain: {doc['drain']['scheduler']} ({shown(Path(doc['drain']['drain']).name)} / "
+                      f"{shown(Path(doc['drain']['undrain']).name)})", soft_wrap=True)
     console.print(f"on failure: {doc['on_failure']}")
     for step in doc["rollback_steps"]:
-        console.print(f"  - {escape(step)}", soft_wrap=True)
+        console.print(f"  - {shown(step)}", soft_wrap=True)
     console.print(f"reports: {', '.join(doc['reports'])}")
 
 
@@ -191,9 +190,9 @@ def status_cmd(
         typer.echo(json.dumps(doc, indent=2))
         return
     live = f", driven by pid {owner.get('pid')}" if owner else ""
-    console.print(f"[bold]{state.run_id}[/] plan {escape(state.data['plan'])}: [bold]{state.status}[/]{live} "
+    console.print(f"[bold]{state.run_id}[/] plan {shown(state.data['plan'])}: [bold]{state.status}[/]{live} "
                   f"(exit {state.data['exit_code']}); started {state.data['created_at']} by "
-                  f"{escape(state.data['created_by'])}, updated {state.data['updated_at']}", soft_wrap=True)
+                  f"{shown(state.data['created_by'])}, updated {state.data['updated_at']}", soft_wrap=True)
     waves = Table("wave", "hosts", "steps done", title="waves")
     for w in state.waves:
         done = [s.split(".", 1)[1] for s, v in state.data["steps"].items()
@@ -203,9 +202,9 @@ def status_cmd(
     hosts = Table("host", "wave", "state", "reason", title="hosts")
     names = [w.name for w in state.waves]
     for h, d in sorted(state.hosts.items(), key=lambda kv: (kv[1]["wave"], kv[0])):
-        hosts.add_row(h, names[d["wave"]], d["state"], escape(d.get("reason", "")))
+        hosts.add_row(h, names[d["wave"]], d["state"], shown(d.get("reason", "")))
     console.print(hosts)
     console.print("decisions:")
     for d in doc["decisions"][-15:]:
-        console.print("  " + escape(decisions.format_line(d)), soft_wrap=True)
+        console.print("  " + shown(decisions.format_line(d)), soft_wrap=True)
     console.print(f"state {state.dir / st.STATE_FILE}")

@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from .. import inventory as inventory_mod
 from ..errors import InputError, Problem
 from ..rollout import decisions, runs
 from ..rollout import runbook as runbook_mod
-from ._common import console, err_console, input_errors
+from ._common import console, err_console, input_errors, shown
 
 app = typer.Typer(
     help="Incident runbooks: ordered steps (playbook, validate, rollback, wait, confirm) that ask before changing "
@@ -25,7 +24,7 @@ app = typer.Typer(
 
 def _ask(question: str) -> bool:
     if not sys.stdin.isatty():
-        err_console.print(escape(f"{question} [no terminal to answer on: declined; use --yes to run unattended]"),
+        err_console.print(shown(f"{question} [no terminal to answer on: declined; use --yes to run unattended]"),
                           soft_wrap=True)
         return False
     return typer.confirm(question, default=False, err=True)
@@ -36,10 +35,10 @@ def _ask(question: str) -> bool:
 def lint(file: Annotated[Path, typer.Argument(help="Runbook YAML (kind: Runbook).", show_default=False)]) -> None:
     """Validate a runbook: schema, one action per step, playbooks, baselines and checks it names."""
     rb = runbook_mod.load(file)
-    console.print(f"{escape(str(file))}: ok — runbook {escape(rb.name)}, {len(rb.steps)} step(s)", soft_wrap=True)
+    console.print(f"{shown(str(file))}: ok — runbook {shown(rb.name)}, {len(rb.steps)} step(s)", soft_wrap=True)
     for s in rb.steps:
         mark = " (asks first)" if s.kind in runbook_mod.MUTATING else ""
-        console.print(f"  {s.index + 1}. {s.kind:<8} {escape(s.name)}{mark}", soft_wrap=True)
+        console.print(f"  {s.index + 1}. {s.kind:<8} {shown(s.name)}{mark}", soft_wrap=True)
 
 
 @app.command("run")
@@ -60,11 +59,11 @@ def run(
     inv = inventory_mod.load(inv_path)
     session = runbook_mod.Session(runbook=rb, inventory_path=inv_path, inventory=inv,
                                   runs_dir=runs.ensure_runs_dir(runs_dir), yes=yes, ask=_ask, limit=limit,
-                                  progress=lambda m: err_console.print(escape(m), soft_wrap=True))
+                                  progress=lambda m: err_console.print(shown(m), soft_wrap=True))
     rr = runbook_mod.RunbookRun(session)
     code = rr.run()
-    err_console.print(escape(f"decision log {rr.dir / decisions.DECISIONS_FILE}:"), soft_wrap=True)
+    err_console.print(shown(f"decision log {rr.dir / decisions.DECISIONS_FILE}:"), soft_wrap=True)
     for d in decisions.read(rr.dir):
-        err_console.print("  " + escape(decisions.format_line(d)), soft_wrap=True)
-    err_console.print(escape(f"evidence bundle {rr.dir / runbook_mod.BUNDLE}"), soft_wrap=True)
+        err_console.print("  " + shown(decisions.format_line(d)), soft_wrap=True)
+    err_console.print(shown(f"evidence bundle {rr.dir / runbook_mod.BUNDLE}"), soft_wrap=True)
     raise typer.Exit(int(code))
