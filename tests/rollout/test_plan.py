@@ -317,3 +317,16 @@ def test_describe_lists_waves_gates_and_rollback_steps(tmp_path):
     assert doc["gates"]["checks"] == ["driver.version", "fm.version"]
     assert doc["rollback_steps"][0] == "on a failed wave: roll back every changed host, newest wave first"
     assert "failed hosts <= max_failed_hosts" in doc["gates"]["boundary"]
+
+
+def test_a_plan_runs_only_playbooks_kept_with_it_or_shipped(tmp_path):
+    """A path out of the plan's directory and playbooks/ is refused, and so is a file that is no playbook."""
+    (tmp_path / "notes.yml").write_text("just: a mapping\n")
+    path = write_plan(tmp_path, GATES + "waves:\n  - {name: all, size: rest}\n")
+    path.write_text(path.read_text().replace("rollback.yml", "../../../../../../../../etc/passwd")
+                    .replace("apply.yml", "notes.yml"))
+    with pytest.raises(InputError) as exc:
+        load(path, CATALOG)
+    msgs = {p.pointer: p.message for p in exc.value.problems}
+    assert "is /etc/passwd, outside" in msgs["/spec/change/rollback/playbook"]
+    assert "is not an Ansible playbook" in msgs["/spec/change/apply/playbook"]

@@ -220,3 +220,19 @@ def test_the_log_ends_with_the_exit_the_operator_saw_when_a_step_raises(tmp_path
         run.run()
     end = decisions.read(run.dir)[-1]
     assert end["what"] == "RUNBOOK_END" and end["why"] == "exit 2"
+
+
+def test_a_misspelt_step_key_is_named_with_a_suggestion(tmp_path):
+    with pytest.raises(InputError) as exc:
+        rb_mod.load(write_runbook(tmp_path, """\
+            - name: Drain them
+              playbok: drain.yml
+            """))
+    msgs = {p.pointer: p.message for p in exc.value.problems}
+    assert msgs["/spec/steps/0/playbok"] == "unknown key 'playbok'; did you mean 'playbook'?"
+
+
+def test_step_keys_are_the_schemas():
+    from fabricproof import documents
+
+    assert set(rb_mod.STEP_KEYS) == set(documents.schema("runbook")["$defs"]["step"]["properties"])

@@ -201,13 +201,30 @@ def _size(raw: Any) -> int | float | str | tuple[str, str]:
     return raw
 
 
-def resolve_playbook(name: str, base: Path) -> Path | None:
-    """A playbook next to the plan wins; otherwise the shipped playbooks/ directory."""
-    for root in (base, playbooks_dir()):
+_PLAY_KEYS = ("hosts", "import_playbook", "ansible.builtin.import_playbook")
+
+
+def resolve_playbook(name: str, base: Path) -> Path:
+    """A playbook next to the plan wins; otherwise the shipped playbooks/ directory. It must lie inside one of
+    the two (no `..` or absolute path out of them) and be an Ansible playbook: a list of plays, each with
+    `hosts:` or an `import_playbook:`. ValueError says which of these it is not."""
+    roots = (base.resolve(), playbooks_dir().resolve())
+    for root in roots:
         p = (root / name).resolve()
         if p.is_file():
+            if not any(p.is_relative_to(r) for r in roots):
+                raise ValueError(f"playbook {name!r} is {p}, outside {roots[0]} and {roots[1]}: a change runs "
+                                 "only playbooks kept with its plan or shipped in playbooks/")
+            try:
+                plays = documents.parse_yaml(documents.read_text(p), str(p)).data
+            except InputError as exc:
+                raise ValueError(f"playbook {name!r} cannot be read: {exc.problems[0]}") from None
+            if not (isinstance(plays, list) and plays and all(
+                    isinstance(play, dict) and any(k in play for k in _PLAY_KEYS) for play in plays)):
+                raise ValueError(f"{name!r} ({p}) is not an Ansible playbook: expected a list of plays, each with "
+                                 "hosts: or import_playbook:")
             return p
-    return None
+    raise ValueError(f"playbook {name!r} not found in {roots[0]} or {roots[1]}")
 
 
 def catalog_matches(pattern: str, checks: Sequence[Check]) -> list[Check]:
@@ -242,11 +259,11 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
     problems: list[Problem] = []
 
     def playbook_at(path: tuple[Any, ...], name: str) -> Path:
-        found = resolve_playbook(name, base)
-        if found is None:
-            problems.append(doc.problem(path, f"playbook {name!r} not found in {base} or {playbooks_dir()}"))
+        try:
+            return resolve_playbook(name, base)
+        except ValueError as exc:
+            problems.append(doc.problem(path, str(exc)))
             return base / name
-        return found
 
     def file_at(path: tuple[Any, ...], name: str, what: str) -> Path:
         p = (base / name).resolve()

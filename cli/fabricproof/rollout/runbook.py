@@ -3,6 +3,7 @@ step, recording every decision, and ending with an evidence bundle (tar.gz of de
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import tarfile
@@ -30,6 +31,8 @@ from .plan import catalog_matches, parse_duration, resolve_playbook
 from .playbook import PlaybookResult, run_playbook
 
 ACTIONS = ("playbook", "validate", "rollback", "wait", "confirm")
+#: Every key a step may have: its name, its one action, and what qualifies it.
+STEP_KEYS = ("name", *ACTIONS, "hosts", "on_failure", "vars")
 MUTATING = ("playbook", "rollback")
 FAILED_HOSTS = "@failed"
 BUNDLE = "evidence.tar.gz"
@@ -81,7 +84,12 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
                 found = [a for a in ACTIONS if a in s]
                 if len(found) != 1:
                     got = f"it has {', '.join(found)}" if found else "it has none"
-                    problems.append(doc.problem(("spec", "steps", i), f"a step needs exactly one of {', '.join(ACTIONS)}; {got}"))
+                    problems.append(doc.problem(("spec", "steps", i), f"a step needs exactly one of "
+                                                                      f"{', '.join(ACTIONS)}; {got}"))
+                for key in sorted(k for k in s if k not in STEP_KEYS):  # the typo that left it with none, named
+                    hint = difflib.get_close_matches(str(key), STEP_KEYS, n=1)
+                    tip = f"; did you mean {hint[0]!r}?" if hint else f"; allowed: {', '.join(STEP_KEYS)}"
+                    problems.append(doc.problem(("spec", "steps", i, key), f"unknown key {key!r}{tip}"))
     if problems:
         raise InputError(problems)
     documents.validate(doc, "runbook")
@@ -96,9 +104,11 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
         common = {"index": i, "name": s["name"], "kind": kind, "on_failure": s.get("on_failure", "stop"),
                   "hosts": s.get("hosts")}
         if kind == "playbook":
-            path = resolve_playbook(s["playbook"], base)
-            if path is None:
-                problems.append(doc.problem(at + ("playbook",), f"playbook {s['playbook']!r} not found"))
+            path: Path | None = None
+            try:
+                path = resolve_playbook(s["playbook"], base)
+            except ValueError as exc:
+                problems.append(doc.problem(at + ("playbook",), str(exc)))
             steps.append(Step(**common, playbook=path, vars=dict(s.get("vars") or {})))
         elif kind == "validate":
             v = s["validate"]
