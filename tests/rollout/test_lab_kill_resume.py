@@ -121,3 +121,19 @@ def test_a_second_rollout_from_another_runs_directory_is_refused(h100_lab, tmp_p
     after = cli("rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", second_dir)
     # past the locks: its pre-gate finds the firmware already upgraded by the first run and halts
     assert after.exit_code == 1 and "locked" not in after.output and "pre-gate" in after.output, after.output
+
+
+@pytest.mark.parametrize("h100_lab", [1], indirect=True)
+def test_a_run_halted_by_its_pre_gate_resumes_once_the_fault_is_fixed(h100_lab, tmp_path):
+    """The pre-gate is re-proven in a fresh attempt beside the failed one; the run then goes on to done."""
+    manager.fault_inject(h100_lab.dir, "h100-0001", "fm-down")
+    plan = derived_plan(tmp_path, "driver-fm-upgrade.yml", waves=[{"name": "pilot", "size": 1}], drain=None)
+    runs_dir = tmp_path / "runs"
+    halted = cli("rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", runs_dir)
+    assert halted.exit_code == 1 and the_run(runs_dir).status == st.HALTED, halted.output
+    manager.fault_clear(h100_lab.dir, "h100-0001")
+    resumed = cli("rollout", "resume", "last", "--runs-dir", runs_dir)
+    run = the_run(runs_dir)
+    assert resumed.exit_code == 0 and run.status == st.DONE, resumed.output
+    assert {p.name for p in (run.dir / "waves" / "1-pilot" / "pre-gate").iterdir()} == {"attempt-1", "attempt-2"}
+    assert driver_of(h100_lab.node("h100-0001")) == (AFTER, AFTER, AFTER)
