@@ -4,7 +4,7 @@ playbooks and example plans, emulated nodes whose tools the playbooks change.
 a. driver + FM upgrade over three waves succeeds; the fleet ends on the after-baseline
 b. the pilot's upgrade breaks FM -> post-gate fails -> automatic rollback -> before-baseline, exit 4, the story logged
 c. SIGKILL of the rollout process during the apply of wave 2 -> resume finishes, no host applied twice
-d. a second concurrent run on the same hosts is refused
+d. a second concurrent run on the same hosts is refused, from the same or another runs directory
 e. NVLink error growth injected during the soak stops the rollout
 f. HCA firmware upgrade, then `fabricproof rollback RUN` puts the old firmware back and proves it
 """
@@ -161,10 +161,10 @@ def test_c_sigkill_during_wave_2_apply_then_resume_applies_no_host_twice(h100_la
 
 
 @pytest.mark.parametrize("h100_lab", [1], indirect=True)
-def test_d_a_second_concurrent_run_on_the_same_hosts_is_refused(h100_lab, tmp_path):
+def test_d_a_second_concurrent_run_on_the_same_hosts_is_refused_whatever_its_runs_dir(h100_lab, tmp_path):
     plan = derived_plan(tmp_path, "hca-firmware.yml", drain=None, waves=[{"name": "all", "size": "rest"}],
                         soak={"duration": "6s", "checks": ["ib.link_downed"]})
-    runs_dir = tmp_path / "runs"
+    runs_dir, other_dir = tmp_path / "runs", tmp_path / "other" / "runs"
     log = tmp_path / "run.log"
     proc = spawn("rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", runs_dir, log=log)
     try:
@@ -174,10 +174,18 @@ def test_d_a_second_concurrent_run_on_the_same_hosts_is_refused(h100_lab, tmp_pa
         assert second.exit_code == 2
         assert f"host h100-0001 is locked by run {first.run_id} (pid {proc.pid}" in second.output
         assert len(st.list_runs(runs_dir)) == 1  # the refused run left nothing behind
+        # Locks are machine-wide: another operator's runs directory is refused the same way (issue 14.2).
+        elsewhere = cli("rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", other_dir)
+        assert elsewhere.exit_code == 2
+        assert f"host h100-0001 is locked by run {first.run_id} (pid {proc.pid}" in elsewhere.output
+        assert not other_dir.exists() or st.list_runs(other_dir) == []
         assert proc.wait(120) == 0, log.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
+    after = cli("rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", other_dir)
+    # past the locks once the first run is done: its pre-gate finds the firmware already upgraded and halts
+    assert after.exit_code == 1 and "locked" not in after.output and "pre-gate" in after.output, after.output
 
 
 # ----------------------------------------------------------------------------------------------------------- e
