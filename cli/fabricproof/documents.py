@@ -119,15 +119,34 @@ def _check_bounds(text: str, file: str) -> None:
         raise InputError(Problem(f"collections nest deeper than {MAX_DEPTH} levels", file))
 
 
+def _syntax_problem(exc: yaml.YAMLError, text: str, file: str) -> Problem:
+    """Where a YAML syntax error is, as lines of the file: the parser gives up one line past the end when a
+    construct is never closed, so the end is named as such, together with where the construct opened."""
+    last = max(1, text.count("\n") + (0 if text.endswith("\n") else 1))
+
+    def at(mark: Any) -> tuple[int, str]:
+        if mark.line + 1 > last or (mark.line + 1 == last and mark.column >= len(text.splitlines()[-1] or "")
+                                     and text.endswith("\n")):
+            return last, "at the end of the file"
+        return mark.line + 1, f"at line {mark.line + 1}, column {mark.column + 1}"
+
+    reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    problem_mark = getattr(exc, "problem_mark", None)
+    context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    line, where = at(problem_mark) if problem_mark else (None, "")
+    if context and context_mark:
+        opened, opened_where = at(context_mark)
+        message = f"YAML syntax error: {reason} {where}, {context} opened {opened_where}"
+        return Problem(message, file, opened if where == "at the end of the file" else line)
+    return Problem(f"YAML syntax error: {reason}" + (f" {where}" if where else ""), file, line)
+
+
 def parse_yaml(text: str, file: str) -> Document:
     _check_bounds(text, file)
     try:
         node = yaml.compose(text, Loader=_LineLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else None
-        reason = getattr(exc, "problem", None) or str(exc)
-        raise InputError(Problem(f"YAML syntax error: {reason}", file, line)) from None
+        raise InputError(_syntax_problem(exc, text, file)) from None
     if node is None:
         raise InputError(Problem("the document is empty", file, 1))
     values, depth = _expansion(node)

@@ -188,3 +188,15 @@ def test_duplicate_keys_in_facts_json_are_errors_naming_line_and_path(tmp_path):
                                       ' "collectors": {},\n "host": "node2"}\n')
     res = _validate(facts, H100_BASELINE)
     assert res.exit_code == 2 and f"{facts / 'node1.json'}:5: at /host duplicate key 'host'" in res.stderr
+
+
+def test_a_construct_left_open_at_the_end_is_reported_inside_the_file(tmp_path):
+    """An unclosed `[` on the last line: libyaml gives up on line 7 of a 6-line file; the message names the end of
+    the file and where the sequence opened, at a line that exists."""
+    bad = tmp_path / "b.yaml"
+    bad.write_text("apiVersion: fabricproof/v1\nkind: Baseline\nmetadata: {name: x}\nspec:\n  defaults:\n"
+                   "    nvlink: [1, 2\n")
+    res = run("baseline", "lint", bad)
+    assert res.exit_code == 2
+    assert (f"{bad}:6: YAML syntax error: did not find expected ',' or ']' at the end of the file, while parsing a "
+            f"flow sequence opened at line 6, column 13") in res.stderr
