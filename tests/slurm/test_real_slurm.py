@@ -1,7 +1,9 @@
 """fabricproof against a real Slurm (issue 12.2): Debian's slurmctld, one slurmd per lab node and munged on loopback.
 
 - `check --local` as HealthCheckProgram drains a failing node with its reason and resumes only its own drains;
-- a rollout's drain.yml waits for the running job, and undrain.yml resumes only what this run drained.
+- a rollout's drain.yml waits for the running job, and undrain.yml resumes only what this run drained;
+- `srun` fans the node-local check out to every node, and one `validate --facts` judges the written facts with the
+  fleet checks (a fault no node can see on its own).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 from fabricproof import slurm
+from fabricproof.cli import app as main_app
 from fabricproof.lab import manager
 from fabricproof.rollout import decisions
 from slurmkit import wait_for
+from typer.testing import CliRunner
 
 from .slurmlab import BASELINE, NODES, REPO, SlurmLab
 
@@ -207,5 +211,34 @@ def test_rollout_drain_waits_for_the_running_job_and_undrain_resumes_only_what_i
                  lambda: str(c.node(busy)))
         assert (c.node(person).drained, c.node(person).reason) == (True, PERSON)
         assert (c.node(earlier).drained, c.node(earlier).reason) == (True, earlier_reason)
+    finally:
+        reset(slurm_lab)
+
+
+# ------------------------------------------------------------------------------------------------ fan-out
+
+
+def test_srun_runs_the_check_on_every_node_and_one_validate_judges_the_fleet(slurm_lab):
+    c, lab = slurm_lab.cluster, slurm_lab.lab
+    shared = c.root / "shared-facts"  # every node of this cluster is this machine: its disk is the shared one
+    # Another rack's ClusterUUID on one tray: every node passes its own checks; only the fleet comparison sees it.
+    manager.fault_inject(lab.dir, "gb200-0003", "cluster-uuid-mismatch")
+    try:
+        fanout = c.run("srun", f"--nodes={len(NODES)}", "--ntasks-per-node=1", str(slurm_lab.as_lab_node),
+                       sys.executable, "-m", "fabricproof", "check", "--local", "-b", str(BASELINE),
+                       "-i", str(slurm_lab.inventory), "--facts-dir", str(shared), check=False, timeout=300)
+        assert fanout.returncode == 0, fanout.stdout + fanout.stderr
+        assert sorted(line.split(":")[0] for line in fanout.stdout.splitlines()) == [f"OK {n}" for n in NODES]
+        assert sorted(p.name for p in shared.iterdir()) == [f"{n}.json" for n in NODES]
+
+        res = CliRunner().invoke(main_app, ["validate", "--facts", str(shared), "-b", str(BASELINE),
+                                            "-i", str(slurm_lab.inventory), "-f", "json"], catch_exceptions=False)
+        assert res.exit_code == 1, res.output
+        report = json.loads(res.stdout)
+        failed = {(r["check_id"], r["host"]) for r in report["results"] if r["outcome"] == "fail"}
+        assert failed == {("fabric.cluster_uuid_consistent", "gb200-0003")}
+        assert {r["host"] for r in report["results"]} == set(NODES)
+        uuid = {r["host"]: r["outcome"] for r in report["results"] if r["check_id"] == "fabric.cluster_uuid_consistent"}
+        assert uuid == {"gb200-0001": "pass", "gb200-0002": "pass", "gb200-0003": "fail"}
     finally:
         reset(slurm_lab)
