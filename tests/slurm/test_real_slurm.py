@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -46,7 +47,7 @@ def reset(sl: SlurmLab) -> None:
 
 def test_debian_slurm_runs_one_slurmd_per_node_on_loopback_only(slurm_lab):
     c = slurm_lab.cluster
-    assert "MULTIPLE_SLURMD         = Yes" in c.run("scontrol", "show", "config").stdout
+    assert re.search(r"^MULTIPLE_SLURMD\s*=\s*Yes\s*$", c.run("scontrol", "show", "config").stdout, re.MULTILINE)
     listening = c.listening()
     assert set(listening) == {"munged", "slurmctld", *(f"slurmd {n}" for n in NODES)}
     assert listening["munged"] == set()  # a unix socket only
