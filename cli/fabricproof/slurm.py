@@ -7,8 +7,10 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: Every drain reason fabricproof sets starts with this; it resumes only nodes whose reason does.
-REASON_PREFIX = "fabricproof:"
+#: Every drain reason the node-local check sets starts with this, and it resumes only nodes whose reason does. It is
+#: not the "fabricproof: <plan> run <id>" of a rollout's or runbook's drain (playbooks/drain.yml): a health check
+#: that passes mid-change must not put a node back in service under the rollout that drained it.
+REASON_PREFIX = "fabricproof check:"
 MAX_REASON = 200  # keep `sinfo -R` readable; the failed ids are listed in full in the check output
 
 
@@ -68,7 +70,7 @@ class Action:
 
 
 def decide(node: NodeState, failed_ids: Sequence[str], passed: bool) -> Action:
-    """Drain a failing node unless someone else drained it; resume a passing node only if fabricproof drained it."""
+    """Drain a failing node unless someone else drained it; resume a passing node only if this check drained it."""
     if failed_ids:
         if node.drained and not node.ours:
             return Action(None, f"{node.name} is already drained by someone else ({node.reason}); leaving it")
@@ -76,7 +78,7 @@ def decide(node: NodeState, failed_ids: Sequence[str], passed: bool) -> Action:
     if passed and node.drained and node.ours:
         return Action(resume_argv(node.name), f"resuming {node.name}: checks pass again (was {node.reason})")
     if passed and node.drained:
-        return Action(None, f"{node.name} stays drained: the reason is not fabricproof's ({node.reason})")
+        return Action(None, f"{node.name} stays drained: the reason is not this check's ({node.reason})")
     return Action(None, "")
 
 

@@ -55,7 +55,7 @@ def test_local_check_passes_drains_on_failure_and_resumes_only_its_own_drain(fle
     assert any(ln.startswith(f"FAIL {NODE}: nvlink.links_active (critical): ") for ln in lines), lines
     assert any(ln.startswith(f"FAIL {NODE}: nvlink.topology (critical): ") for ln in lines), lines
     shown = slurm_node()
-    assert "State=IDLE+DRAIN" in shown and "Reason=fabricproof: nvlink.links_active,nvlink.topology [" in shown
+    assert "State=IDLE+DRAIN" in shown and "Reason=fabricproof check: nvlink.links_active,nvlink.topology [" in shown
 
     manager.fault_clear(fleet_lab.dir, NODE, "nvlink-inactive")
     res = check("--drain", "--facts-dir", facts_dir)
@@ -67,7 +67,7 @@ def test_local_check_passes_drains_on_failure_and_resumes_only_its_own_drain(fle
     subprocess.run(["scontrol", "update", f"nodename={NODE}", "state=drain", "reason=bad DIMM, ticket 4711"], check=True)
     try:
         res = check("--drain")
-        assert res.exit_code == 0 and "not fabricproof's" in res.stderr
+        assert res.exit_code == 0 and "not this check's" in res.stderr
         assert "Reason=bad DIMM, ticket 4711" in slurm_node()
     finally:
         subprocess.run(["scontrol", "update", f"nodename={NODE}", "state=resume"], check=True)
@@ -88,3 +88,13 @@ def test_local_check_writes_a_node_exporter_textfile(as_lab_node, tmp_path):
     text = prom.read_text()
     assert "fabricproof" in text and NODE in text
     assert res.stdout.startswith(f"OK {NODE}: ")
+
+
+def test_slurmd_names_the_node(as_lab_node, tmp_path, monkeypatch):
+    # slurmd sets SLURMD_NODENAME for HealthCheckProgram and job tasks: the Slurm NodeName, which the hostname
+    # need not be (several slurmd on one machine, or NodeName != hostname).
+    monkeypatch.setenv("SLURMD_NODENAME", NODE)
+    res = CliRunner().invoke(app, ["check", "--local", "-b", str(BASELINE), "--group", "dgx_h100",
+                                   "--checks", "nvlink.*", "--facts-dir", str(tmp_path)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith(f"OK {NODE}: ") and [p.name for p in tmp_path.iterdir()] == [f"{NODE}.json"]

@@ -30,14 +30,19 @@ Examples (on the node itself):
 
   fabricproof check --local -b /etc/fabricproof/baseline.yaml --group dgx_h100
 
-  # Slurm: HealthCheckProgram=/usr/local/sbin/fabricproof-health, a wrapper running
-  fabricproof check --local -b /etc/fabricproof/baseline.yaml --group dgx_h100 --drain --facts-dir /shared/fabricproof/facts
+  # Slurm: HealthCheckProgram=/usr/local/sbin/fabricproof-health, a wrapper running (slurmd names the node)
+  fabricproof check --local -b /etc/fabricproof/baseline.yaml -i /etc/fabricproof/inventory.yml --drain \\
+      --facts-dir /shared/fabricproof/facts --command-timeout 8
+
+  # every node at once, from a login node:
+  srun -N 64 --ntasks-per-node=1 fabricproof check --local ... --facts-dir /shared/fabricproof/facts
 
   # central, fleet checks included:  fabricproof validate --facts /shared/fabricproof/facts -b baseline.yaml -i inventory.yml
 
 Prints one line per problem (NHC style) and exits like validate: 0 pass; 1 a check at or above --fail-on failed;
-2 invalid input; 3 something could not be collected or judged. --drain drains this node in Slurm on exit 1 and,
-on a later passing run, resumes it only if the drain reason is fabricproof's. With --facts-dir, the facts of
+2 invalid input; 3 something could not be collected or judged. --drain drains this node in Slurm on exit 1 (reason
+"fabricproof check: <check ids>") and, on a later passing run, resumes it only if that reason is still the node's: a
+person's drain, or a rollout's ("fabricproof: <plan> run <id>"), stays. With --facts-dir, the facts of
 the previous run there also feed the counter-delta checks.
 """
 
@@ -120,12 +125,14 @@ def check(
     group: Annotated[list[str], typer.Option("--group", "-g", help="Inventory group(s) of this node: selects "
                                              "baseline overrides (e.g. dgx_h100). Repeatable.")] = [],  # noqa: B006
     inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Inventory to take this node's groups from.")] = None,
-    node_name: Annotated[str | None, typer.Option("--node-name", help="Slurm NodeName and facts host name "
-                                                  "(default: the short hostname).")] = None,
+    node_name: Annotated[str | None, typer.Option("--node-name", envvar="SLURMD_NODENAME", show_envvar=False,
+                                                  help="Slurm NodeName and facts host name (default: "
+                                                  "$SLURMD_NODENAME, which slurmd sets for HealthCheckProgram and "
+                                                  "job tasks, else the short hostname).")] = None,
     facts_dir: Annotated[Path | None, typer.Option("--facts-dir", help="Also write this node's facts to "
                                                    "DIR/<node>.json for a central `validate --facts DIR`.")] = None,
     drain: Annotated[bool, typer.Option("--drain", help="Drain this node in Slurm on failure; resume it when "
-                                        "it passes again, only if fabricproof drained it.")] = False,
+                                        "it passes again, only if this check drained it.")] = False,
     fail_on: Annotated[str, typer.Option("--fail-on", help=f"Lowest severity that makes the exit code 1: {SEVERITIES}.")] = "critical",
     fmt: Annotated[str, typer.Option("--format", "-f", help="nhc (one line per problem), or a report format: "
                                      f"{', '.join(REPORTERS)}.")] = "nhc",

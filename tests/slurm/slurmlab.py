@@ -1,0 +1,121 @@
+"""A real Slurm whose nodes are lab nodes: one GB200 rack of the lab behind real sshd, and a test cluster of Debian's
+munged, slurmctld and one slurmd per lab node (same names) whose HealthCheckProgram is fabricproof."""
+
+from __future__ import annotations
+
+import fcntl
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import slurmkit
+from fabricproof.lab import manager
+from labkit import LabFactory, RunningLab
+
+REPO = Path(__file__).resolve().parents[2]
+BASELINE = REPO / "inventories" / "lab" / "baseline.yaml"
+NODES = ("gb200-0001", "gb200-0002", "gb200-0003")
+
+# Makes a process the lab node Slurm runs it on ($SLURMD_NODENAME: slurmd sets it for health checks and job
+# tasks): that node's emulated tools, state and fake root, as if each Slurm node were its own GPU machine. The
+# real scontrol goes ahead of the lab's emulated one; the package is this checkout's.
+AS_LAB_NODE = """\
+#!/bin/sh
+node={nodes}/"$SLURMD_NODENAME"
+[ -n "$SLURMD_NODENAME" ] && [ -d "$node" ] || {{ echo "as-lab-node: no lab node '$SLURMD_NODENAME'" >&2; exit 2; }}
+PATH={slurm_bin}:{lab_bin}:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH SLURM_CONF={conf} PYTHONPATH={cli} FABRICPROOF_LAB_NODE="$node" FABRICPROOF_HOST_ROOT="$node/root"
+exec "$@"
+"""
+
+# The README's HealthCheckProgram wrapper (flock: a slow run never overlaps the next), run as the lab node, and a
+# line per finished run (node, start time, exit status) so that tests can wait for a run that began after a change.
+HEALTH = """\
+#!/bin/sh
+PATH=/usr/sbin:/usr/bin:/sbin:/bin  # slurmd runs it with no environment but SLURMD_NODENAME
+exec 9>>{root}/health-"$SLURMD_NODENAME".lock
+flock -n 9 || exit 0
+start=$(date +%s.%N)
+{as_lab_node} {python} -m fabricproof check --local -b {baseline} -i {inventory} --drain \\
+    --facts-dir {root}/health-facts --command-timeout 20
+echo "$SLURMD_NODENAME $start $?" >> {root}/health-runs.log
+"""
+HEALTH_INTERVAL_S = 3  # a real cluster checks every few minutes; the tests want several runs in seconds
+
+
+@dataclass(frozen=True)
+class SlurmLab:
+    lab: RunningLab
+    cluster: slurmkit.SlurmCluster
+    as_lab_node: Path
+
+    @property
+    def inventory(self) -> Path:
+        return self.lab.dir / "inventory.yml"
+
+    @property
+    def health_runs(self) -> Path:
+        return self.cluster.root / "health-runs.log"
+
+    def checked_since(self, node: str, since: float) -> bool:
+        """True once a health check of `node` that started after `since` (time.time()) has finished."""
+        try:
+            lines = self.health_runs.read_text().splitlines()
+        except OSError:
+            return False
+        return any(f[0] == node and float(f[1]) > since for f in map(str.split, lines) if len(f) == 3)
+
+    def health_checks(self, on: bool) -> None:
+        """Start health checks every HEALTH_INTERVAL_S, or stop them and wait for any still running to end."""
+        self.cluster.reconfigure(HEALTH_INTERVAL_S if on else 0)
+        if on:
+            return
+        for node in NODES:
+            with (self.cluster.root / f"health-{node}.lock").open("a") as lock:
+                slurmkit.wait_for(lambda: _try_lock(lock.fileno()), 120.0, f"{node}'s running health check to end")
+
+    def give_nodes_back(self) -> None:
+        """Clear every fault and hand the nodes' directories back to the lab user (root ran their tools)."""
+        for node in NODES:
+            manager.fault_clear(self.lab.dir, node)
+
+
+def _try_lock(fd: int) -> bool:
+    """Take and at once release the lock a health check holds while it runs; False while one runs."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return True
+
+
+def _script(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def start(lab_factory: LabFactory) -> SlurmLab:
+    """The lab rack, then the cluster on it (its scripts written first); the caller stops the cluster."""
+    directory = lab_factory.new_dir()
+    status = lab_factory.up(directory, nodes=len(NODES), profile="gb200-nvl72")
+    assert status.running, status.as_dict()
+    lab = RunningLab(dir=directory, status=status)
+
+    cluster = slurmkit.SlurmCluster(nodes=NODES)
+    root = cluster.root
+    slurm_bin = root / "slurm-bin"
+    slurm_bin.mkdir()
+    (slurm_bin / "scontrol").symlink_to(shutil.which("scontrol"))
+    q = lambda p: shlex.quote(str(p))  # noqa: E731 - every path goes into the scripts quoted
+    as_lab_node = _script(root / "as-lab-node", AS_LAB_NODE.format(
+        nodes=q(directory / "nodes" / "by-name"), slurm_bin=q(slurm_bin), lab_bin=q(directory / "bin"),
+        conf=q(cluster.conf), cli=q(REPO / "cli")))
+    cluster.health = _script(root / "fabricproof-health", HEALTH.format(
+        root=q(root), as_lab_node=q(as_lab_node), python=q(sys.executable), baseline=q(BASELINE),
+        inventory=q(directory / "inventory.yml")))
+    cluster.start()
+    return SlurmLab(lab, cluster, as_lab_node)
