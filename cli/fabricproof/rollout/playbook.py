@@ -34,6 +34,7 @@ class PlaybookResult:
     ok: tuple[str, ...]
     failed: dict[str, str] = field(default_factory=dict)  # host -> task and message
     artifacts: str = ""
+    changed: tuple[str, ...] = ()  # ok hosts on which a task reported a change (drain: this run holds the drain)
 
     @property
     def finished(self) -> bool:
@@ -108,6 +109,8 @@ def run_playbook(playbook: Path, *, inventory: str, hosts: Sequence[str], extrav
             failed[host] = "not matched by the play (check the inventory and the playbook's hosts:)"
         else:
             ok.append(host)
+    changed = stats.get("changed") or {}
     return PlaybookResult(ident=ident, rc=runner.rc, status=status, ok=tuple(ok),
                           failed={h: failed[h] for h in hosts if h in failed},
-                          artifacts=str(private_dir / "artifacts" / ident))
+                          artifacts=str(private_dir / "artifacts" / ident),
+                          changed=tuple(h for h in ok if changed.get(h)))

@@ -153,8 +153,9 @@ class RunSteps:
         res = self._scheduler_step(sid, w, hosts, drain.drain)
         if res is None:
             return
-        for h in res.ok:
+        for h in res.changed:  # this run holds their drain: undrain gives them back
             self.state.hosts[h]["drained"] = True
+        others = [h for h in res.ok if h not in res.changed]  # drained by someone else: they stay so afterwards
         rollback = self.state.data["phase"] == "rollback"
         for h, why in res.failed.items():
             if rollback:  # never roll back a host whose jobs are still running
@@ -162,12 +163,15 @@ class RunSteps:
                 self.state.mark([h], "rollback", skipped=self.state.data["rollback"]["id"])
             elif self.state.hosts[h]["state"] == st.PENDING:
                 self.state.set_hosts([h], st.EXCLUDED, reason=f"drain failed: {why}")
-        self.log.record("DRAIN", f"{drain.scheduler}: {len(res.ok)} of {len(hosts)} host(s) drained"
+        self.log.record("DRAIN", f"{drain.scheduler}: {len(res.changed)} of {len(hosts)} host(s) drained by this run"
+                        + (f"; already drained by someone else, changed and left drained: {summarize(others, 3)}"
+                           if others else "")
                         + (f"; not drained (left out of the change): {summarize(list(res.failed), 3)}"
                            if res.failed else ""),
                         step=sid, wave=w.name, hosts=hosts, evidence=[res.artifacts])
         self.state.finish(sid, failed=res.failed, artifacts=res.artifacts)
-        self.say(f"  drain: {len(res.ok)} of {len(hosts)} drained")
+        self.say(f"  drain: {len(res.changed)} of {len(hosts)} drained" + (f", {len(others)} already drained"
+                                                                            if others else ""))
 
     def undrain(self, sid: str, w: Wave, hosts: Sequence[str]) -> None:
         drain = self.plan.drain
@@ -178,11 +182,14 @@ class RunSteps:
             return
         for h in res.ok:
             self.state.hosts[h]["drained"] = False
-        self.log.record("UNDRAIN", f"{drain.scheduler}: {len(res.ok)} of {len(hosts)} proven host(s) back in service"
-                        + (f"; still drained: {listing(res.failed)}"
-                           if res.failed else ""), step=sid, wave=w.name, hosts=hosts, evidence=[res.artifacts])
+        kept = [h for h in res.ok if h not in res.changed]  # their drain is no longer this run's: left to its owner
+        self.log.record("UNDRAIN", f"{drain.scheduler}: {len(res.changed)} of {len(hosts)} proven host(s) back in "
+                        "service" + (f"; drained again by someone else meanwhile, left drained: {summarize(kept, 3)}"
+                                     if kept else "")
+                        + (f"; still drained: {listing(res.failed)}" if res.failed else ""),
+                        step=sid, wave=w.name, hosts=hosts, evidence=[res.artifacts])
         self.state.finish(sid, failed=res.failed, artifacts=res.artifacts)
-        self.say(f"  undrain: {len(res.ok)} of {len(hosts)} back in service")
+        self.say(f"  undrain: {len(res.changed)} of {len(hosts)} back in service")
 
     def apply_batch(self, sid: str, w: Wave, hosts: list[str], playbook: Path, extra: Mapping[str, Any],
                     key: str, target: Baseline, rollback_state: tuple[str, str] | None = None) -> None:
