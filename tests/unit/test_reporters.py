@@ -327,7 +327,9 @@ def test_junit_counts_add_up_per_suite_and_overall():
         assert {k: int(suite.get(k)) for k in counted} == counted, suite.get("name")
         for k, v in counted.items():
             totals[k] += v
-    assert {k: int(root.get(k)) for k in totals} == totals
+    # the root carries what the JUnit XSD lets it carry (no skipped); each suite carries all four
+    assert {k: int(root.get(k)) for k in ("tests", "failures", "errors")} == {k: totals[k] for k in ("tests", "failures", "errors")}
+    assert root.get("skipped") is None
     # 6 results + 1 unreachable host + 1 unapplied check
     assert totals == {"tests": 8, "failures": 2, "errors": 2, "skipped": 3}
 
@@ -369,12 +371,35 @@ def test_junit_suites_carry_run_properties_and_a_utc_timestamp():
     assert suite.get("timestamp") == "2025-01-02T03:04:05"
 
 
+JUNIT_XSD = Path(__file__).resolve().parent.parent / "fixtures" / "junit" / "junit-10.xsd"
+
+
+@pytest.fixture(scope="module")
+def junit_schema():
+    """Jenkins xUnit's published junit-10.xsd, as pytest ships it (tests/fixtures/junit/SOURCE.md)."""
+    import hashlib
+
+    import xmlschema
+
+    digest = hashlib.sha256(JUNIT_XSD.read_bytes()).hexdigest()
+    assert digest == "a1a816f58d1bf95ebabf371994df0b9246dee66ea9572fbec4f9296f1b2c0ff6", "the fixture was edited"
+    return xmlschema.XMLSchema(str(JUNIT_XSD))
+
+
+@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS], ids=["mixed", "empty", "all-pass"])
+def test_junit_validates_against_the_published_junit_schema(junit_schema, report):
+    errors = [f"{e.path}: {e.reason}" for e in junit_schema.iter_errors(junit.render(report))]
+    assert errors == []
+
+
+def test_junit_schema_fixture_rejects_what_it_forbids(junit_schema):
+    assert not junit_schema.is_valid(junit.render(REPORT).replace("<testsuites ", '<testsuites skipped="3" ', 1))
+
+
 def test_junit_empty_report_is_an_empty_suite_list():
     root = _junit(EMPTY)
     assert root.findall("testsuite") == []
-    assert {k: root.get(k) for k in ("tests", "failures", "errors", "skipped")} == dict.fromkeys(
-        ("tests", "failures", "errors", "skipped"), "0"
-    )
+    assert {k: root.get(k) for k in ("tests", "failures", "errors")} == dict.fromkeys(("tests", "failures", "errors"), "0")
 
 
 # --- sarif ---------------------------------------------------------------------------------
@@ -932,3 +957,28 @@ def test_table_failures_stay_readable_at_80_columns():
     assert any(line.strip().startswith("expected") and FAIL_CRIT.expected[:40] in line for line in lines)
     assert any(line.strip().startswith("fix") for line in lines)
     assert any("nvlink.links_active" in line and "critical" in line for line in lines)
+
+
+def test_table_never_breaks_a_word_at_80_columns():
+    """Every header, name, state and word of the text comes out whole at 80 columns ("failed/tota l" was a bug)."""
+    long_reason = "unreachable: connection refused by 10.0.0.7 after 3 attempts within the host timeout window " * 2
+    report = dataclasses.replace(
+        REPORT,
+        hosts=(*REPORT.hosts, "gpu-rack12-node-0042"),
+        collection_errors={**REPORT.collection_errors, "gpu-rack12-node-0042": long_reason},
+    )
+    text = table.render(report, width=80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    lines = text.splitlines()
+    words = {"failed/total", "unjudged", "incomplete", "critical", "gpu-rack12-node-0042",
+             "fabric.cluster_uuid_consistent", "fm.version_matches_driver", "pcie.acs_disabled"}
+    words |= set(long_reason.split())
+    words |= set(FAIL_CRIT.remediation.split()[:6]) | set(UNKNOWN.reason.split())
+    broken = sorted(w for w in words if not any(w in line for line in lines))
+    assert broken == []
+
+
+def test_table_joins_a_remediation_broken_over_yaml_lines_into_prose():
+    r = dataclasses.replace(FAIL_CRIT, remediation="Reseat the cable,\nthen confirm the switch\nport speed.\n\nThen re-run.")
+    text = table.render(Report(results=(r,), hosts=("gpu-01",)), width=200)
+    assert "Reseat the cable, then confirm the switch port speed." in text

@@ -22,6 +22,7 @@ from ..fsutil import atomic_write_text
 from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now
 from ..reporters import REPORTERS
+from ..reporters._common import found_lines
 from ._common import (OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, console, err_console, input_errors, output_mode,
                       shown)
 
@@ -52,7 +53,8 @@ def nhc_lines(report: Report, node: str, fail_on: str) -> list[str]:
     for r in problems:
         if r.outcome is Outcome.FAIL:
             level = "FAIL" if r.severity.rank >= threshold else "WARN"
-            lines.append(f"{level} {node}: {r.check_id} ({r.severity.value}): {r.reason or r.expected}")
+            said = "; ".join(found_lines(r)) if r.findings else (r.reason or r.expected)  # GPU 1: ..., not a pointer
+            lines.append(f"{level} {node}: {r.check_id} ({r.severity.value}): {said}")
         else:
             lines.append(f"{r.outcome.value.upper()} {node}: {r.check_id}: {r.reason}")
     for host, why in sorted(report.collection_errors.items()):
