@@ -832,7 +832,7 @@ class _Page(HTMLParser):
             self.sections.append(attrs["id"])
         if tag == "table":
             self._table = attrs["class"]
-            self.tables[self._table] = []
+            self.tables.setdefault(self._table, [])  # tables of one class (one per failing check) add up
         if tag == "tr":
             self._row = []
         if tag in ("td", "th"):
@@ -865,14 +865,22 @@ def _page(report: Report) -> _Page:
     return page
 
 
-def test_html_is_self_contained_and_script_free():
+def test_html_is_self_contained_its_policy_forbids_every_load_and_allows_its_own_script():
+    import base64
+    import hashlib
+
     text = html_report.render(REPORT)
     assert text.startswith("<!DOCTYPE html>")
     page = _page(REPORT)
     tags = [t for t, _ in page.tags]
-    assert "script" not in tags and "link" not in tags and "img" not in tags
-    assert tags.count("style") == 1
-    assert not any(k in ("src", "href") or k.startswith("on") for _, attrs in page.tags for k in attrs)
+    assert "link" not in tags and "img" not in tags and "iframe" not in tags and tags.count("style") == 1
+    assert tags.count("script") == 1 and not any(t == "script" and a for t, a in page.tags)  # inline, no src
+    assert not any(k == "src" or k.startswith("on") for _, attrs in page.tags for k in attrs)
+    assert all(v.startswith("#") for _, attrs in page.tags for k, v in attrs.items() if k == "href")  # in-page only
+    (policy,) = [a["content"] for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
+    script = text[text.index("<script>") + 8 : text.index("</script>")]
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    assert "default-src 'none'" in policy and f"script-src 'sha256-{digest}'" in policy
     assert ("meta", {"charset": "utf-8"}) in page.tags
 
 
@@ -880,32 +888,40 @@ def test_html_escapes_every_value_and_keeps_it_readable():
     text = html_report.render(REPORT)
     assert "<b>bold</b>" not in text and "&lt;b&gt;bold&lt;/b&gt;" in text
     page = _page(REPORT)
-    failures = page.tables["failures"]
-    assert failures[0] == ["Check", "Host", "Severity", "Expected", "Actual", "Reason", "Remediation", "Evidence"]
-    crit, warn = failures[1:]
-    assert crit[:5] == ["nvlink.links_active", "gpu-01", "critical", FAIL_CRIT.expected, "[18, 17, 18]"]
-    assert crit[6] == visible(FAIL_CRIT.remediation)  # exact text back, ESC made visible
-    assert crit[7] == "\n".join(FAIL_CRIT.evidence)
-    assert warn[1] == AWKWARD_HOST
+    fails = page.tables["fails"]
+    assert fails[0] == ["host", "group", "found", "evidence"]
+    rows = {row[0]: row for row in fails[1:] if row != fails[0]}
+    assert rows["gpu-01"][2] == "[18, 17, 18]" and rows["gpu-01"][3] == "".join(FAIL_CRIT.evidence)
+    assert AWKWARD_HOST in rows  # exact text back
+    body = "".join(page.text)
+    assert visible(FAIL_CRIT.remediation) in body  # once per check, ESC made visible
 
 
-def test_html_puts_failures_first_then_every_result():
+def test_html_reads_verdict_heatmap_failures_then_what_was_not_judged():
     page = _page(REPORT)
-    assert page.sections == ["failures", "not-verified", "collection-errors", "unapplied", "hosts", "results"]
-    results = page.tables["results"][1:]
-    assert [row[0] for row in results] == ["fail", "fail", "error", "unknown", "pass", "skip"]
-    assert len(results) == len(REPORT.results)
-    assert page.tables["collection-errors"][1][0] == "gpu-03"
+    assert page.sections == ["heatmap", "failures", "not-verified", "unapplied", "checks"]
+    tiles = [a["data-host"] for t, a in page.tags if t == "div" and "data-host" in a]
+    assert tiles == sorted(["gpu-01", "gpu-02", AWKWARD_HOST, "gpu-03"])  # one group, by name
+    failure_rows = [(a["data-check"], a["data-host"]) for t, a in page.tags if t == "tr" and a.get("class") == "failure"]
+    assert failure_rows == [("nvlink.links_active", "gpu-01"), ("ib.rate", AWKWARD_HOST)]  # worst first
     assert page.tables["unapplied"][1] == ["pcie.acs_disabled", visible(REPORT.unapplied[0].reason)]
-    hosts = {row[0]: row for row in page.tables["hosts"][1:]}
-    assert hosts["gpu-01"][1:3] == ["failed", "1"] and hosts["gpu-03"][7].startswith("unreachable")
+    assert page.tables["collection-errors"][1][0] == "gpu-03"
+    # a passing result is counted per check, never listed per host: the page does not grow with every pass
+    assert not any(a.get("data-host") == "gpu-02" for t, a in page.tags if t == "tr")
+
+
+def test_html_groups_hosts_by_their_most_specific_inventory_group():
+    rack = dataclasses.replace(REPORT, groups={"gpu-01": ("gb200_nvl72", "lab", "rack_01"),
+                                               "gpu-02": ("gb200_nvl72", "lab", "rack_02"),
+                                               AWKWARD_HOST: ("gb200_nvl72", "lab", "rack_01")})
+    assert html_report.row_group(rack) == {"gpu-01": "rack_01", "gpu-02": "rack_02", AWKWARD_HOST: "rack_01",
+                                           "gpu-03": "ungrouped"}
 
 
 def test_html_empty_report_says_so():
     page = _page(EMPTY)
-    assert page.tables == {}
     body = "".join(page.text)
-    assert "NO RESULTS" in body and "No check failed." in body and "No results." in body
+    assert "NO RESULTS" in body and "No check failed." in body and "No hosts." in body
 
 
 # --- table ---------------------------------------------------------------------------------
