@@ -21,12 +21,10 @@ _NUMBERED = re.compile(r"^(attempt|sample)-(\d+)$")
 def _local(run_dir: Path, path: str) -> Path:
     """An evidence path as recorded (absolute when the run wrote it) inside this run directory, wherever it is now."""
     p = Path(path)
-    if not p.is_absolute():
-        return run_dir / p
     parts = p.parts
-    if run_dir.name in parts:  # the run directory was moved or copied: re-root at its own name
+    if run_dir.name in parts:  # recorded from another working directory, or the run was moved: re-root at its name
         return run_dir.joinpath(*parts[len(parts) - parts[::-1].index(run_dir.name):])
-    return p
+    return p if p.is_absolute() else run_dir / p
 
 
 def _proofs(run_dir: Path, evidence: list[str]) -> list[dict[str, Any]]:
