@@ -49,6 +49,7 @@ class Check:
     tags: tuple[str, ...] = ()
     description: str = ""
     source: str = ""
+    finding: str = ""  # how one failing item reads after its name, e.g. "{value} of {expected} links active"
 
     @property
     def baseline_keys(self) -> tuple[str, ...]:
@@ -88,6 +89,7 @@ def _check_from(doc: documents.Document, collectors: dict[str, Any] | None) -> C
         tags=tuple(d.get("tags", ())),
         description=d.get("description", ""),
         source=doc.file,
+        finding=d.get("finding", ""),
     )
     if collectors is not None:
         col = collectors.get(check.collector)

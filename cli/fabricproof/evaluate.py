@@ -10,7 +10,8 @@ from typing import Any
 
 from .baseline import UNSET, Baseline, lookup
 from .catalog import Check
-from .model import CheckCoverage, Outcome, Report, Result, Scope
+from .findings import name_findings
+from .model import CheckCoverage, Finding, Outcome, Report, Result, Scope
 from .ops import OPERATORS, render_value
 from .pointer import Found, Where, resolve, split_pointer
 from .pointer import values as values_at
@@ -139,11 +140,11 @@ def _applicability(check: Check, values: dict[str, Any]) -> str | None:
 
 
 def _result(check: Check, host: str, outcome: Outcome, expected: str, actual: Any = None, reason: str = "",
-            evidence: tuple[str, ...] = ()) -> Result:
+            evidence: tuple[str, ...] = (), findings: tuple[Finding, ...] = ()) -> Result:
     return Result(
         check_id=check.id, title=check.title, host=host, outcome=outcome, severity=check.severity,
         expected=expected, actual=actual, reason=reason, remediation=check.remediation if outcome is Outcome.FAIL else "",
-        evidence=evidence, family=check.family, references=check.references,
+        evidence=evidence, family=check.family, references=check.references, findings=findings,
     )
 
 
@@ -170,7 +171,7 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator) -> Result
         if (ev.previous or {}).get(host) is None:
             return _result(check, host, Outcome.SKIP, text, reason="needs two snapshots (a soak window or --previous)")
         found, _ = resolve(facts, segs, where)
-        return _judge_delta(check, host, found, expected, text, evidence, ev, where)
+        return _judge_delta(check, host, facts, found, expected, text, evidence, ev, where)
 
     vals, missing = values_at(facts, segs, where)
     if check.op == "count":
@@ -198,6 +199,7 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator) -> Result
     ok = (n_bad == 0) if check.quantifier == "all" else (n_bad < len(judged))
     if ok:
         return _result(check, host, Outcome.PASS, text, actual=actual, evidence=evidence)
+    findings: tuple[Finding, ...] = ()
     if scalar:
         reason = f"{check.fact} = {render_value(judged[0])}"
     elif check.quantifier == "any":
@@ -208,7 +210,8 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator) -> Result
         listed = "; ".join(f"{_fmt_path(f.path)} = {render_value(f.value)}" for f in bad[:_MAX_LISTED])
         more = f" (+{len(bad) - _MAX_LISTED} more)" if len(bad) > _MAX_LISTED else ""
         reason = f"{len(bad)} of {len(judged)} differ: {listed}{more}"
-    return _result(check, host, Outcome.FAIL, text, actual=actual, reason=reason, evidence=evidence)
+        findings = name_findings(facts, bad, expected, check.finding)
+    return _result(check, host, Outcome.FAIL, text, actual=actual, reason=reason, evidence=evidence, findings=findings)
 
 
 def _compact(values: list[Any]) -> Any:
@@ -220,7 +223,7 @@ def _compact(values: list[Any]) -> Any:
     return uniq[0] if len(uniq) == 1 and len(values) > 1 else values
 
 
-def _judge_delta(check: Check, host: str, found: list[Found], expected: Any, text: str,
+def _judge_delta(check: Check, host: str, facts: Facts, found: list[Found], expected: Any, text: str,
                  evidence: tuple[str, ...], ev: _Evaluator, where: Where) -> Result:
     before = (ev.previous or {}).get(host)
     if before is None:
@@ -230,6 +233,7 @@ def _judge_delta(check: Check, host: str, found: list[Found], expected: Any, tex
     if not found:
         return _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=evidence)
     grew = []
+    grown: list[Found] = []
     worst = 0
     for f in found:
         if not isinstance(f.value, (int, float)) or f.path not in prev or not isinstance(prev[f.path], (int, float)):
@@ -240,9 +244,11 @@ def _judge_delta(check: Check, host: str, found: list[Found], expected: Any, tex
         worst = max(worst, delta)
         if delta > expected:
             grew.append(f"{_fmt_path(f.path)} +{render_value(delta)}")
+            grown.append(Found(f.path, delta))
     if grew:
         listed = "; ".join(grew[:_MAX_LISTED]) + (f" (+{len(grew) - _MAX_LISTED} more)" if len(grew) > _MAX_LISTED else "")
-        return _result(check, host, Outcome.FAIL, text, actual=worst, reason=f"grew: {listed}", evidence=evidence)
+        return _result(check, host, Outcome.FAIL, text, actual=worst, reason=f"grew: {listed}", evidence=evidence,
+                       findings=name_findings(facts, grown, expected, check.finding, delta=True))
     return _result(check, host, Outcome.PASS, text, actual=worst, evidence=evidence)
 
 
@@ -324,6 +330,7 @@ class StreamingEvaluation:
         fleet = [c for c in self.checks if c.scope is Scope.FLEET]
         self._keep = keep if keep is not None else projector(fleet)
         self._judged: dict[str, list[Result]] = {}  # host -> one result per host-scope check, in check order
+        self._groups: dict[str, tuple[str, ...]] = {}  # host -> the groups that chose its baseline (the report's rows)
         self._fleet_facts: dict[str, Facts] = {}
         self._lock = threading.Lock()
 
@@ -333,6 +340,7 @@ class StreamingEvaluation:
             if host in self._judged:
                 raise ValueError(f"{host}: facts given twice")
             self._judged[host] = [_judge_host(c, host, facts, self._ev) for c in self._host_checks]
+            self._groups[host] = self._ev.groups.get(host) or tuple(facts.get("groups", ()))
             self._fleet_facts[host] = self._keep(facts)
 
     def finish(self, collection_errors: Mapping[str, str] | None = None, **meta: Any) -> Report:
@@ -355,8 +363,10 @@ class StreamingEvaluation:
                 unapplied.append(CheckCoverage(check.id, reasons.most_common(1)[0][0] if reasons else "no hosts in scope"))
             results.extend(rs)
         all_hosts = tuple(sorted(set(hosts) | set(collection_errors)))
+        groups = {h: tuple(sorted(g)) for h in all_hosts
+                  if (g := self._groups.get(h) or self._ev.groups.get(h))}
         return Report(results=tuple(results), hosts=all_hosts, baseline=self._ev.baseline.name,
-                      unapplied=tuple(unapplied), collection_errors=collection_errors, **meta)
+                      unapplied=tuple(unapplied), collection_errors=collection_errors, groups=groups, **meta)
 
 
 def evaluate(facts_by_host: Mapping[str, Facts], baseline: Baseline, checks: Iterable[Check],

@@ -78,6 +78,21 @@ class CommandResult:
     error: str | None = None  # transport-level reason when the command could not run
 
 
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One failing item of a result: where it is in the facts, what it holds, and how a person names it."""
+
+    pointer: str  # JSON pointer into the host's facts, e.g. /nvlink/status/gpus/1/links_active
+    value: Any
+    item: str = ""  # the item the pointer points into, named: "GPU 1", "mlx5_0 port 1"; "" when it has no name
+    text: str = ""  # what is wrong with it: "16 of 18 links active"; "<pointer> = <value>" when no item is named
+
+    @property
+    def line(self) -> str:
+        """The finding as an operator reads it: "GPU 1: 16 of 18 links active"."""
+        return f"{self.item}: {self.text}" if self.item else self.text
+
+
 @dataclass(frozen=True, slots=True)  # slots: a 1,000-host run holds ~70,000 of these
 class Result:
     """One (check, host) outcome. For fleet checks, host names the member being judged."""
@@ -94,6 +109,7 @@ class Result:
     evidence: tuple[str, ...] = ()  # paths of raw outputs the verdict rests on
     family: str = ""
     references: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()  # the failing items, each named (GPU 1, mlx5_0 port 1); the reason keeps pointers
 
 
 @dataclass(frozen=True)
@@ -129,6 +145,7 @@ class Report:
     unapplied: tuple[CheckCoverage, ...] = ()
     collection_errors: dict[str, str] = field(default_factory=dict)  # host -> reason (unreachable, ...)
     tool_version: str = ""
+    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # host -> its inventory groups (heatmap rows)
 
     @property
     def summary(self) -> Summary:

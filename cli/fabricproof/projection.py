@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .catalog import Check
+from .findings import naming_pointers
 from .pointer import last_star, split_pointer
 
 # A trie of pointer segments: {segment: subtrie}; "*" matches every key or item. KEEP marks a node whose
@@ -20,9 +21,10 @@ ALWAYS = ("apiVersion", "kind", "host", "via", "groups", "collected_at")
 
 def pointers(check: Check) -> list[tuple[str, ...]]:
     """Every facts path a check reads: its collector's status (errors, skips, evidence), its fact, its
-    `where` paths (under the fact's last '*'), and facts named as expected values."""
+    `where` paths (under the fact's last '*'), facts named as expected values, and the fields that name the items
+    a finding points into (a GPU's index)."""
     segs = split_pointer(check.fact)
-    out = [("collectors", check.collector), segs]
+    out = [("collectors", check.collector), segs, *naming_pointers(segs)]
     star = last_star(segs)
     base = segs[: star + 1] if star >= 0 else segs
     for cond in check.where:

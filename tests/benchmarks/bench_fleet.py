@@ -8,7 +8,7 @@ Not a test (pytest does not collect it). Needs root and openssh-server, like the
 It starts a lab of N emulated nodes (`fabricproof lab up`), then runs, one after the other, each as its own
 process tree so its client CPU and memory are measured alone:
 
-  fabricproof    `fabricproof validate -i INV -b BASELINE -f json -o report.json`: full collection (SSH, --forks
+  fabricproof    `fabricproof validate -i INV -b BASELINE -f json=report.json`: full collection (SSH, --forks
                  64, every standard collector, raw evidence and facts written), evaluation, a JSON report
   floor          one paramiko exec per host running the same commands and doing nothing else
   clush          ClusterShell, default options, running the same commands
@@ -257,7 +257,7 @@ def main() -> int:
         # Exactly what an operator runs: the CLI, evidence kept in the run directory, a JSON report written.
         rows.append(measure("fabricproof", [py, "-m", "fabricproof", "validate", "-i", str(inventory), "-b", str(BASELINE),
                                             "--run-dir", str(work / "run"), "--forks", str(args.forks), "--quiet",
-                                            "-f", "json", "-o", str(work / "report.json")], len(addresses)))
+                                            "-f", f"json={work / 'report.json'}"], len(addresses)))
         script = work / "commands.sh"
         script.write_text(plain_script(argvs))
         if "floor" not in skip:

@@ -49,7 +49,7 @@ def test_capture_then_validate_passes_and_writes_every_format(h100_facts, tmp_pa
     baseline = _captured(h100_facts, tmp_path)
     assert run("baseline", "lint", baseline).exit_code == 0
     outs = {fmt: tmp_path / f"report.{fmt}" for fmt in ("json", "junit", "sarif", "tap", "prometheus", "markdown", "html")}
-    args = [a for fmt, path in outs.items() for a in ("-f", fmt, "-o", path)]
+    args = [a for fmt, path in outs.items() for a in ("-f", f"{fmt}={path}")]
     res = run("validate", "--facts", h100_facts, "-b", baseline, *args)
     assert res.exit_code == 0, res.output
     report = json.loads(outs["json"].read_text())

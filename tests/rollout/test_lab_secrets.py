@@ -71,7 +71,7 @@ def test_planted_secrets_appear_in_no_output_and_no_file(h100_lab, tmp_path, mon
             assert result.exit_code == code, result.output
 
     reports = [a for fmt in ("json", "junit", "sarif", "tap", "prometheus", "markdown", "html")
-               for a in ("-f", fmt, "-o", tmp_path / "reports" / f"report.{fmt}")]
+               for a in ("-f", f"{fmt}={tmp_path / 'reports' / f'report.{fmt}'}")]
     run("validate", "-i", inv, "-b", base, "--run-dir", tmp_path / "validate", "-f", "table", *reports, code=3)
     run("collect", "-i", inv, "-o", tmp_path / "collect-ssh", "--format", "json", code=3)
     run("collect", "-i", inv, "--via", "ansible", "-o", tmp_path / "collect-ansible", "-c", "lsmod")

@@ -83,7 +83,7 @@ def test_local_check_passes_drains_on_failure_and_resumes_only_its_own_drain(fle
 
 def test_local_check_writes_a_node_exporter_textfile(as_lab_node, tmp_path):
     prom = tmp_path / "fabricproof.prom"
-    res = check("--format", "prometheus", "--output", prom, "--checks", "nvlink.*,ib.*")
+    res = check("--format", f"prometheus={prom}", "--checks", "nvlink.*,ib.*")
     assert res.exit_code == 0, res.output
     text = prom.read_text()
     assert "fabricproof" in text and NODE in text

@@ -106,6 +106,9 @@ def test_drift_bad_input_exit_2(tmp_path):
     (["--local", "--fail-on", "fatal"], "--fail-on 'fatal'"),
     (["--local", "--format", "csv"], "--format 'csv'"),
     (["--local", "--output", "x.prom"], "--output needs a report --format"),
+    (["--local", "-f", "nhc=x.txt"], "--output needs a report --format"),
+    (["--local", "-f", "prometheus=a.prom", "-o", "b.prom"], "give the file once"),
+    (["--local", "-f", "prometheus="], "no file after '='"),
 ])
 def test_check_bad_input_exit_2(args, needle):
     res = run("check", "-b", BASELINE, *args)

@@ -321,13 +321,12 @@ def test_a_live_validate_keeps_its_evidence_and_reports_the_owners_only(fleet_la
             "validate", "-i", fleet_lab.dir / "inventory.yml", "--limit", "h100-0001",
             "-b", REPO / "inventories" / "lab" / "baseline.yaml", "--run-dir", run_dir, "-q", *extra)])
 
-    res = validate(tmp_path / "run", "-f", "json", "-o", tmp_path / "report.json", "-f", "html", "-o",
-                   tmp_path / "report.html")
+    res = validate(tmp_path / "run", "-f", f"json={tmp_path / 'report.json'}", "-f", f"html={tmp_path / 'report.html'}")
     assert res.exit_code in (0, 1), res.output
     run_dir = tmp_path / "run"
     loose = {str(p.relative_to(tmp_path)): oct(mode(p)) for p in [run_dir, *run_dir.rglob("*")]
              if mode(p) != (0o700 if p.is_dir() else 0o600)}
     assert loose == {} and (run_dir / "raw" / "h100-0001" / "meta.json").is_file()
     assert mode(tmp_path / "report.json") == mode(tmp_path / "report.html") == 0o600
-    shared = validate(tmp_path / "run2", "-f", "junit", "-o", tmp_path / "junit.xml", "--output-mode", "640")
+    shared = validate(tmp_path / "run2", "-f", f"junit={tmp_path / 'junit.xml'}", "--output-mode", "640")
     assert shared.exit_code in (0, 1) and mode(tmp_path / "junit.xml") == 0o640

@@ -327,7 +327,9 @@ def test_junit_counts_add_up_per_suite_and_overall():
         assert {k: int(suite.get(k)) for k in counted} == counted, suite.get("name")
         for k, v in counted.items():
             totals[k] += v
-    assert {k: int(root.get(k)) for k in totals} == totals
+    # the root carries what the JUnit XSD lets it carry (no skipped); each suite carries all four
+    assert {k: int(root.get(k)) for k in ("tests", "failures", "errors")} == {k: totals[k] for k in ("tests", "failures", "errors")}
+    assert root.get("skipped") is None
     # 6 results + 1 unreachable host + 1 unapplied check
     assert totals == {"tests": 8, "failures": 2, "errors": 2, "skipped": 3}
 
@@ -369,12 +371,35 @@ def test_junit_suites_carry_run_properties_and_a_utc_timestamp():
     assert suite.get("timestamp") == "2025-01-02T03:04:05"
 
 
+JUNIT_XSD = Path(__file__).resolve().parent.parent / "fixtures" / "junit" / "junit-10.xsd"
+
+
+@pytest.fixture(scope="module")
+def junit_schema():
+    """Jenkins xUnit's published junit-10.xsd, as pytest ships it (tests/fixtures/junit/SOURCE.md)."""
+    import hashlib
+
+    import xmlschema
+
+    digest = hashlib.sha256(JUNIT_XSD.read_bytes()).hexdigest()
+    assert digest == "a1a816f58d1bf95ebabf371994df0b9246dee66ea9572fbec4f9296f1b2c0ff6", "the fixture was edited"
+    return xmlschema.XMLSchema(str(JUNIT_XSD))
+
+
+@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS], ids=["mixed", "empty", "all-pass"])
+def test_junit_validates_against_the_published_junit_schema(junit_schema, report):
+    errors = [f"{e.path}: {e.reason}" for e in junit_schema.iter_errors(junit.render(report))]
+    assert errors == []
+
+
+def test_junit_schema_fixture_rejects_what_it_forbids(junit_schema):
+    assert not junit_schema.is_valid(junit.render(REPORT).replace("<testsuites ", '<testsuites skipped="3" ', 1))
+
+
 def test_junit_empty_report_is_an_empty_suite_list():
     root = _junit(EMPTY)
     assert root.findall("testsuite") == []
-    assert {k: root.get(k) for k in ("tests", "failures", "errors", "skipped")} == dict.fromkeys(
-        ("tests", "failures", "errors", "skipped"), "0"
-    )
+    assert {k: root.get(k) for k in ("tests", "failures", "errors")} == dict.fromkeys(("tests", "failures", "errors"), "0")
 
 
 # --- sarif ---------------------------------------------------------------------------------
@@ -807,7 +832,7 @@ class _Page(HTMLParser):
             self.sections.append(attrs["id"])
         if tag == "table":
             self._table = attrs["class"]
-            self.tables[self._table] = []
+            self.tables.setdefault(self._table, [])  # tables of one class (one per failing check) add up
         if tag == "tr":
             self._row = []
         if tag in ("td", "th"):
@@ -840,14 +865,22 @@ def _page(report: Report) -> _Page:
     return page
 
 
-def test_html_is_self_contained_and_script_free():
+def test_html_is_self_contained_its_policy_forbids_every_load_and_allows_its_own_script():
+    import base64
+    import hashlib
+
     text = html_report.render(REPORT)
     assert text.startswith("<!DOCTYPE html>")
     page = _page(REPORT)
     tags = [t for t, _ in page.tags]
-    assert "script" not in tags and "link" not in tags and "img" not in tags
-    assert tags.count("style") == 1
-    assert not any(k in ("src", "href") or k.startswith("on") for _, attrs in page.tags for k in attrs)
+    assert "link" not in tags and "img" not in tags and "iframe" not in tags and tags.count("style") == 1
+    assert tags.count("script") == 1 and not any(t == "script" and a for t, a in page.tags)  # inline, no src
+    assert not any(k == "src" or k.startswith("on") for _, attrs in page.tags for k in attrs)
+    assert all(v.startswith("#") for _, attrs in page.tags for k, v in attrs.items() if k == "href")  # in-page only
+    (policy,) = [a["content"] for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
+    script = text[text.index("<script>") + 8 : text.index("</script>")]
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    assert "default-src 'none'" in policy and f"script-src 'sha256-{digest}'" in policy
     assert ("meta", {"charset": "utf-8"}) in page.tags
 
 
@@ -855,32 +888,40 @@ def test_html_escapes_every_value_and_keeps_it_readable():
     text = html_report.render(REPORT)
     assert "<b>bold</b>" not in text and "&lt;b&gt;bold&lt;/b&gt;" in text
     page = _page(REPORT)
-    failures = page.tables["failures"]
-    assert failures[0] == ["Check", "Host", "Severity", "Expected", "Actual", "Reason", "Remediation", "Evidence"]
-    crit, warn = failures[1:]
-    assert crit[:5] == ["nvlink.links_active", "gpu-01", "critical", FAIL_CRIT.expected, "[18, 17, 18]"]
-    assert crit[6] == visible(FAIL_CRIT.remediation)  # exact text back, ESC made visible
-    assert crit[7] == "\n".join(FAIL_CRIT.evidence)
-    assert warn[1] == AWKWARD_HOST
+    fails = page.tables["fails"]
+    assert fails[0] == ["host", "group", "found", "evidence"]
+    rows = {row[0]: row for row in fails[1:] if row != fails[0]}
+    assert rows["gpu-01"][2] == "[18, 17, 18]" and rows["gpu-01"][3] == "".join(FAIL_CRIT.evidence)
+    assert AWKWARD_HOST in rows  # exact text back
+    body = "".join(page.text)
+    assert visible(FAIL_CRIT.remediation) in body  # once per check, ESC made visible
 
 
-def test_html_puts_failures_first_then_every_result():
+def test_html_reads_verdict_heatmap_failures_then_what_was_not_judged():
     page = _page(REPORT)
-    assert page.sections == ["failures", "not-verified", "collection-errors", "unapplied", "hosts", "results"]
-    results = page.tables["results"][1:]
-    assert [row[0] for row in results] == ["fail", "fail", "error", "unknown", "pass", "skip"]
-    assert len(results) == len(REPORT.results)
-    assert page.tables["collection-errors"][1][0] == "gpu-03"
+    assert page.sections == ["heatmap", "failures", "not-verified", "unapplied", "checks"]
+    tiles = [a["data-host"] for t, a in page.tags if t == "div" and "data-host" in a]
+    assert tiles == sorted(["gpu-01", "gpu-02", AWKWARD_HOST, "gpu-03"])  # one group, by name
+    failure_rows = [(a["data-check"], a["data-host"]) for t, a in page.tags if t == "tr" and a.get("class") == "failure"]
+    assert failure_rows == [("nvlink.links_active", "gpu-01"), ("ib.rate", AWKWARD_HOST)]  # worst first
     assert page.tables["unapplied"][1] == ["pcie.acs_disabled", visible(REPORT.unapplied[0].reason)]
-    hosts = {row[0]: row for row in page.tables["hosts"][1:]}
-    assert hosts["gpu-01"][1:3] == ["failed", "1"] and hosts["gpu-03"][7].startswith("unreachable")
+    assert page.tables["collection-errors"][1][0] == "gpu-03"
+    # a passing result is counted per check, never listed per host: the page does not grow with every pass
+    assert not any(a.get("data-host") == "gpu-02" for t, a in page.tags if t == "tr")
+
+
+def test_html_groups_hosts_by_their_most_specific_inventory_group():
+    rack = dataclasses.replace(REPORT, groups={"gpu-01": ("gb200_nvl72", "lab", "rack_01"),
+                                               "gpu-02": ("gb200_nvl72", "lab", "rack_02"),
+                                               AWKWARD_HOST: ("gb200_nvl72", "lab", "rack_01")})
+    assert html_report.row_group(rack) == {"gpu-01": "rack_01", "gpu-02": "rack_02", AWKWARD_HOST: "rack_01",
+                                           "gpu-03": "ungrouped"}
 
 
 def test_html_empty_report_says_so():
     page = _page(EMPTY)
-    assert page.tables == {}
     body = "".join(page.text)
-    assert "NO RESULTS" in body and "No check failed." in body and "No results." in body
+    assert "NO RESULTS" in body and "No check failed." in body and "No hosts." in body
 
 
 # --- table ---------------------------------------------------------------------------------
@@ -932,3 +973,28 @@ def test_table_failures_stay_readable_at_80_columns():
     assert any(line.strip().startswith("expected") and FAIL_CRIT.expected[:40] in line for line in lines)
     assert any(line.strip().startswith("fix") for line in lines)
     assert any("nvlink.links_active" in line and "critical" in line for line in lines)
+
+
+def test_table_never_breaks_a_word_at_80_columns():
+    """Every header, name, state and word of the text comes out whole at 80 columns ("failed/tota l" was a bug)."""
+    long_reason = "unreachable: connection refused by 10.0.0.7 after 3 attempts within the host timeout window " * 2
+    report = dataclasses.replace(
+        REPORT,
+        hosts=(*REPORT.hosts, "gpu-rack12-node-0042"),
+        collection_errors={**REPORT.collection_errors, "gpu-rack12-node-0042": long_reason},
+    )
+    text = table.render(report, width=80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    lines = text.splitlines()
+    words = {"failed/total", "unjudged", "incomplete", "critical", "gpu-rack12-node-0042",
+             "fabric.cluster_uuid_consistent", "fm.version_matches_driver", "pcie.acs_disabled"}
+    words |= set(long_reason.split())
+    words |= set(FAIL_CRIT.remediation.split()[:6]) | set(UNKNOWN.reason.split())
+    broken = sorted(w for w in words if not any(w in line for line in lines))
+    assert broken == []
+
+
+def test_table_joins_a_remediation_broken_over_yaml_lines_into_prose():
+    r = dataclasses.replace(FAIL_CRIT, remediation="Reseat the cable,\nthen confirm the switch\nport speed.\n\nThen re-run.")
+    text = table.render(Report(results=(r,), hosts=("gpu-01",)), width=200)
+    assert "Reseat the cable, then confirm the switch port speed." in text

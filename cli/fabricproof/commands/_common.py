@@ -59,20 +59,51 @@ def check_fail_on(value: str) -> str:
     return value
 
 
+#: --format help: one rule binds a file to its format, so no file can get another format's output.
+FORMAT_HELP = ("FORMAT or FORMAT=PATH (repeatable): {choices}. FORMAT=PATH writes that format to PATH; "
+               "a bare FORMAT (or FORMAT=-) goes to stdout, at most one.")
+OUTPUT_GONE = ("--output is gone: name the file with its format, -f FORMAT=PATH (e.g. -f junit=junit.xml "
+               "-f sarif=fabric.sarif), so no file can get another format's output")
+
+
+def report_targets(specs: list[str], choices: Iterable[str], default: str = "table",
+                   outputs: list[Path] | None = None) -> list[tuple[str, Path | None]]:
+    """-f FORMAT[=PATH] as (format, file or None for stdout) pairs, in the order given; exit 2 before anything runs
+    on an unknown format, an empty path, two formats for stdout, two formats into one file, or any --output."""
+    if outputs:
+        raise InputError(OUTPUT_GONE)
+    known = list(choices)
+    targets: list[tuple[str, Path | None]] = []
+    for spec in specs or [default]:
+        name, sep, path = spec.partition("=")  # a format name never holds '=', a path may
+        name = name.strip()
+        if name not in known:
+            raise InputError(f"--format {spec!r}: unknown format {name!r}; choose from {', '.join(known)} "
+                             "(FORMAT or FORMAT=PATH)")
+        if sep and not path:
+            raise InputError(f"--format {spec!r}: no file after '='; give FORMAT=PATH, or FORMAT alone for stdout")
+        targets.append((name, None if not sep or path == "-" else Path(path)))
+    to_stdout = [f for f, out in targets if out is None]
+    if len(to_stdout) > 1:
+        raise InputError(f"only one --format can go to stdout ({', '.join(to_stdout)}); give the others a file: "
+                         f"-f {to_stdout[-1]}=PATH")
+    seen: dict[Path, str] = {}
+    for fmt, out in targets:
+        if out is None:
+            continue
+        key = Path(out).expanduser().absolute()
+        if key in seen:
+            raise InputError(f"--format {fmt}={out}: {out} already receives the {seen[key]} report; "
+                             "give every format its own file")
+        seen[key] = fmt
+    return targets
+
+
 def pair_outputs(formats: list[str], outputs: list[Path]) -> list[tuple[str, Path | None]]:
-    """--format F --output PATH pairs in order; a format without an output goes to stdout (only one may)."""
+    """The report formats of `validate`: -f FORMAT[=PATH] over the reporter registry."""
     from ..reporters import REPORTERS
 
-    formats = formats or ["table"]
-    for f in formats:
-        if f not in REPORTERS:
-            raise InputError(f"--format {f!r}: unknown format; choose from {', '.join(REPORTERS)}")
-    if len(outputs) > len(formats):
-        raise InputError("more --output than --format: give one --format for every --output, in the same order")
-    pairs: list[tuple[str, Path | None]] = [(f, outputs[i] if i < len(outputs) else None) for i, f in enumerate(formats)]
-    if sum(1 for _, o in pairs if o is None) > 1:
-        raise InputError("only one --format can go to stdout; give the others an --output PATH")
-    return pairs
+    return report_targets(formats, REPORTERS, outputs=outputs)
 
 
 def output_mode(text: str) -> int:
@@ -103,9 +134,10 @@ def emit_report(report: Any, pairs: list[tuple[str, Path | None]], written: dict
 
     for fmt, out in pairs:
         if out is None:
-            if fmt == "table" and console.is_terminal:
+            if fmt == "table" and not (written and fmt in written):
                 from ..reporters import table
 
+                # The console knows the width (the terminal's, $COLUMNS, or 80 in a pipe) and colours only terminals.
                 table.print_to(console, report)
             else:
                 for piece in pieces(fmt):

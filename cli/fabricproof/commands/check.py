@@ -22,8 +22,9 @@ from ..fsutil import atomic_write_text
 from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now
 from ..reporters import REPORTERS
+from ..reporters._common import found_lines
 from ._common import (OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, console, err_console, input_errors, output_mode,
-                      shown)
+                      report_targets, shown)
 
 EPILOG = """\
 Examples (on the node itself):
@@ -57,7 +58,8 @@ def nhc_lines(report: Report, node: str, fail_on: str) -> list[str]:
     for r in problems:
         if r.outcome is Outcome.FAIL:
             level = "FAIL" if r.severity.rank >= threshold else "WARN"
-            lines.append(f"{level} {node}: {r.check_id} ({r.severity.value}): {r.reason or r.expected}")
+            said = "; ".join(found_lines(r)) if r.findings else (r.reason or r.expected)  # GPU 1: ..., not a pointer
+            lines.append(f"{level} {node}: {r.check_id} ({r.severity.value}): {said}")
         else:
             lines.append(f"{r.outcome.value.upper()} {node}: {r.check_id}: {r.reason}")
     for host, why in sorted(report.collection_errors.items()):
@@ -134,10 +136,11 @@ def check(
     drain: Annotated[bool, typer.Option("--drain", help="Drain this node in Slurm on failure; resume it when "
                                         "it passes again, only if this check drained it.")] = False,
     fail_on: Annotated[str, typer.Option("--fail-on", help=f"Lowest severity that makes the exit code 1: {SEVERITIES}.")] = "critical",
-    fmt: Annotated[str, typer.Option("--format", "-f", help="nhc (one line per problem), or a report format: "
-                                     f"{', '.join(REPORTERS)}.")] = "nhc",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the --format report here "
-                                                "(stdout then gets the nhc lines).")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="nhc (one line per problem), or a report format, as "
+                                     f"FORMAT or FORMAT=PATH: {', '.join(REPORTERS)}. With a PATH, stdout gets the "
+                                     "nhc lines.")] = "nhc",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Same as --format FORMAT=PATH (one format: "
+                                                "nothing to mismatch).")] = None,
     checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families. Repeatable.")] = [],  # noqa: B006
     command_timeout: Annotated[float | None, typer.Option("--command-timeout", help="Cap on every collector's timeout, seconds.")] = None,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Keep this run's raw evidence and facts here "
@@ -149,8 +152,10 @@ def check(
         raise InputError("`check` runs on the node itself: pass --local (to check a fleet, use `fabricproof validate`)")
     check_fail_on(fail_on)
     file_mode = output_mode(mode)
-    if fmt != "nhc" and fmt not in REPORTERS:
-        raise InputError(f"--format {fmt!r}: choose nhc or one of {', '.join(REPORTERS)}")
+    ((fmt, path),) = report_targets([fmt], ["nhc", *REPORTERS], default="nhc")
+    if path is not None and output is not None and path != output:
+        raise InputError(f"--format {fmt}={path} and --output {output}: give the file once")
+    output = output or path
     if output is not None and fmt == "nhc":
         raise InputError("--output needs a report --format (json, prometheus, ...); nhc lines go to stdout")
     base = baseline_mod.load(baseline)

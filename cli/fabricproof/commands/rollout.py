@@ -15,7 +15,8 @@ from ..errors import InputError
 from ..rollout import decisions, runs
 from ..rollout import plan as plan_mod
 from ..rollout import state as st
-from ._common import console, input_errors, shown
+from ..fsutil import atomic_write_text
+from ._common import OUTPUT_MODE_HELP, console, err_console, input_errors, output_mode, report_targets, shown
 from ._runlog import finish_run, say
 
 EXIT_HELP = ("Exit codes: 0 done · 1 a gate failed and the run halted · 2 bad input (nothing touched) · "
@@ -163,10 +164,31 @@ def _fmt_counts(c: dict[str, int]) -> str:
 def status_cmd(
     run: Annotated[str | None, typer.Argument(help="Run id or 'last'; omitted: list every run.")] = None,
     runs_dir: RunsDir = Path("runs"),
-    fmt: Fmt = "table",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, or (with RUN) html: the rollout report "
+                                     "page; FORMAT=PATH writes it to PATH.")] = "table",
+    mode: Annotated[str, typer.Option("--output-mode", help=OUTPUT_MODE_HELP)] = "600",
 ) -> None:
-    """Show runs: without RUN a list; with RUN its waves, hosts, steps and decisions."""
-    _check_fmt(fmt)
+    """Show runs: without RUN a list; with RUN its waves, hosts, steps and decisions.
+
+    Example: fabricproof rollout status last -f html=rollout.html   (waves on a timeline, gates, soak, decisions)
+    """
+    ((fmt, target),) = report_targets([fmt], ("table", "json", "html"))
+    file_mode = output_mode(mode)
+    if fmt == "html":
+        if run is None:
+            raise InputError("-f html shows one run: give RUN (a run id, or last)")
+        from ..reporters import rollout_html
+        from ..rollout import view
+
+        page = rollout_html.render(view.build(st.find_run(runs_dir, run).dir))
+        if target is None:
+            typer.echo(page, nl=False)
+        else:
+            atomic_write_text(target, page, mode=file_mode)
+            err_console.print(f"wrote the rollout report to {shown(target)}", soft_wrap=True)
+        return
+    if target is not None:
+        raise InputError(f"--format {fmt}=PATH: only html is written to a file; {fmt} goes to stdout")
     from ..rollout import lock
 
     if run is None:

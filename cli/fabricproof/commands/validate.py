@@ -19,8 +19,8 @@ from ..fsutil import atomic_write_chunks
 from ..reporters import REPORTERS
 from ..runstore import RunStore
 from ..timeutil import utc_now
-from ._common import (OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, emit_report, err_console, input_errors,
-                      output_mode, pair_outputs)
+from ._common import (FORMAT_HELP, OUTPUT_GONE, OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, emit_report,
+                      err_console, input_errors, output_mode, pair_outputs)
 from ._progress import collect_with_progress
 
 EPILOG = """\
@@ -33,7 +33,8 @@ Three sources of facts:
 
   re-parse  fabricproof validate --raw runs/2026-11-30 -b baseline.yaml   (after a parser fix, or for incident review)
 
-Reports: fabricproof validate ... -f table -f junit -o junit.xml -f sarif -o fabric.sarif --fail-on warning
+Reports: fabricproof validate ... -f table -f junit=junit.xml -f sarif=fabric.sarif --fail-on warning
+          (FORMAT=PATH writes that format to PATH; a bare FORMAT goes to stdout)
 
 Exit codes: 0 all pass; 1 a check at or above --fail-on failed; 2 invalid input (nothing touched);
 3 collection incomplete (collector errors or unreachable hosts, no failures).
@@ -82,8 +83,8 @@ def validate(
     accept_new_host_keys: Annotated[bool, typer.Option("--accept-new-host-keys", help="Record unknown host keys instead of refusing the host (never a changed key).")] = False,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Where a live run keeps its evidence (default runs/<run id>).")] = None,
     previous: Annotated[Path | None, typer.Option("--previous", help="Earlier facts of the same hosts: enables counter-delta checks.")] = None,
-    fmt: Annotated[list[str], typer.Option("--format", "-f", help=f"{', '.join(REPORTERS)}. Repeatable.")] = [],  # noqa: B006
-    output: Annotated[list[Path], typer.Option("--output", "-o", help="File for the --format at the same position. Repeatable.")] = [],  # noqa: B006
+    fmt: Annotated[list[str], typer.Option("--format", "-f", help=FORMAT_HELP.format(choices=", ".join(REPORTERS)))] = [],  # noqa: B006
+    output: Annotated[list[Path], typer.Option("--output", "-o", hidden=True, help=OUTPUT_GONE)] = [],  # noqa: B006
     fail_on: Annotated[str, typer.Option("--fail-on", help=f"Lowest severity that makes the exit code 1: {SEVERITIES}.")] = "critical",
     checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families, e.g. 'nvlink.*,ib.rate'. Repeatable.")] = [],  # noqa: B006
     require_all: Annotated[bool, typer.Option("--require-all", help="Fail when a selected check applied to no host.")] = False,

@@ -28,6 +28,21 @@ def format_actual(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str, separators=(", ", ": "))
 
 
+#: Findings listed per failure in reports for people; JSON and SARIF keep every one.
+MAX_FINDINGS = 8
+
+
+def found_lines(result: Result, limit: int = MAX_FINDINGS) -> list[str]:
+    """What a failure found, as people read it: one line per failing item named by what it is ("GPU 1: 16 of 18
+    links active"), or the value found when the check judges one value."""
+    if not result.findings:
+        return [format_actual(result.actual)] if result.actual is not None else []
+    lines = [f.line for f in result.findings[:limit]]
+    if len(result.findings) > limit:
+        lines.append(f"(+{len(result.findings) - limit} more)")
+    return lines
+
+
 def sentence(text: str) -> str:
     """text stripped and ending in sentence punctuation, so it can be followed by another."""
     text = text.strip()

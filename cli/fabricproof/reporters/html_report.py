@@ -1,220 +1,307 @@
-"""One self-contained HTML page: inline CSS, no script, every value escaped; failures first."""
+"""One self-contained HTML page an operator scans first: the verdict, a fleet x check-family heatmap by inventory
+group, the failures with what was expected, found, the evidence and the fix, what could not be judged or applied,
+and a filter. Every value is escaped; nothing is loaded from anywhere; passing results are counted, not listed,
+so a 1,000-host fleet stays a page of a few hundred KB."""
 
 from __future__ import annotations
 
-from html import escape
+from collections import Counter
+from collections.abc import Iterable
 
+from ..catalog import FAMILIES
 from ..model import Outcome, Report, Result
-from ..textsafe import visible
-from ._common import (
-    by_severity,
-    failures,
-    format_actual,
-    host_rows,
-    not_verified,
-    status,
-    status_word,
-    summary_phrase,
-)
+from ._common import by_severity, failures, family_of, found_lines, not_verified, status, status_word, summary_phrase
+from ._html import attr, e, page
 from .base import Reporter
 
+#: A heatmap cell's class by what is worst in it, worst first; fail is split by severity ("f3" critical).
+CELL_ORDER = ("f3", "f2", "f1", "e", "u", "p", "s", "n")
+CELL_WORDS = {"f3": "critical failure", "f2": "warning failure", "f1": "info failure", "e": "collector error",
+              "u": "fact missing", "p": "all passed", "s": "not applicable", "n": "no check of this family"}
+
 _CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem;color:#1b1f24;background:#fff}
-h1{font-size:1.5rem;margin:0 0 .25rem}h2{font-size:1.15rem;margin:2rem 0 .5rem}
-table{border-collapse:collapse;width:100%;margin:.25rem 0}
-th,td{border:1px solid #d0d7de;padding:.3rem .5rem;text-align:left;vertical-align:top}
-td{white-space:pre-wrap;word-break:break-word}
-th{background:#f6f8fa}
-.status{display:inline-block;font-weight:700;padding:.15rem .6rem;border-radius:4px;color:#fff}
-.status-failed{background:#cf222e}.status-incomplete{background:#bf8700}
-.status-passed{background:#1a7f37}.status-empty{background:#6e7781}
-.meta{color:#57606a;margin:.25rem 0 1rem}
-tr.outcome-fail td.outcome{color:#cf222e;font-weight:700}
-tr.outcome-error td.outcome,tr.outcome-unknown td.outcome{color:#bf8700;font-weight:700}
-tr.outcome-pass td.outcome{color:#1a7f37}tr.outcome-skip td.outcome{color:#6e7781}
-td.severity-critical{font-weight:700}
-ul.evidence{margin:0;padding-left:1rem}
-details summary{cursor:pointer}
-""".strip()
+.legend span{display:inline-block;margin-right:.9rem}
+.legend i{display:inline-block;width:1rem;height:1rem;vertical-align:middle;margin-right:.25rem;border:1px solid var(--line)}
+.group h3{margin:.9rem 0 .25rem;font-size:.95rem}
+.tiles{display:grid;grid-template-columns:repeat(auto-fill,minmax(15.5rem,1fr));gap:1px 1.25rem}
+.t{display:flex;align-items:stretch;height:1.05rem;font-size:11px;line-height:1.05rem}
+.t b{font-weight:500;width:7.5rem;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;font-family:ui-monospace,monospace}
+.t i{width:.95rem;margin-left:1px;font-style:normal;text-align:center}
+.t i a{display:block;color:#fff;text-decoration:none}
+.t.head{height:3.6rem;align-items:flex-end;width:15.5rem}
+.t.head i{writing-mode:vertical-rl;transform:rotate(180deg);font-size:9.5px;color:var(--mute);line-height:.95rem}
+.f3,.legend .f3{background:var(--fail)}.f2,.legend .f2{background:var(--warn)}.f1,.legend .f1{background:var(--info)}
+.e,.legend .e{background:var(--err)}.u,.legend .u{background:var(--unk)}.p,.legend .p{background:var(--pass)}
+.s,.legend .s{background:var(--skip)}.n,.legend .n{background:var(--none)}
+article.check{border-left:4px solid var(--line);padding:.1rem 0 .4rem .8rem;margin:1rem 0}
+article.sev-critical{border-color:var(--fail)}article.sev-warning{border-color:var(--warn)}
+article.sev-info{border-color:var(--info)}
+article.check p{margin:.25rem 0;max-width:75rem}
+table.fails td:nth-child(3){min-width:18rem}
+tr.failure{scroll-margin-top:4rem}
+.found div+div{margin-top:.1rem}
+"""
+
+# Filters rows by text (host, its groups, the check), optionally only hosts with problems; hides a heatmap group or
+# a failure block once every row in it is hidden. No library: a few hundred lines of DOM would be a dependency.
+_SCRIPT = """(function(){
+var q=document.getElementById('filter'),only=document.getElementById('only-problems'),out=document.getElementById('shown');
+var rows=Array.prototype.slice.call(document.querySelectorAll('[data-filter]'));
+var boxes=Array.prototype.slice.call(document.querySelectorAll('[data-box]'));
+function apply(){
+  var text=q.value.trim().toLowerCase(),hosts=0,seen=0;
+  rows.forEach(function(r){
+    var hit=!text||r.getAttribute('data-filter').indexOf(text)>=0;
+    if(only.checked&&r.hasAttribute('data-ok'))hit=false;
+    r.hidden=!hit;
+    if(r.hasAttribute('data-host-row')){hosts++;if(hit)seen++;}
+  });
+  boxes.forEach(function(b){b.hidden=!b.querySelector('[data-filter]:not([hidden])');});
+  out.textContent=seen+' of '+hosts+' hosts shown';
+}
+q.addEventListener('input',apply);only.addEventListener('change',apply);apply();
+})();"""
 
 
-_READING_ORDER = {Outcome.FAIL: 0, Outcome.ERROR: 1, Outcome.UNKNOWN: 2, Outcome.PASS: 3, Outcome.SKIP: 4}
+def _cell(results: list[Result]) -> str:
+    """The worst outcome among one host's results of one family, as a cell class."""
+    best = len(CELL_ORDER) - 1
+    for r in results:
+        if r.outcome is Outcome.FAIL:
+            code = f"f{r.severity.rank}"
+        else:
+            code = {Outcome.ERROR: "e", Outcome.UNKNOWN: "u", Outcome.PASS: "p", Outcome.SKIP: "s"}[r.outcome]
+        best = min(best, CELL_ORDER.index(code))
+    return CELL_ORDER[best]
 
 
-def _e(text: str) -> str:
-    return escape(visible(text), quote=True)
+def row_group(report: Report) -> dict[str, str]:
+    """Each host's heatmap group: its most specific inventory group (fewest members: a GB200 rack before its
+    platform group), ties by name; hosts without groups are "ungrouped"."""
+    size = Counter(g for groups in report.groups.values() for g in groups)
+    out = {}
+    for host in _hosts(report):
+        groups = report.groups.get(host, ())
+        out[host] = min(groups, key=lambda g: (size[g], g)) if groups else "ungrouped"
+    return out
 
 
-def _table(section: str, header: list[str], rows: list[str]) -> list[str]:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    return [f'<table class="{section}">', f"<thead><tr>{head}</tr></thead>", "<tbody>", *rows, "</tbody>", "</table>"]
+def _hosts(report: Report) -> list[str]:
+    order = dict.fromkeys(report.hosts)
+    for r in report.results:
+        order.setdefault(r.host)
+    for h in report.collection_errors:
+        order.setdefault(h)
+    return list(order)
 
 
-def _td(text: str, cls: str = "") -> str:
-    attr = f' class="{_e(cls)}"' if cls else ""
-    return f"<td{attr}>{_e(text)}</td>"
+def families(report: Report) -> list[str]:
+    """The heatmap's columns: the catalog's families in its order, then any other family the results name."""
+    present = dict.fromkeys(family_of(r) for r in report.results)
+    return [f for f in FAMILIES if f in present] + sorted(f for f in present if f not in FAMILIES)
 
 
-def _evidence(r: Result) -> str:
-    if not r.evidence:
-        return "<td></td>"
-    items = "".join(f"<li>{_e(p)}</li>" for p in r.evidence)
-    return f'<td><ul class="evidence">{items}</ul></td>'
+def _filter_text(*parts: Iterable[str] | str) -> str:
+    """What the filter box matches a row on, lower-cased: host names, their groups, check ids."""
+    words: list[str] = []
+    for p in parts:
+        words.extend([p] if isinstance(p, str) else p)
+    return " ".join(w for w in words if w).lower()
 
 
-def _failure_row(r: Result) -> str:
-    return (
-        f'<tr class="outcome-{r.outcome.value}">'
-        + _td(r.check_id)
-        + _td(r.host)
-        + _td(r.severity.value, f"severity-{r.severity.value}")
-        + _td(r.expected)
-        + _td(format_actual(r.actual))
-        + _td(r.reason)
-        + _td(r.remediation)
-        + _evidence(r)
-        + "</tr>"
-    )
+def _header(report: Report) -> list[str]:
+    s = report.summary
+    word = status_word(report)
+    hosts = len(_hosts(report))
+    headline = (f"{s.hosts_failed} of {hosts} hosts failed" if s.failed else
+                f"{hosts} hosts, none failed" if hosts else "no hosts")
+    meta = " · ".join(f"{label} {value}" for label, value in (
+        ("run", report.run_id), ("baseline", report.baseline), ("at", report.created_at),
+        ("fabricproof", report.tool_version)) if value)
+    out = [f'<header id="verdict" class="verdict status-{status(report)}" data-status={attr(status(report))}>',
+           f'<h1><span class="word">{e(word)}</span> · {e(headline)}</h1>',
+           f'<p class="counts">{e(summary_phrase(s))}</p>']
+    if report.collection_errors:
+        out.append(f"<p>{len(report.collection_errors)} host(s) could not be collected.</p>")
+    if meta:
+        out.append(f'<p class="meta">{e(meta)}</p>')
+    out.append("</header>")
+    return out
 
 
-def _result_row(r: Result) -> str:
-    return (
-        f'<tr class="outcome-{r.outcome.value}">'
-        + _td(r.outcome.value, "outcome")
-        + _td(r.check_id)
-        + _td(r.title)
-        + _td(r.host)
-        + _td(r.severity.value, f"severity-{r.severity.value}")
-        + _td(r.expected)
-        + _td(format_actual(r.actual))
-        + _td(r.reason)
-        + _evidence(r)
-        + "</tr>"
-    )
+def _controls() -> list[str]:
+    return ['<nav class="controls"><label>Filter <input id="filter" type="search" autocomplete="off" '
+            'placeholder="host, group or check id"></label> <label><input id="only-problems" type="checkbox"> '
+            'only hosts with problems</label> <small id="shown"></small></nav>']
+
+
+def _heatmap(report: Report, anchors: dict[tuple[str, str], str]) -> list[str]:
+    """Per inventory group, one tile per host: its name and one cell per check family coloured by the worst outcome
+    there; a problem cell's title lists the failing checks and what they found, a click goes to the failure. Tiles
+    flow into as many columns as the window has room for, so 1,000 hosts fit a few screens."""
+    cols = families(report)
+    hosts = _hosts(report)
+    if not hosts:
+        return ['<section id="heatmap"><h2>Fleet</h2><p>No hosts.</p></section>']
+    by: dict[tuple[str, str], list[Result]] = {}
+    for r in report.results:
+        by.setdefault((r.host, family_of(r)), []).append(r)
+    groups: dict[str, list[str]] = {}
+    for host, group in row_group(report).items():
+        groups.setdefault(group, []).append(host)
+    legend = "".join(f'<span><i class="{c}"></i>{e(CELL_WORDS[c])}</span>' for c in CELL_ORDER)
+    out = [f'<section id="heatmap" data-families={attr(" ".join(cols))}>',
+           f"<h2>Fleet × check family ({len(hosts)} hosts in {len(groups)} groups)</h2>",
+           f'<p class="legend">{legend}</p>',
+           # The cells' order, once: every tile below has one cell per family, in this order.
+           '<div class="t head"><b>each host:</b>' + "".join(f"<i>{e(f)}</i>" for f in cols) + "</div>"]
+    for group in sorted(groups):
+        members = sorted(groups[group])
+        tiles = []
+        bad = 0
+        for host in members:
+            cells = []
+            problem = False
+            for fam in cols:
+                rs = by.get((host, fam), [])
+                code = _cell(rs)
+                if code[0] not in "feu":
+                    cells.append(f'<i class="{code}"></i>')
+                    continue
+                problem = True
+                worst = by_severity([r for r in rs if r.outcome in (Outcome.FAIL, Outcome.ERROR, Outcome.UNKNOWN)])
+                tip = f"{host} · {fam}\n" + "\n".join(
+                    f"{r.check_id}: {'; '.join(found_lines(r, 3)) or r.reason}" for r in worst[:6])
+                link = anchors.get((worst[0].check_id, host), "")
+                mark = "✗" if code[0] == "f" else "?"
+                inner = f'<a href="#{link}">{mark}</a>' if link else mark
+                cells.append(f'<i class="{code}" title={attr(tip)}>{inner}</i>')
+            bad += problem
+            ok = "" if problem or host in report.collection_errors else " data-ok"
+            tiles.append(f'<div class="t" data-host-row data-host={attr(host)}{ok} '
+                         f"data-filter={attr(_filter_text(host, report.groups.get(host, ())))}>"
+                         f"<b title={attr(host)}>{e(host)}</b>{''.join(cells)}</div>")
+        out += [f'<div class="group" data-box data-group={attr(group)}>',
+                f"<h3>{e(group)} <small>{len(members)} hosts · {bad} with problems</small></h3>",
+                '<div class="tiles">', *tiles, "</div>", "</div>"]
+    out.append("</section>")
+    return out
+
+
+def _failures(report: Report, anchors: dict[tuple[str, str], str], groups: dict[str, str]) -> list[str]:
+    fails = failures(report)
+    hosts = len({r.host for r in fails})
+    out = ['<section id="failures">', f"<h2>Failures ({len(fails)} on {hosts} hosts)</h2>"]
+    if not fails:
+        return [*out, "<p>No check failed.</p>", "</section>"]
+    by_check: dict[str, list[Result]] = {}
+    for r in fails:
+        by_check.setdefault(r.check_id, []).append(r)
+    for check_id, rs in by_check.items():
+        first = rs[0]
+        out += [f'<article class="check sev-{first.severity.value}" data-box data-check={attr(check_id)} '
+                f"id={attr('c-' + check_id)}>",
+                f'<h3><span class="badge">{e(first.severity.value)}</span> <code>{e(check_id)}</code> '
+                f"{e(first.title)} <small>{len(rs)} host(s)</small></h3>"]
+        if first.remediation:
+            out.append(f'<p class="fix"><b>Remediation</b> {e(first.remediation)}</p>')
+        by_expected: dict[str, list[Result]] = {}
+        for r in rs:
+            by_expected.setdefault(r.expected, []).append(r)
+        for expected, group in by_expected.items():
+            out += [f'<p class="expected"><b>Expected</b> {e(expected)}</p>',
+                    '<table class="fails"><thead><tr><th>host</th><th>group</th><th>found</th><th>evidence</th>'
+                    "</tr></thead><tbody>"]
+            for r in group:
+                found = "".join(f"<div>{e(line)}</div>" for line in found_lines(r)) or e(r.reason)
+                evidence = "<br>".join(f"<code>{e(p)}</code>" for p in r.evidence)
+                out.append(f'<tr class="failure" id={attr(anchors[(r.check_id, r.host)])} data-check={attr(r.check_id)} '
+                           f"data-host={attr(r.host)} data-filter={attr(_filter_text(r.host, groups[r.host], r.check_id))}>"
+                           f"<td>{e(r.host)}</td><td>{e(groups[r.host])}</td><td class=\"found\" title={attr(r.reason)}>"
+                           f"{found}</td><td>{evidence}</td></tr>")
+            out.append("</tbody></table>")
+        out.append("</article>")
+    out.append("</section>")
+    return out
+
+
+def _not_verified(report: Report, groups: dict[str, str]) -> list[str]:
+    """What could not be judged, one row per (check, outcome, reason) with its hosts; a host not collected at all is
+    one row of its own table, not one per check."""
+    unjudged = [r for r in not_verified(report) if r.host not in report.collection_errors]
+    if not unjudged and not report.collection_errors:
+        return []
+    rows: dict[tuple[str, str, str], list[Result]] = {}
+    for r in unjudged:
+        rows.setdefault((r.check_id, r.outcome.value, r.reason), []).append(r)
+    out = ['<section id="not-verified">', f"<h2>Not verified ({len(unjudged)})</h2>"]
+    if rows:
+        out.append('<table class="not-verified" data-box><thead><tr><th>outcome</th><th>check</th><th>hosts</th>'
+                   "<th>reason</th><th>evidence</th></tr></thead><tbody>")
+        for (check_id, outcome, reason), rs in rows.items():
+            hosts = [r.host for r in rs]
+            evidence = "<br>".join(f"<code>{e(p)}</code>" for p in rs[0].evidence)
+            more = f" (and {len(rs) - 1} more)" if len(rs) > 1 and rs[0].evidence else ""
+            out.append(f'<tr class="unjudged" data-check={attr(check_id)} data-hosts={attr(" ".join(hosts))} '
+                       f"data-filter={attr(_filter_text(hosts, (groups.get(h, '') for h in hosts), check_id))}>"
+                       f"<td>{e(outcome)}</td><td><code>{e(check_id)}</code></td><td>{e(', '.join(hosts))}</td>"
+                       f"<td>{e(reason)}</td><td>{evidence}{e(more)}</td></tr>")
+        out.append("</tbody></table>")
+    if report.collection_errors:
+        out += [f'<h3 id="collection-errors">Hosts not collected ({len(report.collection_errors)})</h3>',
+                '<table class="collection-errors" data-box><thead><tr><th>host</th><th>reason</th></tr></thead><tbody>']
+        for host, why in sorted(report.collection_errors.items()):
+            out.append(f'<tr class="lost" data-host={attr(host)} data-filter={attr(_filter_text(host, groups.get(host, "")))}>'
+                       f"<td>{e(host)}</td><td>{e(why)}</td></tr>")
+        out.append("</tbody></table>")
+    out.append("</section>")
+    return out
+
+
+def _unapplied(report: Report) -> list[str]:
+    out = ['<section id="unapplied">', f"<h2>Checks that applied to no host ({len(report.unapplied)})</h2>"]
+    if not report.unapplied:
+        return [*out, "<p>Every check applied to at least one host.</p>", "</section>"]
+    out.append('<table class="unapplied"><thead><tr><th>check</th><th>why</th></tr></thead><tbody>')
+    out += [f"<tr data-check={attr(c.check_id)}><td><code>{e(c.check_id)}</code></td><td>{e(c.reason)}</td></tr>"
+            for c in report.unapplied]
+    return [*out, "</tbody></table>", "</section>"]
+
+
+def _checks(report: Report) -> list[str]:
+    """Per check, how many hosts passed, failed, were skipped or not judged: what was proven, in 70 lines."""
+    counts: dict[str, Counter[Outcome]] = {}
+    meta: dict[str, Result] = {}
+    for r in report.results:
+        counts.setdefault(r.check_id, Counter())[r.outcome] += 1
+        meta.setdefault(r.check_id, r)
+    if not counts:
+        return []
+    cols = (Outcome.FAIL, Outcome.PASS, Outcome.SKIP, Outcome.UNKNOWN, Outcome.ERROR)
+    out = ['<section id="checks">', f"<details><summary><b>Checks run ({len(counts)})</b></summary>",
+           '<table class="checks"><thead><tr><th>check</th><th>severity</th><th>title</th>'
+           + "".join(f"<th>{o.value}</th>" for o in cols) + "</tr></thead><tbody>"]
+    order = sorted(counts, key=lambda c: (-counts[c][Outcome.FAIL], -meta[c].severity.rank, c))
+    for c in order:
+        out.append(f"<tr data-check={attr(c)}><td><code>{e(c)}</code></td><td>{e(meta[c].severity.value)}</td>"
+                   f"<td>{e(meta[c].title)}</td>" + "".join(f"<td>{counts[c][o] or ''}</td>" for o in cols) + "</tr>")
+    return [*out, "</tbody></table>", "</details>", "</section>"]
 
 
 def render(report: Report) -> str:
-    word = status_word(report)
-    meta = " · ".join(
-        f"{label} {value}"
-        for label, value in (
-            ("run", report.run_id),
-            ("baseline", report.baseline),
-            ("at", report.created_at),
-            ("fabricproof", report.tool_version),
-        )
-        if value
-    )
-    body = [
-        '<header id="summary">',
-        "<h1>fabricproof report</h1>",
-        f'<p><span class="status status-{status(report)}">{_e(word)}</span> {_e(summary_phrase(report.summary))}</p>',
-    ]
-    if meta:
-        body.append(f'<p class="meta">{_e(meta)}</p>')
-    body.append("</header>")
-
     fails = failures(report)
-    body += ['<section id="failures">', f"<h2>Failures ({len(fails)})</h2>"]
-    if fails:
-        body += _table(
-            "failures",
-            ["Check", "Host", "Severity", "Expected", "Actual", "Reason", "Remediation", "Evidence"],
-            [_failure_row(r) for r in fails],
-        )
-    else:
-        body.append("<p>No check failed.</p>")
-    body.append("</section>")
-
-    unjudged = not_verified(report)
-    if unjudged:
-        body += ['<section id="not-verified">', f"<h2>Not verified ({len(unjudged)})</h2>"]
-        body += _table(
-            "not-verified",
-            ["Outcome", "Check", "Host", "Reason", "Evidence"],
-            [
-                f'<tr class="outcome-{r.outcome.value}">'
-                + _td(r.outcome.value, "outcome")
-                + _td(r.check_id)
-                + _td(r.host)
-                + _td(r.reason)
-                + _evidence(r)
-                + "</tr>"
-                for r in unjudged
-            ],
-        )
-        body.append("</section>")
-    if report.collection_errors:
-        body += ['<section id="collection-errors">', f"<h2>Collection errors ({len(report.collection_errors)})</h2>"]
-        body += _table(
-            "collection-errors",
-            ["Host", "Reason"],
-            [f"<tr>{_td(h)}{_td(reason)}</tr>" for h, reason in sorted(report.collection_errors.items())],
-        )
-        body.append("</section>")
-    if report.unapplied:
-        body += ['<section id="unapplied">', f"<h2>Checks that applied to no host ({len(report.unapplied)})</h2>"]
-        body += _table(
-            "unapplied", ["Check", "Reason"], [f"<tr>{_td(c.check_id)}{_td(c.reason)}</tr>" for c in report.unapplied]
-        )
-        body.append("</section>")
-
-    rows = host_rows(report)
-    if rows:
-        body += ['<section id="hosts">', f"<h2>Hosts ({len(rows)})</h2>"]
-        body += _table(
-            "hosts",
-            ["Host", "State", "Failed", "Passed", "Not verified", "Skipped", "Worst severity", "Collection error"],
-            [
-                "<tr>"
-                + _td(h.host)
-                + _td(h.state)
-                + _td(str(h.failed))
-                + _td(str(h.passed))
-                + _td(str(h.not_verified))
-                + _td(str(h.skipped))
-                + _td(h.worst.value if h.worst else "")
-                + _td(h.collection_error)
-                + "</tr>"
-                for h in rows
-            ],
-        )
-        body.append("</section>")
-
-    # Failures first, then what could not be judged, then the rest: the order an operator
-    # reads a report in; within an outcome, worst severity first.
-    ordered = sorted(by_severity(report.results), key=lambda r: _READING_ORDER[r.outcome])
-    body += ['<section id="results">', f"<h2>All results ({len(ordered)})</h2>"]
-    if ordered:
-        body += _table(
-            "results",
-            ["Outcome", "Check", "Title", "Host", "Severity", "Expected", "Actual", "Reason", "Evidence"],
-            [_result_row(r) for r in ordered],
-        )
-    else:
-        body.append("<p>No results.</p>")
-    body.append("</section>")
-
-    page = [
-        "<!DOCTYPE html>",
-        '<html lang="en">',
-        "<head>",
-        '<meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>fabricproof report: {_e(word)}</title>",
-        f"<style>{_CSS}</style>",
-        "</head>",
-        "<body>",
-        *body,
-        "</body>",
-        "</html>",
-    ]
-    return "\n".join(page) + "\n"
+    anchors = {(r.check_id, r.host): f"f{i}" for i, r in enumerate(fails)}
+    groups = row_group(report)
+    body = [*_header(report), "<main>", *_controls(), *_heatmap(report, anchors), *_failures(report, anchors, groups),
+            *_not_verified(report, groups), *_unapplied(report), *_checks(report), "</main>"]
+    return page(f"fabricproof: {status_word(report)}", body, css=_CSS, script=_SCRIPT)
 
 
 REPORTER = Reporter(
     name="html",
     extension="html",
-    description="One self-contained HTML page: summary, failures first, then every result.",
+    description="One self-contained HTML page: verdict, fleet x check-family heatmap by group, failures first, filter.",
     render=render,
 )
+
+__all__ = ["CELL_ORDER", "REPORTER", "families", "render", "row_group"]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from ..model import CheckCoverage, Outcome, Report, Result, Severity
+from ..model import CheckCoverage, Finding, Outcome, Report, Result, Severity
 from ..paths import schemas_dir
 from .base import Reporter
 
@@ -35,6 +35,8 @@ def _result(r: Result) -> dict[str, Any]:
         "remediation": r.remediation,
         "evidence": list(r.evidence),
         "references": list(r.references),
+        **({"findings": [{"pointer": f.pointer, "value": f.value, "item": f.item, "text": f.text} for f in r.findings]}
+           if r.findings else {}),
     }
 
 
@@ -51,6 +53,7 @@ def _envelope(report: Report) -> tuple[dict[str, Any], dict[str, Any]]:
         },
         "summary": asdict(report.summary),
         "hosts": list(report.hosts),
+        "groups": {h: list(g) for h, g in report.groups.items()},
     }
     after = {
         "unapplied": [{"check_id": c.check_id, "reason": c.reason} for c in report.unapplied],
@@ -128,10 +131,12 @@ def report_from_json(text: str) -> Report:
                 evidence=tuple(r["evidence"]),
                 family=r["family"],
                 references=tuple(r["references"]),
+                findings=tuple(Finding(f["pointer"], f["value"], f["item"], f["text"]) for f in r.get("findings", ())),
             )
             for r in doc["results"]
         ),
         hosts=tuple(doc["hosts"]),
+        groups={h: tuple(g) for h, g in doc.get("groups", {}).items()},
         baseline=meta["baseline"],
         run_id=meta["run_id"],
         created_at=meta["created_at"],

@@ -116,7 +116,9 @@ def render(report: Report) -> str:
             counts["tests"] += 1
             counts["skipped"] += 1
         _close(suite, counts, totals)
-    for key in _COUNTERS:
+    # The JUnit XSD (Jenkins xunit's junit-10.xsd, which CI servers read) allows no `skipped` on <testsuites>:
+    # skips are counted per suite only.
+    for key in _COUNTERS[:-1]:
         root.set(key, str(totals[key]))
     root.set("time", "0")
     ET.indent(root)

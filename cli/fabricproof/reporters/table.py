@@ -14,7 +14,7 @@ from ..model import Report, Severity
 from ..textsafe import visible
 from ._common import (
     failures,
-    format_actual,
+    found_lines,
     host_rows,
     not_verified,
     status,
@@ -63,9 +63,12 @@ def renderables(report: Report) -> list[RenderableType]:
 
     rows = host_rows(report)
     if rows:
+        # Names, states and counts never wrap (a folded "failed/tota l" reads as nothing); why a host was not
+        # collected is the Collection errors table's free text, which wraps at spaces.
         hosts = Table(title="Hosts", title_justify="left", expand=False)
-        for col in ("host", "state", "failed/total", "worst severity", "not verified", "collection error"):
-            hosts.add_column(col, overflow="fold")
+        hosts.add_column("host", **_name_column([h.host for h in rows]))
+        for col in ("state", "failed/total", "worst", "unjudged"):
+            hosts.add_column(col, no_wrap=True)
         for h in rows:
             hosts.add_row(
                 t(h.host),
@@ -73,7 +76,6 @@ def renderables(report: Report) -> list[RenderableType]:
                 t(f"{h.failed}/{h.total}"),
                 t(h.worst.value, _SEVERITY_STYLE[h.worst]) if h.worst else t("-"),
                 t(str(h.not_verified)),
-                t(h.collection_error, "red"),
             )
         out.append(hosts)
 
@@ -86,8 +88,12 @@ def renderables(report: Report) -> list[RenderableType]:
             block = Table.grid(padding=(0, 2))
             block.add_column(style="dim", no_wrap=True)
             block.add_column(overflow="fold")
-            for label, value in (("expected", r.expected), ("found", format_actual(r.actual)), ("where", r.reason),
-                                 ("evidence", ", ".join(r.evidence)), ("fix", r.remediation)):
+            found = found_lines(r)
+            rows_ = [("expected", r.expected), *(("found" if k == 0 else "", line) for k, line in enumerate(found))]
+            if not r.findings:  # the findings name each failing item; the reason's pointers stay in JSON/SARIF
+                rows_.append(("where", r.reason))
+            rows_ += [("evidence", ", ".join(r.evidence)), ("fix", _prose(r.remediation))]
+            for label, value in rows_:
                 if value:
                     block.add_row(label, t(value))
             title = Text("✗ ", style=_SEVERITY_STYLE[r.severity])
@@ -99,29 +105,46 @@ def renderables(report: Report) -> list[RenderableType]:
 
     unjudged = not_verified(report)
     if unjudged:
-        table = Table(title=f"Not verified ({len(unjudged)})", title_justify="left")
-        for col in ("check", "host", "outcome", "reason"):
-            table.add_column(col, overflow="fold")
+        # Lines, like failures: two name columns beside a reason leave the reason no room at 80 columns.
+        out.append(Text(f"Not verified ({len(unjudged)})", style="bold"))
         for r in unjudged:
-            table.add_row(t(r.check_id), t(r.host), t(r.outcome.value, "yellow"), t(r.reason))
-        out.append(table)
+            title = Text("? ", style="yellow")
+            title.append(visible(r.check_id), style="bold")
+            title.append(f"  {visible(r.host)}  ")
+            title.append(r.outcome.value, style="yellow")
+            out.append(title)
+            out.append(Padding(t(r.reason), (0, 0, 0, 4)))
 
     if report.collection_errors:
         table = Table(title=f"Collection errors ({len(report.collection_errors)})", title_justify="left")
-        table.add_column("host", overflow="fold")
-        table.add_column("reason", overflow="fold")
+        table.add_column("host", **_name_column(list(report.collection_errors)))
+        table.add_column("reason", ratio=1, min_width=30, overflow="fold")
         for host, reason in sorted(report.collection_errors.items()):
             table.add_row(t(host), t(reason, "red"))
         out.append(table)
 
     if report.unapplied:
         table = Table(title=f"Unapplied checks ({len(report.unapplied)})", title_justify="left")
-        table.add_column("check", overflow="fold")
-        table.add_column("reason", overflow="fold")
+        table.add_column("check", **_name_column([c.check_id for c in report.unapplied]))
+        table.add_column("reason", ratio=1, min_width=30, overflow="fold")
         for cov in report.unapplied:
             table.add_row(t(cov.check_id), t(cov.reason))
         out.append(table)
     return out
+
+
+def _prose(text: str) -> str:
+    """A catalog text's paragraphs, its YAML line breaks undone: the terminal wraps it at its own width."""
+    return "\n".join(" ".join(p.split()) for p in text.split("\n\n"))
+
+
+#: A name column is as wide as its longest name up to this; longer names (rare) fold rather than squeeze the text.
+MAX_NAME_WIDTH = 36
+
+
+def _name_column(names: list[str]) -> dict[str, object]:
+    """Column options for ids and host names: wide enough that no name is cut, unless it is very long."""
+    return {"min_width": min(MAX_NAME_WIDTH, max((len(visible(n)) for n in names), default=4)), "overflow": "fold"}
 
 
 def print_to(console: Console, report: Report) -> None:

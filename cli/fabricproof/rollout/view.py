@@ -1,0 +1,86 @@
+"""A rollout run as one plain document for its report page: state, decisions, and what every gate attempt and soak
+sample found, read from the run directory (read only: no format here is changed, nothing is written)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ..model import Outcome
+from ..reporters._common import found_lines
+from ..reporters.json_report import ReportFormatError, report_from_json
+from ..runstore import RunStore
+from . import decisions
+from . import state as st
+
+_WAVE_STEP = re.compile(r"^(?:(rb\d+)\.)?w(\d+)\.([a-z_]+)(?:\.(b\d+))?$")
+_NUMBERED = re.compile(r"^(attempt|sample)-(\d+)$")
+
+
+def _local(run_dir: Path, path: str) -> Path:
+    """An evidence path as recorded (absolute when the run wrote it) inside this run directory, wherever it is now."""
+    p = Path(path)
+    parts = p.parts
+    if run_dir.name in parts:  # recorded from another working directory, or the run was moved: re-root at its name
+        return run_dir.joinpath(*parts[len(parts) - parts[::-1].index(run_dir.name):])
+    return p if p.is_absolute() else run_dir / p
+
+
+def _proofs(run_dir: Path, evidence: list[str]) -> list[dict[str, Any]]:
+    """Every attempt (gate) or sample (soak) beside the one a step cites, in order, each summed up."""
+    reports = [p for p in (_local(run_dir, e) for e in evidence) if p == RunStore(p.parent).report_path]
+    if not reports:
+        return []
+    stage = reports[0].parent.parent
+    numbered = sorted((int(m.group(2)), d) for d in stage.iterdir() if d.is_dir() and (m := _NUMBERED.match(d.name)))
+    return [_summary(run_dir, n, RunStore(d).report_path) for n, d in numbered if RunStore(d).report_path.is_file()]
+
+
+def _summary(run_dir: Path, n: int, path: Path) -> dict[str, Any]:
+    try:
+        report = report_from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ReportFormatError) as exc:
+        return {"n": n, "report": str(path.relative_to(run_dir)), "error": f"unreadable report: {exc}"}
+    failed: dict[str, list[str]] = {}
+    deltas: dict[str, dict[str, Any]] = {}
+    for r in report.results:
+        if r.outcome is Outcome.FAIL:
+            failed.setdefault(r.host, []).append(f"{r.check_id}: {'; '.join(found_lines(r, 3)) or r.reason}")
+        if r.outcome in (Outcome.PASS, Outcome.FAIL) and isinstance(r.actual, int | float) and not isinstance(r.actual, bool):
+            deltas.setdefault(r.host, {})[r.check_id] = r.actual
+    hosts = sorted(set(report.hosts) | set(report.collection_errors))
+    return {"n": n, "report": str(path.relative_to(run_dir)), "hosts": hosts, "failed": failed,
+            "not_collected": dict(report.collection_errors), "figures": deltas,
+            "passed": sorted(h for h in hosts if h not in failed and h not in report.collection_errors)}
+
+
+def build(run_dir: Path) -> dict[str, Any]:
+    """The document rollout_html renders: the run, its waves with their steps, every gate attempt and soak sample,
+    the rollback, and the decision log."""
+    state = st.RunState.load(run_dir)
+    data = state.data
+    run_dir = state.dir
+    steps: list[dict[str, Any]] = []
+    for sid, rec in data["steps"].items():
+        m = _WAVE_STEP.match(sid)
+        step = {"id": sid, "rollback": (m.group(1) if m else sid if sid.startswith("rb") else None),
+                "wave": int(m.group(2)) if m else None, "kind": m.group(3) if m else sid,
+                "batch": m.group(4) if m else None,
+                **{k: rec.get(k) for k in ("status", "started_at", "ended_at", "attempts", "failed", "duration_s",
+                                           "decision", "why")}}
+        if step["kind"] in ("pre_gate", "post_gate", "gate", "soak"):
+            step["proofs"] = _proofs(run_dir, [str(e) for e in rec.get("evidence", [])])
+        steps.append(step)
+    return {
+        "run": {k: data.get(k) for k in ("run_id", "plan", "plan_file", "inventory", "status", "exit_code",
+                                         "created_at", "updated_at", "created_by", "phase")},
+        "on_failure": data.get("settings", {}).get("on_failure", ""),
+        "waves": [{k: w.get(k) for k in ("index", "name", "hosts", "batches", "max_failed_hosts",
+                                         "max_failed_percent", "soak_s", "pause")} for w in data["waves"]],
+        "hosts": data["hosts"],
+        "steps": steps,
+        "rollback": data.get("rollback"),
+        "decisions": decisions.read(run_dir),
+        "verdicts": [decisions.PROCEED, decisions.ROLLBACK, decisions.HALT],
+    }
