@@ -32,6 +32,11 @@ def test_every_probe_is_a_non_default_perf_collector_that_loads_the_fabric():
         assert 60 <= c.timeout_s <= 900, c.id
         assert c.corpus and c.argv[0] == PROBES[c.id].binary({})
     assert not [c.id for c in COLLECTORS.values() if c.loads_fabric and c.id not in PROBES]
+    builders = {p.id: (p.layout, p.node_argv is not None, p.hca_runs is not None, p.pair_argv is not None)
+                for p in PROBES.values()}
+    assert all(b[1:].count(True) == 1 for b in builders.values())  # exactly the builder of its layout
+    assert {p: b[0] for p, b in builders.items() if not b[1]} == {
+        "ib_gdr_bw": Layout.HCA, "ib_pair_bw": Layout.PAIR, "ib_pair_lat": Layout.PAIR}
 
 
 def test_no_standard_collector_loads_the_fabric():
@@ -66,11 +71,11 @@ def test_argv_follow_the_baseline_values():
     assert PROBES["nvbandwidth"].node_argv(values) == (
         "/usr/local/bin/nvbandwidth", "-t", "device_to_device_memcpy_write_ce")
     assert PROBES["dcgm_diag"].node_argv(values) == ("dcgmi", "diag", "-r", "3")
-    assert (spec.dcgm_timeout_s(values), spec.dcgm_timeout_s({})) == (2700.0, 600.0)
+    assert (PROBES["dcgm_diag"].timeout_s(values), spec.dcgm_timeout_s({})) == (2700.0, COLLECTORS["dcgm_diag"].timeout_s)
 
 
 def test_ib_gdr_bw_pairs_each_hca_with_its_nearest_gpu(corpus):
-    runs = spec.hca_runs({}, _topo(corpus, H100_TOPO))
+    runs = PROBES["ib_gdr_bw"].hca_runs({}, _topo(corpus, H100_TOPO))
     assert [(r.hca, r.gpu) for r in runs] == [("mlx5_0", 0), ("mlx5_3", 1), ("mlx5_4", 2), ("mlx5_5", 3),
                                              ("mlx5_6", 4), ("mlx5_9", 5), ("mlx5_10", 6), ("mlx5_11", 7)]
     assert runs[1].server_argv == ("ib_write_bw", "-d", "mlx5_3", "-F", "-p", "18516", "--use_cuda=1", "-s", "8388608",

@@ -1,5 +1,4 @@
-"""`dcgmi diag -r 1|2|3`: the result table of DCGM 3.x and 4.x (per test Pass/Fail/Skip/Warn, per-GPU lines,
-wrapped warnings); a diagnostic that did not run (plugins not loaded) is a ParseError."""
+"""`dcgmi diag -r 1|2|3` tables of DCGM 3.x and 4.x: per test Pass/Fail/Skip/Warn; a diag that did not run fails."""
 
 from __future__ import annotations
 

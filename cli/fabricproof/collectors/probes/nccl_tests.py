@@ -1,5 +1,4 @@
-"""nccl-tests (`all_reduce_perf`, `all_gather_perf`, `alltoall_perf`, `sendrecv_perf`): the result table and what
-the run says about itself (versions, devices, NCCL's network transport); a failed or hung run is a ParseError."""
+"""nccl-tests result tables (all_reduce/all_gather/alltoall/sendrecv_perf) and what a run says of itself."""
 
 from __future__ import annotations
 

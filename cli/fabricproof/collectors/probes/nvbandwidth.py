@@ -1,5 +1,4 @@
-"""nvbandwidth: every testcase's bandwidth matrix, and per testcase its minimum, median and the pair that is the
-minimum (one degraded NVLink shows as a pair far below the median); an ASSERT is a ParseError."""
+"""nvbandwidth: each testcase's matrix, and its minimum, median and weakest pair (a degraded NVLink)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""perftest (`ib_write_bw`, `ib_read_bw`, `ib_send_lat`, `ib_write_lat`): the test header, the result rows and the
-headline figure of each side's run, per target (HCA or peer); a run that reports an error is a ParseError."""
+"""perftest (ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat): each side's rows and headline, per target."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What a probe is beyond its collector: how it is laid out over hosts (once per node, per HCA, or per pair), and
-its argv as a pure function of the host's baseline values (the `perf.probes` section, with defaults)."""
+"""How each probe covers hosts (per node, HCA or pair) and its argv as a pure function of baseline values."""
 
 from __future__ import annotations
 
@@ -46,14 +45,17 @@ class HcaRun:
 
 @dataclass(frozen=True)
 class Probe:
-    """A probe's layout and argv builders; its parser, fragment schema and timeout are its Collector's."""
+    """A probe's layout and argv builders; its parser and fragment schema are its Collector's, and so is its
+    timeout unless timeout_s scales it with the settings."""
 
     id: str
     layout: Layout
     tool: str  # its section under perf.probes
     binary: Callable[[Mapping[str, Any]], str]
-    node_argv: Callable[[Mapping[str, Any]], tuple[str, ...]] | None = None
+    node_argv: Callable[[Mapping[str, Any]], tuple[str, ...]] | None = None  # Layout.NODE
+    hca_runs: Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[HcaRun]] | None = None  # Layout.HCA
     pair_argv: Callable[[Mapping[str, Any], str, str | None], tuple[tuple[str, ...], tuple[str, ...]]] | None = None
+    timeout_s: Callable[[Mapping[str, Any]], float] | None = None  # None: the Collector's timeout_s
 
 
 def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -181,11 +183,11 @@ PROBES: dict[str, Probe] = {
         Probe("nccl_all_gather", Layout.NODE, "nccl_tests", _ALL_GATHER[0], node_argv=_ALL_GATHER[1]),
         Probe("nccl_alltoall", Layout.NODE, "nccl_tests", _ALLTOALL[0], node_argv=_ALLTOALL[1]),
         Probe("nvbandwidth", Layout.NODE, "nvbandwidth", _nvbandwidth_binary, node_argv=_nvbandwidth_argv),
-        Probe("ib_gdr_bw", Layout.HCA, "perftest", _perftest_binary("ib_write_bw")),
+        Probe("ib_gdr_bw", Layout.HCA, "perftest", _perftest_binary("ib_write_bw"), hca_runs=hca_runs),
         Probe("ib_pair_bw", Layout.PAIR, "perftest", _perftest_binary("ib_write_bw"), pair_argv=_pair("ib_write_bw", True)),
         Probe("ib_pair_lat", Layout.PAIR, "perftest", _perftest_binary("ib_write_lat"),
               pair_argv=_pair("ib_write_lat", False)),
-        Probe("dcgm_diag", Layout.NODE, "dcgmi", _dcgmi_binary, node_argv=_dcgmi_argv),
+        Probe("dcgm_diag", Layout.NODE, "dcgmi", _dcgmi_binary, node_argv=_dcgmi_argv, timeout_s=dcgm_timeout_s),
     )
 }
 
