@@ -108,6 +108,8 @@ def _evidence(facts: Facts, check: Check) -> tuple[str, ...]:
 
 def _collector_problem(facts: Facts, check: Check) -> tuple[Outcome, str] | None:
     run = facts.get("collectors", {}).get(check.collector)
+    if run is None and check.probe:  # probes are opt-in: a collection without this one proves nothing either way
+        return Outcome.SKIP, f"probe {check.collector} was not run on this host"
     if run is None:
         return Outcome.UNKNOWN, f"collector {check.collector} did not run on this host"
     status = run.get("status")

@@ -32,6 +32,7 @@ from .nvlink import status as nvlink_status
 from .nvlink import throughput as nvlink_throughput
 from .nvswitch import firmware as nvswitch_firmware
 from .nvswitch import pci as nvswitch_pci
+from .probes import dcgmi, nccl_tests, nvbandwidth, perftest
 
 # Registry order is the order raw/ evidence and facts are written in: keep new modules next to their family.
 _MODULES = (
@@ -45,6 +46,7 @@ _MODULES = (
     pcie,
     ibstat, ibstatus, ibv_devinfo, ibdev2netdev, sysfs_counters, ofed_info, show_gids, rdma_link,
     mlxfwmanager, flint,
+    nccl_tests, nvbandwidth, perftest, dcgmi,
 )
 
 COLLECTORS: dict[str, Collector] = {c.id: c for m in _MODULES for c in m.COLLECTORS}
@@ -55,4 +57,9 @@ def default_collectors() -> tuple[Collector, ...]:
     return tuple(c for c in COLLECTORS.values() if c.default)
 
 
-__all__ = ["COLLECTORS", "Collector", "ParseError", "default_collectors"]
+def probe_collectors() -> tuple[Collector, ...]:
+    """The collectors that load the fabric (probes.PROBES says how each is laid out over hosts and run)."""
+    return tuple(c for c in COLLECTORS.values() if c.loads_fabric)
+
+
+__all__ = ["COLLECTORS", "Collector", "ParseError", "default_collectors", "probe_collectors"]

@@ -25,7 +25,7 @@ class ParseError(ValueError):
 
 @dataclass(frozen=True)
 class Collector:
-    """A named probe.
+    """A named reading of a host (a probe is one that loads the fabric: see loads_fabric).
 
     argv is fixed: it never contains inventory or host data, so no shell string is ever built
     from data. parse is pure (text in, JSON-able fragment out) and raises ParseError with a
@@ -43,6 +43,7 @@ class Collector:
     description: str
     platforms: tuple[str, ...] = PLATFORMS
     default: bool = True  # part of the standard collection set
+    loads_fabric: bool = False  # a probe: it loads GPUs and links (NCCL, nvbandwidth, perftest), so never by default
     ok_exit_codes: tuple[int, ...] = (0,)
     timeout_s: float = 30.0
     corpus: tuple[str, ...] = field(default=())  # ../shared/corpus families this parser reads

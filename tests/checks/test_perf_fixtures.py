@@ -1,0 +1,91 @@
+"""The perf checks: their fixtures are built from real outputs (each host's facts are an excerpt of what the
+probe's parser makes of the corpus file the fixture names), the example baselines carry the published gates, and a
+probe's check is skipped on a host the probe did not run on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fabricproof import baseline as baseline_mod
+from fabricproof.baseline import Baseline
+from fabricproof.catalog import load
+from fabricproof.collectors import COLLECTORS
+from fabricproof.collectors.probes import spec
+from fabricproof.evaluate import evaluate
+from fabricproof.model import Outcome
+from fabricproof.paths import inventories_dir
+from fabricproof.pointer import split_pointer
+
+from .fixturelib import fixture_paths, load_fixture
+
+PERF = [c for c in load() if c.family == "perf"]
+
+
+def _excerpt(part: Any, whole: Any, path: str = "") -> list[str]:
+    """Where `part` is not an excerpt of `whole`: mappings keep a subset of keys, lists a subsequence of items."""
+    if isinstance(part, dict):
+        if not isinstance(whole, dict):
+            return [f"{path}: a mapping where the parse has {type(whole).__name__}"]
+        return [p for k, v in part.items() for p in
+                (_excerpt(v, whole[k], f"{path}/{k}") if k in whole else [f"{path}/{k}: not in the parse"])]
+    if isinstance(part, list):
+        if not isinstance(whole, list):
+            return [f"{path}: a list where the parse has {type(whole).__name__}"]
+        rest = iter(enumerate(whole))
+        for n, item in enumerate(part):
+            if not any(not _excerpt(item, other) for _, other in rest):
+                return [f"{path}/{n}: no later item of the parse matches"]
+        return []
+    return [] if part == whole else [f"{path}: {part!r} where the parse has {whole!r}"]
+
+
+def test_every_perf_family_check_exists():
+    assert sorted(c.id for c in PERF) == [
+        "perf.dcgm_diag", "perf.ib_gdr_bw", "perf.ib_pair_bw", "perf.ib_pair_lat", "perf.nccl_allreduce_busbw",
+        "perf.nccl_wrong", "perf.nvbandwidth_pair_min", "perf.nvbandwidth_spread"]
+    assert all(c.probe for c in PERF) and not any(c.probe for c in load() if c.family != "perf")
+
+
+@pytest.mark.parametrize("kind", ["pass", "fail"])
+@pytest.mark.parametrize("check", PERF, ids=lambda c: c.id)
+def test_fixture_facts_are_excerpts_of_real_outputs(corpus, check, kind):
+    data = load_fixture(fixture_paths(check.id)[kind])
+    collector = COLLECTORS[check.collector]
+    assert set(data["corpus"]) == set(data["facts"]), "name the corpus file of every host"
+    for host, rel in data["corpus"].items():
+        parsed = collector.parse((corpus / rel).read_text(encoding="utf-8"))
+        node = data["facts"][host]
+        for seg in split_pointer(collector.provides):
+            node = node[seg]
+        assert not _excerpt(node, parsed), (host, rel, _excerpt(node, parsed)[:5])
+
+
+def test_a_probe_check_skips_a_host_the_probe_did_not_run_on():
+    """A standard collection (no probes) neither passes nor fails the perf checks, and gates do not count them."""
+    facts = {"node1": {"apiVersion": "fabricproof/v1", "kind": "Facts", "host": "node1", "collectors": {}}}
+    base = Baseline("b", {"platform": "h100", "perf": {"nccl": {"all_reduce_busbw_gbps": 460}}, "nvlink": {"links_per_gpu": 18}})
+    checks = {c.id: c for c in load()}
+    report = evaluate(facts, base, [checks["perf.nccl_allreduce_busbw"], checks["perf.dcgm_diag"], checks["nvlink.links_active"]])
+    got = {r.check_id: (r.outcome, r.reason) for r in report.results}
+    assert got["perf.nccl_allreduce_busbw"] == (Outcome.SKIP, "probe nccl_all_reduce was not run on this host")
+    assert got["perf.dcgm_diag"] == (Outcome.SKIP, "probe dcgm_diag was not run on this host")
+    assert got["nvlink.links_active"] == (Outcome.UNKNOWN, "collector nvlink_status did not run on this host")
+
+
+def test_an_edited_figure_is_not_an_excerpt():
+    real = {"targets": {"mlx5_0": {"bw_average_gbps": 140.4, "runs": [{"side": "client"}, {"side": "server"}]}}}
+    assert not _excerpt({"targets": {"mlx5_0": {"runs": [{"side": "server"}]}}}, real)
+    assert _excerpt({"targets": {"mlx5_0": {"bw_average_gbps": 400}}}, real)
+    assert _excerpt({"targets": {"mlx5_0": {"runs": [{"side": "server"}, {"side": "client"}]}}}, real)  # order kept
+    assert _excerpt({"targets": {"mlx5_1": {}}}, real)
+
+
+@pytest.mark.parametrize("platform", ["dgx-a100", "dgx-h100", "hgx-h200", "gb200-nvl72"])
+def test_example_baselines_set_the_published_gates(platform):
+    values = baseline_mod.load(inventories_dir() / platform / "baseline.yaml").defaults
+    perf = values["perf"]
+    gates = {"dgx-a100": (228, 185), "dgx-h100": (460, 380), "hgx-h200": (431, 360), "gb200-nvl72": (432, 360)}
+    assert (perf["nccl"]["all_reduce_busbw_gbps"], perf["ib"]["gdr_bw_gbps"]) == gates[platform]
+    assert perf["regression_tolerance_pct"] == 5 and perf["nvbandwidth"]["min_over_median_pct"] == 97
+    assert spec.config(values)["perftest"]["port"] == 18515  # defaults fill what the file leaves out

@@ -1,0 +1,200 @@
+"""nccl-tests parser over every real output of ../shared/corpus/nccl-tests (and two launcher-prefixed samples):
+anchors the files show, old and new layouts, NCCL INFO facts, and every failure as a ParseError, never a figure."""
+
+from __future__ import annotations
+
+import pytest
+from fabricproof.collectors.base import ParseError
+from fabricproof.collectors.probes.nccl_tests import SCHEMA, parse_nccl_tests
+
+from .probelib import assert_family, names, parsed_or_failed, read, sample
+
+FAMILY = "nccl-tests"
+H100_1NODE = "all-reduce-h100-1node-8gpu-tests2.17.8-nccl2.29.2-wrong-col-maxbytes-reduced.txt"
+OLD_ALLREDUCE = "all-reduce-a100-sxm4-40gb-1proc-8gpu-old-format-error-col-na-validation0.txt"
+OLD_ALLTOALL = "alltoall-a100-sxm4-40gb-1proc-8gpu-old-format-empty-redop-col.txt"
+ALLTOALL_80 = "alltoall-h100-10node-80gpu-multinode-tests2.17.8-inplace-wrong-na.txt"
+V100_OOB = "all-gather-v100-8gpu-nccl2.5-4GiB-out-of-bounds-2-FAILED-error-1e+00-no-hash-prefix.txt"
+POLARIS_TCP = "all-reduce-a100-40gb-polaris-2node-8rank-default-env-tcp-LOW-2.97GBps.txt"
+POLARIS_540 = "all-reduce-a100-40gb-polaris-540node-2160rank-scale.txt"
+B200_GKE = "blackwell-b200-gke-a4-2node-16rank-all-gather-nccl2.26.6-version-line.txt"
+GB200_RACK = "blackwell-gb200-nvl72-1rack-72rank-all-reduce-nccl2.26.2-excerpt.txt"
+GB200_OCI = "blackwell-gb200-oci-2tray-8rank-mnnvl-all-reduce-with-nccl-info-lines-excerpt.txt"
+AWS_EFA = "blackwell-rtx-pro-6000-aws-g7e-2node-efa-all-reduce-NCCL-DEBUG-INFO-GDR-disabled.txt"
+SENDRECV = "sendrecv-h100-2node-8rank-DEGRADED-5.7GBps-time-in-sci-notation.txt"
+NETWORK_FAIL = "alltoall-h100-2node-8rank-FAIL-remote-process-exited-network-error.txt"
+HANG = "blackwell-b200-gke-2node-4rank-all-gather-HANG-header-only-no-rows.txt"
+SRUN = "nccl-tests-all-reduce-h100-2node-16rank-srun-label-prefix-nccl-tests-issue-290.txt"
+MPIRUN = "nccl-tests-all-reduce-eks-2node-mpirun-tag-output-prefix-socket-fallback-excerpt.txt"
+
+#: The corpus files that are failed runs, and what their ParseError must say.
+FAILURES = {
+    NETWORK_FAIL: r"^nccl-tests failed: Test NCCL failure common\.cu:401 'remote process exited or there was a network",
+    HANG: r"result header but no row: the run hung",
+}
+
+
+def test_the_whole_family_is_walked():
+    assert_family(FAMILY, 15, FAILURES, SCHEMA)
+
+
+@pytest.mark.parametrize("name", names(FAMILY))
+def test_every_corpus_file_parses_or_gives_its_parse_error(corpus, name):
+    frag = parsed_or_failed(corpus, FAMILY, name, parse_nccl_tests, SCHEMA, FAILURES)
+    assert frag is None or (frag["rows"] and frag["busbw_gbps"] > 0 and frag["avg_busbw_gbps"] is not None)
+
+
+def test_h100_single_node_new_layout(corpus):
+    f = parse_nccl_tests(read(corpus, FAMILY, H100_1NODE))
+    assert (f["test"], f["nccl_tests_version"], f["nccl_version"]) == ("all_reduce_perf", "2.17.8", "2.29.2")
+    assert f["params"] == {"nthread": 1, "ngpus": 1, "min_bytes": 33554432, "max_bytes": 68719476736,
+                           "step": "2(factor)", "warmup_iters": 5, "iters": 20, "validation": True}
+    assert f["max_bytes_reduced_to"] == 26549638485
+    assert (f["gpus"], f["hosts"]) == (8, ["cnode3-002"])
+    assert f["devices"][7] == {"rank": 7, "group": 0, "pid": 4180135, "host": "cnode3-002", "device": 7,
+                               "bus_id": "0000:df:00", "name": "NVIDIA H100 80GB HBM3"}
+    first, last = f["rows"][0], f["rows"][-1]
+    assert (first["size_bytes"], first["count"], first["type"], first["redop"], first["root"]) == (
+        33554432, 4194304, "double", "sum", -1)
+    assert first["out_of_place"] == {"time_us": 182.87, "algbw_gbps": 183.49, "busbw_gbps": 321.10, "wrong": 0,
+                                     "error": None}
+    assert (last["size_bytes"], last["out_of_place"]["busbw_gbps"], last["in_place"]["busbw_gbps"]) == (
+        17179869184, 482.27, 482.12)
+    assert (f["busbw_gbps"], f["busbw_size_bytes"], f["peak_busbw_gbps"]) == (482.195, 17179869184, 482.27)
+    assert (f["avg_busbw_gbps"], f["wrong_total"], f["out_of_bounds"], f["data_errors"]) == (437.957, 0, 0, 0)
+    assert (f["net_transport"], f["gdr"]) == (None, None)
+
+
+def test_old_layout_without_group_and_with_the_error_column(corpus):
+    """Pre-2.11 nccl-tests: no Group column, `[0x00]` bus ids, an `error` column (N/A with validation 0), and an
+    interleaved `NCCL INFO Launch mode Parallel` line before the first row."""
+    f = parse_nccl_tests(read(corpus, FAMILY, OLD_ALLREDUCE))
+    assert f["params"]["ngpus"] == 8 and f["params"]["validation"] is False
+    assert {(d["group"], d["bus_id"], d["name"], d["host"]) for d in f["devices"]} == {
+        (None, "0x00", "A100-SXM4-40GB", "localhost")}
+    assert len(f["rows"]) == 34 and [r["size_bytes"] for r in f["rows"][:3]] == [0, 0, 4]
+    assert f["rows"][-1]["out_of_place"] == {"time_us": 63896.0, "algbw_gbps": 134.44, "busbw_gbps": 235.26,
+                                             "wrong": None, "error": None}
+    assert (f["busbw_gbps"], f["avg_busbw_gbps"]) == (235.145, 68.4048)
+    # validation 0 prints "Out of bounds values : 0 OK" regardless: no proof of correct results
+    assert (f["out_of_bounds"], f["data_errors"]) == (0, None)
+
+
+def test_old_alltoall_layout_leaves_redop_blank(corpus):
+    f = parse_nccl_tests(read(corpus, FAMILY, OLD_ALLTOALL))
+    assert {(r["redop"], r["root"], r["type"]) for r in f["rows"]} == {(None, None, "float")}
+    assert f["rows"][-1]["in_place"]["busbw_gbps"] == 226.16 and f["busbw_gbps"] == 225.235
+    assert f["avg_busbw_gbps"] == 58.6481
+
+
+def test_80_rank_alltoall_in_place_wrong_is_na(corpus):
+    f = parse_nccl_tests(read(corpus, FAMILY, ALLTOALL_80))
+    assert (f["test"], f["gpus"], len(f["hosts"])) == ("alltoall_perf", 80, 10)
+    assert {r["in_place"]["wrong"] for r in f["rows"]} == {None} and {r["out_of_place"]["wrong"] for r in f["rows"]} == {0}
+    assert f["rows"][0]["size_bytes"] == 33553920 and f["rows"][0]["redop"] == "none"
+    assert (f["wrong_total"], f["data_errors"], f["avg_busbw_gbps"]) == (0, 0, 47.1472)
+
+
+def test_out_of_bounds_values_failed_is_a_data_error(corpus):
+    """nccl-tests issue 37: the old layout pasted without '#', `error` 1e+00 and 'Out of bounds values : 2 FAILED'."""
+    f = parse_nccl_tests(read(corpus, FAMILY, V100_OOB))
+    (row,) = f["rows"]
+    assert row["size_bytes"] == 4294967296 and row["out_of_place"]["error"] == 1.0 and row["in_place"]["error"] == 1.0
+    assert (f["out_of_bounds"], f["wrong_total"], f["data_errors"]) == (2, None, 2)
+    assert f["params"] is None and f["avg_busbw_gbps"] == 128.942
+
+
+def test_a_row_with_wrong_results_counts_in_data_errors(corpus):
+    """The corpus has no #wrong-layout run with wrong elements; the H100 run with one #wrong cell set (a derived
+    input: the corpus file itself is untouched) shows the column is read per cell and summed."""
+    text = read(corpus, FAMILY, H100_1NODE).replace(
+        "  536870912      67108864    double     sum      -1  2115.28  253.81  444.16       0",
+        "  536870912      67108864    double     sum      -1  2115.28  253.81  444.16       7", 1)
+    f = parse_nccl_tests(text)
+    assert f["rows"][4]["out_of_place"]["wrong"] == 7
+    assert (f["wrong_total"], f["out_of_bounds"], f["data_errors"]) == (7, 0, 7)
+
+
+def test_tcp_fallback_shows_in_the_figure_and_in_nccl_info(corpus):
+    low = parse_nccl_tests(read(corpus, FAMILY, POLARIS_TCP))
+    assert (low["busbw_gbps"], low["avg_busbw_gbps"], low["gpus"], len(low["hosts"])) == (9.45, 2.96746, 8, 2)
+    socket = parse_nccl_tests(sample(MPIRUN))
+    assert socket["net_transport"] == "Socket" and socket["busbw_gbps"] == 1.99 and socket["avg_busbw_gbps"] == 0.733914
+
+
+def test_launcher_prefixes_are_stripped():
+    """`srun --label` (" 0: ") and Open MPI's --tag-output ("[1,0]<stdout>:") prefix every line."""
+    srun = parse_nccl_tests(sample(SRUN))
+    assert (srun["gpus"], srun["hosts"], len(srun["rows"])) == (16, ["node005", "node007"], 11)
+    assert srun["params"]["validation"] is False and srun["data_errors"] is None
+    assert (srun["busbw_gbps"], srun["avg_busbw_gbps"]) == (155.565, 142.735)
+    mpirun = parse_nccl_tests(sample(MPIRUN))
+    assert len(mpirun["rows"]) == 31 and mpirun["rows"][-1]["size_bytes"] == 1073741824
+
+
+def test_nccl_info_lines_tell_transport_and_gdr(corpus):
+    efa = parse_nccl_tests(read(corpus, FAMILY, AWS_EFA))
+    assert (efa["net_transport"], efa["gdr"], efa["nccl_version"], efa["test"]) == (
+        "Libfabric", False, "2.29.2", "all_reduce_perf")
+    assert len(efa["rows"]) == 28 and efa["avg_busbw_gbps"] == 4.26966  # the Func/Proto/Algo matrix is no row
+    mnnvl = parse_nccl_tests(read(corpus, FAMILY, GB200_OCI))
+    assert mnnvl["gdr"] is True and len(mnnvl["rows"]) == 33 and mnnvl["peak_busbw_gbps"] == 847.42
+    lines = ("h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>\n"
+             "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA\n")
+    ib = parse_nccl_tests(lines + read(corpus, FAMILY, H100_1NODE))
+    assert (ib["net_transport"], ib["gdr"]) == ("IB", True)
+    off = parse_nccl_tests("h:1:1 [0] NCCL INFO NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'\n"
+                           + read(corpus, FAMILY, H100_1NODE))
+    assert off["gdr"] is False
+
+
+def test_versions_and_excerpts(corpus):
+    gke = parse_nccl_tests(read(corpus, FAMILY, B200_GKE))
+    assert (gke["nccl_version"], gke["test"], gke["avg_busbw_gbps"], gke["peak_busbw_gbps"]) == (
+        "2.26.6", None, 59.3638, 268.59)  # in-place at 2 GiB
+    rack = parse_nccl_tests(read(corpus, FAMILY, GB200_RACK))
+    assert rack["devices"] == [{"rank": 71, "group": 0, "pid": 14840, "host": "slurm-gb200-207-171", "device": 3,
+                                "bus_id": "0x01", "name": "NVIDIA Graphics Device"}]
+    assert (rack["busbw_gbps"], rack["avg_busbw_gbps"]) == (840.695, 745.53)
+    scale = parse_nccl_tests(read(corpus, FAMILY, POLARIS_540))
+    assert (scale["gpus"], len(scale["hosts"]), scale["avg_busbw_gbps"]) == (2160, 540, 4.54332)
+
+
+def test_scientific_notation_times_and_a_degraded_pair(corpus):
+    f = parse_nccl_tests(read(corpus, FAMILY, SENDRECV))
+    assert f["rows"][-1]["out_of_place"]["time_us"] == 2.0e7 and f["rows"][-1]["in_place"]["time_us"] == 1.8e7
+    assert (f["test"], f["nccl_tests_version"], f["nccl_version"]) == ("sendrecv_perf", "2.17.6", "2.28.7")
+    assert (f["busbw_gbps"], f["peak_busbw_gbps"], f["avg_busbw_gbps"]) == (0.905, 9.79, 5.70918)
+
+
+def test_a_failure_after_rows_never_yields_a_figure(corpus):
+    """nccl-tests issue 322 prints rows, then 'Test NCCL failure common.cu:1204': the figures of a failed run are
+    not reported. Shown on the real failure lines appended to a real table."""
+    failed = read(corpus, FAMILY, H100_1NODE).replace(
+        "# Out of bounds values", "cnode3-002: Test NCCL failure common.cu:1204 'unhandled cuda error / '\n"
+        " .. cnode3-002 pid 4180122: Test failure common.cu:915\n# Out of bounds values")
+    with pytest.raises(ParseError, match=r"common\.cu:1204 'unhandled cuda error"):
+        parse_nccl_tests(failed)
+
+
+def test_a_run_cut_short_is_an_error(corpus):
+    text = read(corpus, FAMILY, H100_1NODE)
+    with pytest.raises(ParseError, match=r"stopped after 536870912 bytes: no '# Avg bus bandwidth' line"):
+        parse_nccl_tests(text[:text.index("  1073741824")])
+
+
+HEADER = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("", "empty"),
+    ("hello\nworld\n", "not nccl-tests output"),
+    ("#  size  count  type  time algbw busbw #wrong time algbw busbw #wrong time\n", "3 time columns"),
+    (HEADER + "  8  2  float  sum  -1  45.91  0.00  x.xx  0  45.49  0.00  0.00  0\n", "line 2: a time/algbw/busbw cell"),
+    (HEADER + "  8  2  float  sum  -1  45.91  0.00  0.00  zero  45.49  0.00  0.00  0\n", "#wrong cell 'zero'"),
+    (HEADER + "  8  2  float\n", "3 cells where the header has 11 to 13"),
+])
+def test_garbage_gives_a_one_line_parse_error(text, reason):
+    with pytest.raises(ParseError, match=reason) as err:
+        parse_nccl_tests(text)
+    assert "\n" not in str(err.value)
