@@ -12,10 +12,26 @@ from pathlib import Path
 _FENCE = re.compile(r"^```(?:sh|bash|shell)\n(.*?)^```", re.M | re.S)
 
 
-def commands(markdown: Path) -> list[str]:
+def section(markdown: Path, heading: str) -> str:
+    """The text of one section of a Markdown file: from its heading line to the next heading of that level or
+    higher (a `# comment` inside a fenced block is no heading)."""
+    level = len(heading.split(" ", 1)[0])
+    out: list[str] = []
+    fenced = False
+    for line in markdown.read_text(encoding="utf-8").splitlines(keepends=True):
+        if line.startswith("```"):
+            fenced = not fenced
+        if out and not fenced and re.match(r"#{1,%d} " % level, line):
+            break
+        if out or line.rstrip("\n") == heading:
+            out.append(line)
+    return "".join(out)
+
+
+def commands(text: str) -> list[str]:
     """Every command of every fenced sh block, in order, as printed: continued lines stay continued (bash joins them)."""
     out = []
-    for block in _FENCE.findall(markdown.read_text(encoding="utf-8")):
+    for block in _FENCE.findall(text):
         current: list[str] = []
         for line in block.splitlines():
             if not current and (not line.strip() or line.lstrip().startswith("#")):

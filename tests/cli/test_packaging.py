@@ -46,3 +46,11 @@ def test_installed_cli_works_from_any_directory(wheel, tmp_path):
     where = subprocess.run([sys.executable, "-c", "from fabricproof.paths import data_root; print(data_root())"],
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert where.stdout.strip() == str(site / "fabricproof" / "_data")
+
+
+def test_ci_runs_the_readmes_test_command_verbatim():
+    """CI installs what the README's test command installs and runs what it runs: the two cannot drift apart."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    commands = [line for line in readme.splitlines() if line.startswith("apt-get update") and "pytest" in line]
+    assert len(commands) == 1, commands
+    assert commands[0] in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()

@@ -1,5 +1,5 @@
 """-f FORMAT[=PATH]: a file is named with its format, so no file can get another format's output; the README's
-validate examples (tests/cli/readme/validate.md, pasted verbatim into README.md) run exactly as printed."""
+validate examples (README.md, section Validate) run exactly as printed."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from fabricproof.reporters import REPORTERS
 from . import readme_examples
 from .helpers import REPO, run
 
-EXAMPLES = Path(__file__).with_name("readme") / "validate.md"
+EXAMPLES = readme_examples.section(Path(__file__).resolve().parents[2] / "README.md", "### Validate")
 JUNIT_XSD = REPO / "tests" / "fixtures" / "junit" / "junit-10.xsd"
 LAB = REPO / "inventories" / "lab"
 
