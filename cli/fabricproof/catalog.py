@@ -26,6 +26,16 @@ class Condition:
 
 
 @dataclass(frozen=True)
+class Applicability:
+    """One applies_when condition: the check applies to a host when a value at `fact` satisfies op."""
+
+    fact: str
+    op: str
+    expected: Any
+    reason: str
+
+
+@dataclass(frozen=True)
 class Check:
     id: str
     title: str
@@ -43,6 +53,7 @@ class Check:
     where: tuple[Condition, ...] = ()
     platforms: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
+    applies_when: tuple[Applicability, ...] = ()
     partition: str | None = None
     rationale: str = ""
     remediation: str = ""
@@ -57,7 +68,7 @@ class Check:
     def baseline_keys(self) -> tuple[str, ...]:
         """Every baseline key the check reads (requires, expected, where)."""
         keys = list(self.requires)
-        for exp in (self.expected, *(c.expected for c in self.where)):
+        for exp in (self.expected, *(c.expected for c in self.where), *(a.expected for a in self.applies_when)):
             if isinstance(exp, dict) and "baseline" in exp:
                 keys.append(exp["baseline"])
         return tuple(dict.fromkeys(keys))
@@ -84,6 +95,8 @@ def _check_from(doc: documents.Document, collectors: dict[str, Any] | None) -> C
         where=tuple(Condition(tuple(c["path"].split("/")), c["op"], c.get("expected")) for c in a.get("where", ())),
         platforms=tuple(d.get("platforms", ())),
         requires=tuple(d.get("requires", ())),
+        applies_when=tuple(Applicability(a["fact"], a["op"], a.get("expected"), a["reason"])
+                           for a in d.get("applies_when", ())),
         partition=d.get("partition"),
         rationale=d["rationale"],
         remediation=d["remediation"].strip(),

@@ -84,6 +84,9 @@ def sentence(check: Check, expected: Any = UNSET, source: str = "") -> str:
     if check.op == "same":
         scope = f"each {check.partition} group" if check.partition else "the same platform"
         return f"{check.subject}{where} should be identical on every host of {scope}"
+    if check.op == "unique":
+        scope = f"each {check.partition} group" if check.partition else "the fleet"
+        return f"{check.subject}{where} should belong to one host only across {scope}, each value once"
     if check.op == "count":
         return f"the number of {check.subject}{where} should {OPERATORS[check.compare or 'eq'].verb} {exp}{source}"
     if check.op == "delta_le":
@@ -104,6 +107,12 @@ def _evidence(facts: Facts, check: Check) -> tuple[str, ...]:
     run = facts.get("collectors", {}).get(check.collector) or {}
     ev = run.get("evidence")
     return (ev,) if ev else ()
+
+
+def _noted(facts: Facts, check: Check, reason: str) -> str:
+    """A reason for an unjudged fact, with the first thing the collector's parser noted (a malformed table)."""
+    notes = (facts.get("collectors", {}).get(check.collector) or {}).get("notes")
+    return f"{reason}; {check.collector} noted: {notes[0]}" if notes else reason
 
 
 def _collector_problem(facts: Facts, check: Check) -> tuple[Outcome, str] | None:
@@ -141,6 +150,24 @@ def _applicability(check: Check, values: dict[str, Any]) -> str | None:
     return None
 
 
+def _not_applicable(check: Check, values: dict[str, Any], facts: Facts, ev: _Evaluator) -> str | None:
+    """The reason the host's own facts put it outside the check (applies_when), or None.
+
+    A condition holds when any value at its pointer satisfies it; a pointer the facts do not reach (the
+    collector did not run or failed) proves nothing, so the check is judged as usual. Raises _Skip."""
+    for cond in check.applies_when:
+        vals, missing = values_at(facts, split_pointer(cond.fact))
+        if not vals and missing:
+            continue
+        expected, _ = ev.expected(cond.expected, values, facts)
+        test = OPERATORS[cond.op].test
+        if any(test(v, expected) for v in vals):
+            continue
+        shown = render_value(vals[0] if len(vals) == 1 else _compact(vals)) if vals else "nothing"
+        return f"not applicable: {cond.reason} ({cond.fact} is {shown})"
+    return None
+
+
 def _result(check: Check, host: str, outcome: Outcome, expected: str, actual: Any = None, reason: str = "",
             evidence: tuple[str, ...] = (), findings: tuple[Finding, ...] = ()) -> Result:
     return Result(
@@ -160,7 +187,10 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator) -> Result
         return _result(check, host, problem[0], sentence(check), reason=problem[1])
     evidence = _evidence(facts, check)
     try:
-        expected, source = (None, "") if check.op == "same" else ev.expected(check.expected, values, facts)
+        outside = _not_applicable(check, values, facts, ev)
+        if outside:
+            return _result(check, host, Outcome.SKIP, sentence(check), reason=outside, evidence=evidence)
+        expected, source = (None, "") if OPERATORS[check.op].fleet else ev.expected(check.expected, values, facts)
         where = _where(check, values, facts, ev)
     except _Skip as exc:
         return _result(check, host, Outcome.SKIP, sentence(check), reason=str(exc))
@@ -178,8 +208,9 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator) -> Result
     vals, missing = values_at(facts, segs, where)
     if check.op == "count":
         n = sum(1 for v in vals if v is not None)
-        if not vals and missing and "*" not in segs:
-            return _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=evidence)
+        if not vals and missing:  # a list the host did not report is not an empty list
+            return _result(check, host, Outcome.UNKNOWN, text, reason=_noted(facts, check, f"fact {check.fact} is missing"),
+                           evidence=evidence)
         ok = OPERATORS[check.compare or "eq"].test(n, expected)
         return _result(check, host, Outcome.PASS if ok else Outcome.FAIL, text, actual=n,
                        reason="" if ok else f"counted {n}", evidence=evidence)
@@ -190,9 +221,11 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator) -> Result
             if check.allow_empty and not vals:
                 return _result(check, host, Outcome.PASS, text, actual=[], evidence=evidence)
             what = "reported no value" if vals else "yields no values"
+            reason = f"{check.fact} {what}"
             return _result(check, host, Outcome.UNKNOWN if vals else Outcome.FAIL, text, actual=[],
-                           reason=f"{check.fact} {what}", evidence=evidence)
-        return _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=evidence)
+                           reason=_noted(facts, check, reason) if vals else reason, evidence=evidence)
+        return _result(check, host, Outcome.UNKNOWN, text, reason=_noted(facts, check, f"fact {check.fact} is missing"),
+                       evidence=evidence)
 
     test = OPERATORS[check.op].test
     n_bad = sum(1 for v in judged if not test(v, expected))
@@ -272,6 +305,10 @@ def _judge_fleet(check: Check, hosts: list[str], facts_by_host: Mapping[str, Fac
             results[host] = _result(check, host, problem[0], text, reason=problem[1])
             continue
         try:
+            outside = _not_applicable(check, values, facts, ev)
+            if outside:
+                results[host] = _result(check, host, Outcome.SKIP, text, reason=outside)
+                continue
             where = _where(check, values, facts, ev)
         except _Skip as exc:
             results[host] = _result(check, host, Outcome.SKIP, text, reason=str(exc))
@@ -281,7 +318,10 @@ def _judge_fleet(check: Check, hosts: list[str], facts_by_host: Mapping[str, Fac
         if not vals:
             results[host] = _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=_evidence(facts, check))
             continue
-        signatures[host] = tuple(sorted(set(map(render_value, vals))))
+        if check.op == "unique":
+            signatures[host] = tuple(map(render_value, vals))  # every value, repeats kept: a repeat is a finding
+        else:
+            signatures[host] = tuple(sorted(set(map(render_value, vals))))
         if check.partition:
             groups = ev.groups.get(host) or tuple(facts.get("groups", ()))
             parts = [g for g in groups if fnmatch.fnmatchcase(g, check.partition)]
@@ -290,31 +330,66 @@ def _judge_fleet(check: Check, hosts: list[str], facts_by_host: Mapping[str, Fac
                 continue
             for p in parts:
                 partitions.setdefault(p, []).append(host)
+        elif check.op == "unique":
+            partitions.setdefault("the fleet", []).append(host)  # an identifier is unique across platforms too
         else:
             partitions.setdefault(f"platform {values.get('platform', 'unset')}", []).append(host)
+    judge = _judge_unique if check.op == "unique" else _judge_same
     for name, members in sorted(partitions.items()):
-        counts = Counter(signatures[h] for h in members)
-        ranked = counts.most_common()
-        majority = ranked[0][0] if len(ranked) == 1 or ranked[0][1] > ranked[1][1] else None
-        for host in members:
-            sig = signatures[host]
-            shown = sig[0] if len(sig) == 1 else list(sig)
-            evidence = _evidence(facts_by_host[host], check)
-            if len(sig) > 1:
-                res = _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
-                              reason=f"this host alone reports {len(sig)} different values: {', '.join(sig)}")
-            elif sig == majority:
-                res = _result(check, host, Outcome.PASS, text, actual=shown, evidence=evidence)
-            elif majority is None:
-                res = _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
-                              reason=f"{name} has no majority value: " + "; ".join(f"{'/'.join(s)} on {n}" for s, n in ranked[:_MAX_LISTED]))
-            else:
-                res = _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
-                              reason=f"{counts[majority]} of {len(members)} hosts in {name} have {'/'.join(majority)}")
+        for host, res in judge(check, name, members, signatures, facts_by_host, text):
             prior = results.get(host)
             if prior is None or prior.outcome is Outcome.PASS:  # a host in two partitions keeps the worse verdict
                 results[host] = res
     return [results[h] for h in hosts if h in results]
+
+
+def _judge_same(check: Check, name: str, members: list[str], signatures: Mapping[str, tuple[Any, ...]],
+                facts_by_host: Mapping[str, Facts], text: str) -> Iterable[tuple[str, Result]]:
+    """Each member against the partition's majority value."""
+    counts = Counter(signatures[h] for h in members)
+    ranked = counts.most_common()
+    majority = ranked[0][0] if len(ranked) == 1 or ranked[0][1] > ranked[1][1] else None
+    for host in members:
+        sig = signatures[host]
+        shown = sig[0] if len(sig) == 1 else list(sig)
+        evidence = _evidence(facts_by_host[host], check)
+        if len(sig) > 1:
+            res = _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
+                          reason=f"this host alone reports {len(sig)} different values: {', '.join(sig)}")
+        elif sig == majority:
+            res = _result(check, host, Outcome.PASS, text, actual=shown, evidence=evidence)
+        elif majority is None:
+            res = _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
+                          reason=f"{name} has no majority value: " + "; ".join(f"{'/'.join(s)} on {n}" for s, n in ranked[:_MAX_LISTED]))
+        else:
+            res = _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
+                          reason=f"{counts[majority]} of {len(members)} hosts in {name} have {'/'.join(majority)}")
+        yield host, res
+
+
+def _judge_unique(check: Check, name: str, members: list[str], signatures: Mapping[str, tuple[Any, ...]],
+                  facts_by_host: Mapping[str, Facts], text: str) -> Iterable[tuple[str, Result]]:
+    """Each member fails for every value it shares with another member or reports twice (duplicate GUIDs)."""
+    owners: dict[Any, list[str]] = {}
+    for host in members:
+        for value in signatures[host]:
+            owners.setdefault(value, []).append(host)
+    for host in members:
+        clashes = []
+        for value in dict.fromkeys(signatures[host]):
+            others = sorted({h for h in owners[value] if h != host})
+            if others:
+                listed = ", ".join(others[:_MAX_LISTED]) + (f" (+{len(others) - _MAX_LISTED} more)" if len(others) > _MAX_LISTED else "")
+                clashes.append(f"{value} also on {listed}")
+            elif len(owners[value]) > 1:
+                clashes.append(f"{value} reported {len(owners[value])} times")
+        evidence = _evidence(facts_by_host[host], check)
+        if clashes:
+            more = f" (+{len(clashes) - _MAX_LISTED} more)" if len(clashes) > _MAX_LISTED else ""
+            yield host, _result(check, host, Outcome.FAIL, text, actual=len(clashes), evidence=evidence,
+                                reason=f"{len(clashes)} duplicate value(s) in {name}: " + "; ".join(clashes[:_MAX_LISTED]) + more)
+        else:
+            yield host, _result(check, host, Outcome.PASS, text, actual=len(signatures[host]), evidence=evidence)
 
 
 class StreamingEvaluation:

@@ -44,6 +44,11 @@ def parse_output(collector: Collector, result: CommandResult) -> tuple[dict[str,
     except Exception as exc:  # a parser bug must not sink the whole run; report it for this host
         run.update(status="error", error=f"parser {collector.id} crashed: {type(exc).__name__}: {exc}")
         return run, None
+    notes = fragment.get("notes") if isinstance(fragment, dict) else None
+    if notes:
+        # What the parser could not read (a malformed table, an elided excerpt) goes with the run record, so a
+        # check that finds its fact missing can say why.
+        run["notes"] = [str(n) for n in notes]
     return run, fragment
 
 

@@ -26,6 +26,8 @@ _COLLECTOR_RUN = {
         "evidence": {"type": "string", "description": "Path of the saved raw output, relative to the run directory."},
         "duration_s": {"type": "number", "description": "Wall time of the command in seconds."},
         "command": {"type": "string", "description": "The command that ran, for display."},
+        "notes": {"type": "array", "items": {"type": "string"},
+                  "description": "What the parser noticed about partial or malformed output (a copy of the fragment's notes)."},
     },
 }
 

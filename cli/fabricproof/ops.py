@@ -48,6 +48,11 @@ def _in(a: Any, e: Any) -> bool:
     return any(_eq(a, x) for x in (e if isinstance(e, (list, tuple)) else [e]))
 
 
+def _contains(a: Any, e: Any) -> bool:
+    """A list value holds the expected item (a port's P_Key table holds the fleet's P_Key)."""
+    return isinstance(a, (list, tuple)) and any(_eq(x, e) for x in a)
+
+
 @lru_cache(maxsize=512)
 def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
@@ -103,6 +108,7 @@ class Operator:
     condition: str = ""  # in a `where` filter: "<path> <condition> <expected>"
     test: Callable[[Any, Any], bool] | None = None  # (actual, expected) -> holds; per-value kinds only
     takes_expected: bool = True
+    fleet: bool = False  # judged across hosts (scope: fleet), not on one host
 
 
 OPERATORS: dict[str, Operator] = {
@@ -116,13 +122,20 @@ OPERATORS: dict[str, Operator] = {
         Operator("ge", Kind.COMPARISON, "be at least", "is at least", _cmp(lambda a, e: a >= e)),
         Operator("in", Kind.MATCH, "be one of", "is one of", _in),
         Operator("not_in", Kind.MATCH, "be none of", "is none of", lambda a, e: not _in(a, e)),
+        Operator("contains", Kind.MATCH, "contain", "contains", _contains),
         Operator("regex", Kind.MATCH, "match", "matches", _regex),
         Operator("version", Kind.MATCH, "be a version satisfying", "satisfies", _version),
         Operator("count", Kind.AGGREGATE),
-        Operator("same", Kind.AGGREGATE, takes_expected=False),  # hosts are compared with each other, not a value
+        Operator("same", Kind.AGGREGATE, takes_expected=False, fleet=True),  # hosts agree with each other
+        Operator("unique", Kind.AGGREGATE, takes_expected=False, fleet=True),  # no value on two hosts (or twice)
         Operator("delta_le", Kind.AGGREGATE),
     )
 }
+
+
+def fleet_names() -> tuple[str, ...]:
+    """Operators that compare hosts with each other (the only ones a fleet-scope check may use)."""
+    return tuple(name for name, o in OPERATORS.items() if o.fleet)
 
 
 def names(*kinds: Kind) -> tuple[str, ...]:

@@ -21,17 +21,18 @@ ALWAYS = ("apiVersion", "kind", "host", "via", "groups", "collected_at")
 
 def pointers(check: Check) -> list[tuple[str, ...]]:
     """Every facts path a check reads: its collector's status (errors, skips, evidence), its fact, its
-    `where` paths (under the fact's last '*'), facts named as expected values, and the fields that name the items
-    a finding points into (a GPU's index)."""
+    `where` paths (under the fact's last '*'), facts named as expected values, its applies_when facts, and the
+    fields that name the items a finding points into (a GPU's index)."""
     segs = split_pointer(check.fact)
     out = [("collectors", check.collector), segs, *naming_pointers(segs)]
     star = last_star(segs)
     base = segs[: star + 1] if star >= 0 else segs
     for cond in check.where:
         out.append((*base, *cond.path))
-    for spec in (check.expected, *(c.expected for c in check.where)):
+    for spec in (check.expected, *(c.expected for c in check.where), *(a.expected for a in check.applies_when)):
         if isinstance(spec, dict) and "fact" in spec:
             out.append(split_pointer(spec["fact"]))
+    out.extend(split_pointer(a.fact) for a in check.applies_when)
     return out
 
 

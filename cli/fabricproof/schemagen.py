@@ -13,7 +13,7 @@ from typing import Any
 
 from . import catalog, factschema, platforms, transport
 from .model import Outcome, Scope, Severity
-from .ops import OPERATORS, Kind, names
+from .ops import OPERATORS, Kind, fleet_names, names
 from .paths import schemas_dir
 from .pointer import split_pointer
 from .reporters import REPORTERS
@@ -67,6 +67,8 @@ VOCABULARIES: dict[str, Vocabulary] = {
     "comparison_operator": Vocabulary("fabricproof.ops.OPERATORS (kind comparison)",
                                       "Operators that compare a value with expected (count compares its number).",
                                       lambda: list(names(Kind.COMPARISON))),
+    "fleet_operator": Vocabulary("fabricproof.ops.OPERATORS (fleet)", "Operators that compare hosts with each "
+                                 "other: the only ones a fleet-scope check uses.", lambda: list(fleet_names())),
     "operator_taking_expected": Vocabulary("fabricproof.ops.OPERATORS (takes_expected)",
                                            "Operators that need an expected value.",
                                            lambda: [n for n, o in OPERATORS.items() if o.takes_expected]),
@@ -88,7 +90,7 @@ USES: dict[str, tuple[str, ...]] = {
     "baseline.schema.json": ("platform", "persistence_mode", "ecc_mode", "throttle_reason", "kernel_module",
                              "iommu_mode"),
     "check.schema.json": ("family", "severity", "scope", "platform", "operator", "value_operator",
-                          "comparison_operator", "operator_taking_expected"),
+                          "comparison_operator", "operator_taking_expected", "fleet_operator"),
     "report.schema.json": ("outcome", "severity"),
     "rollout.schema.json": ("severity", "reporter", "failure_policy"),
     "runbook.schema.json": ("severity",),

@@ -89,6 +89,8 @@ def test_fact_pointer_exists_in_facts_schema(check):
     for exp in (check.expected, *(c.expected for c in check.where)):
         if isinstance(exp, dict) and "fact" in exp:
             assert _schema_has(FACTS_SCHEMA, split_pointer(exp["fact"]))
+    for cond in check.applies_when:  # they may read any collector's facts, but only facts that exist
+        assert _schema_has(FACTS_SCHEMA, split_pointer(cond.fact)), f"applies_when fact {cond.fact}"
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.id)

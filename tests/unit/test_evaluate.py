@@ -140,3 +140,95 @@ def test_exit_code_fail_on_threshold():
     report = evaluate({"n1": facts(links=(1,))}, BASE, [warn])
     assert exit_code(report, "critical") == 0
     assert exit_code(report, "warning") == 1
+
+
+# --- applies_when, unique, contains (issue 10.6, 10.7) ---------------------------------------------------------
+
+from fabricproof.catalog import Applicability  # noqa: E402
+
+FABRIC = Check(
+    id="fabric.state_completed", title="t", family="fabric", severity=Severity.CRITICAL, scope=Scope.HOST,
+    subject="each GPU's fabric State", collector="nvidia_smi_q", fact="/gpu/gpus/*/fabric/state", op="eq",
+    expected="Completed", remediation="fix it",
+    applies_when=(Applicability("/gpu/gpus/*/fabric/state", "ne", None, "no GPU reports fabric registration"),),
+)
+
+
+def gpu_facts(states, host="n1"):
+    return {"host": host, "collectors": {"nvidia_smi_q": {"status": "ok"}},
+            "gpu": {"gpus": [{"index": i, "fabric": {"state": s}} for i, s in enumerate(states)]}}
+
+
+def test_applies_when_skips_a_host_whose_own_facts_rule_the_check_out():
+    pcie = one(evaluate({"n1": gpu_facts([None, None])}, BASE, [FABRIC]))
+    assert pcie.outcome is Outcome.SKIP
+    assert pcie.reason == "not applicable: no GPU reports fabric registration (/gpu/gpus/*/fabric/state is null)"
+    # one GPU reporting a state is enough for the check to apply, and a GPU stuck In Progress then fails it
+    assert one(evaluate({"n1": gpu_facts(["In Progress", None])}, BASE, [FABRIC])).outcome is Outcome.FAIL
+    assert one(evaluate({"n1": gpu_facts(["Completed"] * 2)}, BASE, [FABRIC])).outcome is Outcome.PASS
+
+
+def test_applies_when_fact_that_is_not_reported_leaves_the_check_to_be_judged():
+    no_gpus = {"host": "n1", "collectors": {"nvidia_smi_q": {"status": "ok"}}}
+    assert one(evaluate({"n1": no_gpus}, BASE, [FABRIC])).outcome is Outcome.UNKNOWN  # not skipped: nothing proven
+    fm = replace(LINKS, applies_when=(Applicability("/nvswitch/pci/count", "gt", 0, "no NVSwitch"),))
+    assert one(evaluate({"n1": facts()}, BASE, [fm])).outcome is Outcome.PASS  # nvswitch_pci did not run
+    r = one(evaluate({"n1": facts(nvswitch={"pci": {"count": 0}})}, BASE, [fm]))
+    assert r.outcome is Outcome.SKIP and r.reason == "not applicable: no NVSwitch (/nvswitch/pci/count is 0)"
+    # a collector that failed is an error of the check, not a reason to skip it
+    assert one(evaluate({"n1": facts(status="error", nvswitch={"pci": {"count": 0}})}, BASE, [fm])).outcome is Outcome.ERROR
+
+
+def test_applies_when_holds_on_fleet_checks_too():
+    same = replace(FABRIC, id="fabric.x", scope=Scope.FLEET, op="same", expected=None)
+    report = evaluate({"a": gpu_facts(["Completed"], "a"), "b": gpu_facts(["Completed"], "b"),
+                       "pcie": gpu_facts([None], "pcie")}, BASE, [same])
+    assert {r.host: r.outcome for r in report.results} == {"a": Outcome.PASS, "b": Outcome.PASS, "pcie": Outcome.SKIP}
+
+
+GUIDS = Check(
+    id="ib.port_guid_unique", title="t", family="ib", severity=Severity.CRITICAL, scope=Scope.FLEET,
+    subject="port GUIDs", collector="ibstat", fact="/ib/ibstat/ports/*/port_guid", op="unique", remediation="fix it",
+)
+
+
+def ib_facts(host, guids):
+    return {"host": host, "collectors": {"ibstat": {"status": "ok"}},
+            "ib": {"ibstat": {"ports": [{"port_guid": g} for g in guids]}}}
+
+
+def test_unique_fails_every_host_sharing_a_value_and_a_value_repeated_on_one_host():
+    report = evaluate({"a": ib_facts("a", ["0x1", "0x2"]), "b": ib_facts("b", ["0x3", "0x1"]),
+                       "c": ib_facts("c", ["0x4", "0x4"]), "d": ib_facts("d", ["0x5"])}, BASE, [GUIDS])
+    got = {r.host: (r.outcome, r.reason) for r in report.results}
+    assert got["a"] == (Outcome.FAIL, "1 duplicate value(s) in the fleet: 0x1 also on b")
+    assert got["b"] == (Outcome.FAIL, "1 duplicate value(s) in the fleet: 0x1 also on a")
+    assert got["c"] == (Outcome.FAIL, "1 duplicate value(s) in the fleet: 0x4 reported 2 times")
+    assert got["d"][0] is Outcome.PASS
+    assert sentence(GUIDS) == "port GUIDs should belong to one host only across the fleet, each value once"
+
+
+def test_unique_compares_across_platforms_unless_partitioned():
+    base = Baseline("b", {"platform": "h100"}, {"gb": {"platform": "gb200"}})
+    report = evaluate({"a": ib_facts("a", ["0x1"]), "b": ib_facts("b", ["0x1"])}, base, [GUIDS], groups={"b": ["gb"]})
+    assert {r.outcome for r in report.results} == {Outcome.FAIL}
+
+
+def test_contains_and_count_of_a_list_the_host_did_not_report():
+    pkey = Check(id="ib.pkey", title="t", family="ib", severity=Severity.WARNING, scope=Scope.HOST, subject="P_Keys",
+                 collector="ib_counters", fact="/ib/counters/ports/*/pkeys", op="contains", expected="0x8001",
+                 remediation="fix it")
+    f = {"host": "n1", "collectors": {"ib_counters": {"status": "ok"}},
+         "ib": {"counters": {"ports": [{"pkeys": ["0xffff", "0x8001"]}, {"pkeys": ["0xffff"]}]}}}
+    r = one(evaluate({"n1": f}, BASE, [pkey]))
+    assert r.outcome is Outcome.FAIL and r.reason == "1 of 2 differ: /ib/counters/ports/1/pkeys = [0xffff]"
+    count = Check(id="pcie.acs", title="t", family="pcie", severity=Severity.CRITICAL, scope=Scope.HOST, subject="x",
+                  collector="lspci_vvv", fact="/pcie/gpu_nic_path_acs_enabled/*", op="count", compare="eq",
+                  expected=0, remediation="fix it")
+    unknown = {"host": "n1", "collectors": {"lspci_vvv": {"status": "ok", "notes": ["ACS on somewhere"]}},
+               "pcie": {"gpu_nic_path_acs_enabled": None}}
+    r = one(evaluate({"n1": unknown}, BASE, [count]))
+    assert r.outcome is Outcome.UNKNOWN  # a null list is not an empty list: no pass on nothing
+    assert r.reason.endswith("lspci_vvv noted: ACS on somewhere")
+    empty = {**unknown, "pcie": {"gpu_nic_path_acs_enabled": []}}
+    assert one(evaluate({"n1": empty}, BASE, [count])).outcome is Outcome.PASS

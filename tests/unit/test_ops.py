@@ -46,3 +46,18 @@ def test_version_key_reads_vendor_strings():
 
 def test_render_value():
     assert render_value([400, "PIX", None, True, 25.0]) == "[400, PIX, null, true, 25]"
+
+
+@pytest.mark.parametrize(
+    ("actual", "expected", "result"),
+    [(["0xffff", "0x8001"], "0x8001", True), (["0xffff"], "0x8001", False), ("0x8001", "0x8001", False),
+     (None, "0x8001", False), ([400, 200], 400.0, True)],
+)
+def test_contains_needs_a_list_holding_the_value(actual, expected, result):
+    assert OPERATORS["contains"].test(actual, expected) is result
+
+
+def test_fleet_operators_are_exactly_same_and_unique():
+    from fabricproof.ops import fleet_names
+
+    assert fleet_names() == ("same", "unique")

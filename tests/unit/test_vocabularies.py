@@ -41,7 +41,7 @@ def _check_using(op: str, where_op: str = "eq") -> dict:
         d["assert"] = {"op": op, "expected": 1}
         if op == "count":
             d["assert"]["compare"] = "ge"
-        if op == "same":
+        if OPERATORS[op].fleet:
             d["scope"] = "fleet"
             del d["assert"]["expected"]
         d["assert"]["where"] = [{"path": "state", "op": where_op, "expected": "Active"}]
