@@ -93,7 +93,7 @@ def test_h100_535_161_08_q_eight_gpus_fabric_completed(corpus: Path) -> None:
     assert (gpu0["persistence_mode"], gpu0["ecc_mode"]) == ("Enabled", "Enabled")
     assert gpu0["power_limit_w"] == 700.0
     assert (gpu0["pcie_gen"], gpu0["pcie_width"]) == (5, 16)
-    assert gpu0["remapped_rows"] == {"pending": False, "failure": False, "uncorrectable": 0}
+    assert gpu0["remapped_rows"] == {"pending": False, "failure": False, "uncorrectable": 0, "correctable": 0}
     # "HW Slowdown: Active" with the nested "HW Power Brake Slowdown: Active" under it.
     assert gpu0["throttle_reasons"] == ["hw_slowdown", "hw_power_brake_slowdown"]
 
@@ -230,7 +230,7 @@ def test_query_gpu_csv_all_fields_h100(corpus: Path) -> None:
     assert gpu["power_limit_w"] == 700.0  # header "power.limit [W]", cell "700.00 W"
     assert gpu["throttle_reasons"] == ["gpu_idle"]  # clocks_event_reasons.active 0x...01
     assert (gpu["pcie_gen"], gpu["pcie_width"]) == (5, 16)
-    assert gpu["remapped_rows"] == {"pending": False, "failure": False, "uncorrectable": 0}
+    assert gpu["remapped_rows"] == {"pending": False, "failure": False, "uncorrectable": 0, "correctable": 0}
     assert gpu["fabric"]["state"] == "Completed" and gpu["fabric"]["clique_id"] == 0
     assert gpu["fabric"]["cluster_uuid"] == ZERO_UUID
     assert gpu["fabric"]["health"]["summary"] is None  # "N/A"
@@ -292,6 +292,169 @@ def test_proc_driver_version_open_and_proprietary(corpus: Path) -> None:
     assert (closed["version"], closed["kernel_module"]) == ("440.95.01", "proprietary")
     assert closed["build"] == "Thu May 28 07:03:08 UTC 2020"
     assert closed["gcc_version"] == "7.5.0"
+
+
+# --- ECC counters, retired pages, remapped rows, recovery action (issue 10.1, 10.5) ------------------------------
+
+
+@pytest.mark.parametrize("name", _names("nvidia-smi-q"))
+def test_every_q_text_file_reports_the_memory_health_it_prints(corpus: Path, name: str) -> None:
+    """A file that prints ECC Errors / Retired Pages / Remapped Rows blocks yields them as facts; none is dropped."""
+    text = _read(corpus, "nvidia-smi-q", name)
+    fragment = _gpu_fragment(nvidia_smi_q.parse_q, corpus, "nvidia-smi-q", name)
+    for gpu in fragment["gpus"]:
+        if "    ECC Errors" in text:
+            assert gpu["ecc_errors"] is not None
+            assert set(gpu["ecc_errors"]["volatile"]) >= {"sram_correctable", "dram_uncorrectable", "uncorrectable"}
+        if "Remapped Rows\n" in text.replace("\r", ""):
+            assert gpu["remapped_rows"] is None or gpu["remapped_rows"]["correctable"] is not None
+    if "GPU Recovery Action" in text:
+        assert {g["recovery_action"] for g in fragment["gpus"]} == {"None"}
+
+
+def test_a40_aggregate_dram_correctable_and_correctable_remapped_rows(corpus: Path) -> None:
+    # The values the file shows: three A40s with corrected DRAM errors over their lifetime, each with remapped rows
+    # for correctable errors (dropped before issue 10), none pending, no uncorrectable error.
+    name = "a40-10gpu-driver550.127.05-aggregate-dram-correctable-nonzero-remapped-rows-thamada.txt"
+    gpus = _gpu_fragment(nvidia_smi_q.parse_q, corpus, "nvidia-smi-q", name)["gpus"]
+    dram = {g["index"]: g["ecc_errors"]["aggregate"]["dram_correctable"] for g in gpus}
+    assert {i: n for i, n in dram.items() if n} == {0: 10, 6: 10289, 9: 198}
+    assert {g["index"]: g["remapped_rows"]["correctable"] for g in gpus if g["remapped_rows"]["correctable"]} == {
+        0: 2, 6: 1, 9: 1}
+    for gpu in gpus:
+        ecc = gpu["ecc_errors"]
+        assert ecc["volatile"]["uncorrectable"] == ecc["aggregate"]["uncorrectable"] == 0
+        assert ecc["volatile"]["correctable"] == 0
+        assert ecc["aggregate"]["correctable"] == dram[gpu["index"]]  # SRAM corrected 0 on every A40
+        assert ecc["sram_threshold_exceeded"] is False
+        assert gpu["remapped_rows"]["pending"] is False and gpu["remapped_rows"]["failure"] is False
+        # Ampere prints Retired Pages as N/A: it remaps rows instead
+        assert gpu["retired_pages"] == {"single_bit": None, "double_bit": None, "pending": None}
+
+
+def test_590_layout_repair_flags_and_recovery_action(corpus: Path) -> None:
+    gpu = _gpu_fragment(nvidia_smi_q.parse_q, corpus, "nvidia-smi-q",
+                        "q-h100-80gb-hbm3-1gpu-vm-590.48.01-idle-fabric-health-block.txt")["gpus"][0]
+    ecc = gpu["ecc_errors"]
+    assert (ecc["channel_repair_pending"], ecc["tpc_repair_pending"], ecc["unrepairable_memory"]) == (False, False, False)
+    assert ecc["volatile"]["sram_uncorrectable_parity"] == ecc["volatile"]["sram_uncorrectable_secded"] == 0
+    assert gpu["recovery_action"] == "None"  # "GPU Recovery Action : None" (R570 and later)
+
+
+def test_geforce_and_volta_ecc_counters_are_unknown_not_zero(corpus: Path) -> None:
+    # RTX 4090 (R535 consumer layout: SRAM Correctable/Uncorrectable) and TITAN V (Single Bit / Double Bit) print N/A.
+    for name in ("rtx4090-8gpu-driver535.154.05-fabric-na.txt", "titan-v-1gpu-driver560.35.03-fabric-cliqueid-na.txt"):
+        for gpu in _gpu_fragment(nvidia_smi_q.parse_q, corpus, "nvidia-smi-q", name)["gpus"]:
+            for scope in ("volatile", "aggregate"):
+                assert set(gpu["ecc_errors"][scope].values()) == {None}, name
+            assert gpu["recovery_action"] is None  # not printed before R570
+
+
+def test_volta_single_and_double_bit_totals_are_the_scope_totals() -> None:
+    text = _VOLTA_ECC.replace("{sbe}", "7").replace("{dbe}", "1")
+    gpu = nvidia_smi_q.parse_q(text)["gpus"][0]
+    assert gpu["ecc_errors"]["volatile"] | {} == {
+        "sram_correctable": None, "sram_uncorrectable": None, "sram_uncorrectable_parity": None,
+        "sram_uncorrectable_secded": None, "dram_correctable": None, "dram_uncorrectable": None,
+        "single_bit": 7, "double_bit": 1, "correctable": 7, "uncorrectable": 1}
+
+
+# The Volta layout of the TITAN V file, with numbers where that board prints N/A.
+_VOLTA_ECC = """GPU 00000000:3B:00.0
+    Product Name                          : Tesla V100-SXM2-32GB
+    ECC Errors
+        Volatile
+            Single Bit
+                Device Memory             : {sbe}
+                Register File             : 0
+                Total                     : {sbe}
+            Double Bit
+                Device Memory             : {dbe}
+                Register File             : 0
+                Total                     : {dbe}
+    Retired Pages
+        Single Bit ECC                    : 2
+        Double Bit ECC                    : 1
+        Pending Page Blacklist            : Yes
+"""
+
+
+def test_page_retirement_section_output_gives_retired_pages_with_a_note(corpus: Path) -> None:
+    # `nvidia-smi -q -d PAGE_RETIREMENT` (real, 8 Azure GPUs): the section's facts, the rest unknown, and a note
+    # naming the sections the output shows.
+    fragment = _gpu_fragment(nvidia_smi_q.parse_q, corpus, "nvidia-smi-q", "q-d-page_retirement-8gpu-azure-driver535.86.10.txt")
+    assert {json_key(g["retired_pages"]) for g in fragment["gpus"]} == {(0, 0, False)}
+    assert all(g["ecc_errors"] is None and g["remapped_rows"] is None for g in fragment["gpus"])
+    assert any("sections shown: Retired Pages" in n for n in fragment["notes"])
+    volta = nvidia_smi_q.parse_q(_VOLTA_ECC.replace("{sbe}", "0").replace("{dbe}", "0"))["gpus"][0]
+    assert volta["retired_pages"] == {"single_bit": 2, "double_bit": 1, "pending": True}
+
+
+def json_key(retired: dict[str, Any]) -> tuple[Any, ...]:
+    return retired["single_bit"], retired["double_bit"], retired["pending"]
+
+
+def _section_output(text: str, titles: tuple[str, ...]) -> str:
+    """What `nvidia-smi -q -d <SECTION>` prints for a full -q: the header lines, then per GPU its header line and
+    only the named top-level sections (the layout of the real -q -d PAGE_RETIREMENT sample)."""
+    out, keep = [], True
+    for line in text.splitlines():
+        if line.startswith("GPU "):
+            out.append(line)
+            keep = False
+        elif line.startswith("    ") and not line.startswith("     "):
+            keep = line.strip().split(":")[0].strip() in titles
+            if keep:
+                out.append(line)
+        elif not line.startswith(" "):
+            out.append(line)
+            keep = False
+        elif keep:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize(("section", "titles"), [("ECC", ("ECC Mode", "ECC Errors")), ("ROW_REMAPPER", ("Remapped Rows",))])
+def test_q_d_section_outputs_parse_with_a_note(corpus: Path, section: str, titles: tuple[str, ...]) -> None:
+    # -q -d ECC / -q -d ROW_REMAPPER cut from the real A40 -q (no such capture is in the corpus yet)
+    full = _read(corpus, "nvidia-smi-q", "a40-10gpu-driver550.127.05-aggregate-dram-correctable-nonzero-remapped-rows-thamada.txt")
+    whole = nvidia_smi_q.parse_q(full)
+    part = nvidia_smi_q.parse_q(_section_output(full, titles))
+    assert_valid(GPU_SCHEMA, part)
+    assert part["count"] == 10 and all(g["name"] is None for g in part["gpus"])
+    assert any(f"sections shown: {', '.join(titles)}" in n for n in part["notes"])
+    for got, want in zip(part["gpus"], whole["gpus"], strict=True):
+        if section == "ECC":
+            assert (got["ecc_errors"], got["ecc_mode"]) == (want["ecc_errors"], want["ecc_mode"])
+            assert got["remapped_rows"] is None
+        else:
+            assert got["remapped_rows"] == want["remapped_rows"] and got["ecc_errors"] is None
+
+
+def test_xml_memory_health_and_recovery_action(corpus: Path) -> None:
+    gb200 = _gpu_fragment(nvidia_smi_q_xml.parse_q_xml, corpus, "nvidia-smi-q-xml",
+                          "k8s-test-infra-real-gb200-driver580.173.02-scrubbed-ids.xml")["gpus"]
+    for gpu in gb200:
+        assert gpu["recovery_action"] == "None"
+        assert gpu["ecc_errors"]["unrepairable_memory"] is False and gpu["ecc_errors"]["volatile"]["uncorrectable"] == 0
+        assert gpu["remapped_rows"] == {"pending": False, "failure": False, "uncorrectable": 0, "correctable": 0}
+        assert gpu["retired_pages"] == {"single_bit": None, "double_bit": None, "pending": None}
+    old = _gpu_fragment(nvidia_smi_q_xml.parse_q_xml, corpus, "nvidia-smi-q-xml", "a100-sxm4-80gb-4gpu-mig-driver535-v12.xml")
+    ecc = old["gpus"][0]["ecc_errors"]
+    # DTD v12 of R535 prints one <sram_uncorrectable> (no parity/SEC-DED split)
+    assert ecc["volatile"]["sram_uncorrectable"] == 0 and ecc["volatile"]["sram_uncorrectable_parity"] is None
+    assert old["gpus"][0]["recovery_action"] is None
+
+
+def test_text_xml_and_csv_agree_on_memory_health(corpus: Path) -> None:
+    text = nvidia_smi_q.parse_q(_read(corpus, "nvidia-smi-q", "q-h100-80gb-hbm3-1gpu-vm-590.48.01-idle-fabric-health-block.txt"))
+    csv = nvidia_smi_query_gpu.parse_query_gpu_csv(
+        _read(corpus, "misc", "query-gpu-csv-allfields-incl-fabric-h100-80gb-hbm3-1gpu-vm-590.48.01-idle.txt"))
+    a, b = text["gpus"][0], csv["gpus"][0]  # the same VM, captured once with -q and once with --query-gpu
+    for scope in ("volatile", "aggregate"):
+        assert a["ecc_errors"][scope] == b["ecc_errors"][scope]
+    assert a["remapped_rows"] == b["remapped_rows"] and a["recovery_action"] == b["recovery_action"] == "None"
+    assert b["ecc_errors"]["sram_threshold_exceeded"] is False
 
 
 # --- nvidia-smi -q bodies: read lazily, exactly like the full indentation tree --------------------

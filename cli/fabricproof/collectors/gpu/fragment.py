@@ -63,10 +63,46 @@ def ordered_reasons(active: Iterable[str]) -> list[str]:
     return [name for name in THROTTLE_NAMES if name in found]
 
 
-def remapped(pending: bool | None, failure: bool | None, uncorrectable: int | None) -> dict[str, Any] | None:
-    if pending is None and failure is None and uncorrectable is None:
+def remapped(pending: bool | None, failure: bool | None, uncorrectable: int | None,
+             correctable: int | None = None) -> dict[str, Any] | None:
+    if pending is None and failure is None and uncorrectable is None and correctable is None:
         return None  # pre-Ampere boards and MIG-mode views have no row remapper data
-    return {"pending": pending, "failure": failure, "uncorrectable": uncorrectable}
+    return {"pending": pending, "failure": failure, "uncorrectable": uncorrectable, "correctable": correctable}
+
+
+#: The per-scope ECC counters, in every layout nvidia-smi has printed: Ampere and later split SRAM and DRAM
+#: (SRAM uncorrectable once more into parity and SEC-DED from R550), Volta and older count single- and
+#: double-bit errors. correctable/uncorrectable are the totals over whichever layout the GPU reported.
+ECC_COUNTERS = ("sram_correctable", "sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded",
+                "dram_correctable", "dram_uncorrectable", "single_bit", "double_bit")
+ECC_FLAGS = ("sram_threshold_exceeded", "channel_repair_pending", "tpc_repair_pending", "unrepairable_memory")
+
+
+def _total(*values: int | None) -> int | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def ecc_scope(counts: dict[str, int | None]) -> dict[str, int | None]:
+    """One scope (volatile or aggregate) with every counter key and its correctable/uncorrectable totals."""
+    c = {k: counts.get(k) for k in ECC_COUNTERS}
+    if c["sram_uncorrectable"] is None:
+        c["sram_uncorrectable"] = _total(c["sram_uncorrectable_parity"], c["sram_uncorrectable_secded"])
+    c["correctable"] = _total(c["sram_correctable"], c["dram_correctable"], c["single_bit"])
+    c["uncorrectable"] = _total(c["sram_uncorrectable"], c["dram_uncorrectable"], c["double_bit"])
+    return c
+
+
+def ecc_errors(volatile: dict[str, int | None], aggregate: dict[str, int | None],
+               flags: dict[str, bool | None]) -> dict[str, Any]:
+    return {"volatile": ecc_scope(volatile), "aggregate": ecc_scope(aggregate),
+            **{k: flags.get(k) for k in ECC_FLAGS}}
+
+
+def retired(single_bit: int | None, double_bit: int | None, pending: bool | None) -> dict[str, Any]:
+    """The Retired Pages section as printed; Ampere and later remap rows instead and print every field N/A (null),
+    which tells a check that page retirement does not apply, where an absent section tells nothing."""
+    return {"single_bit": single_bit, "double_bit": double_bit, "pending": pending}
 
 
 def fabric_record(
@@ -104,6 +140,9 @@ def gpu_record(index: int, **fields: Any) -> dict[str, Any]:
         "pcie_gen": None,
         "pcie_width": None,
         "remapped_rows": None,
+        "ecc_errors": None,
+        "retired_pages": None,
+        "recovery_action": None,
         "fabric": fabric_record(),
     }
     unknown = set(fields) - set(record)
@@ -159,6 +198,24 @@ FABRIC_SCHEMA = obj(
     },
 )
 
+_ECC_DESC = {
+    "sram_correctable": "Corrected SRAM errors.",
+    "sram_uncorrectable": "Uncorrected SRAM errors (parity plus SEC-DED where they are split).",
+    "sram_uncorrectable_parity": "Uncorrected SRAM parity errors (R550 and later).",
+    "sram_uncorrectable_secded": "Uncorrected SRAM SEC-DED errors (R550 and later).",
+    "dram_correctable": "Corrected DRAM (HBM) errors.",
+    "dram_uncorrectable": "Uncorrected DRAM (HBM) errors.",
+    "single_bit": "Single-bit (corrected) errors, total (Volta and older layout).",
+    "double_bit": "Double-bit (uncorrected) errors, total (Volta and older layout).",
+    "correctable": "All corrected errors of the scope, whichever layout the GPU reported.",
+    "uncorrectable": "All uncorrected errors of the scope, whichever layout the GPU reported.",
+}
+
+
+def _ecc_scope_schema(desc: str) -> dict[str, Any]:
+    return obj(desc, {k: integer(d, True) for k, d in _ECC_DESC.items()})
+
+
 GPU_RECORD_SCHEMA = obj(
     "One GPU.",
     {
@@ -184,12 +241,39 @@ GPU_RECORD_SCHEMA = obj(
                 "pending": boolean("A remap is pending until the GPU is reset.", True),
                 "failure": boolean("A remapping failure occurred.", True),
                 "uncorrectable": integer("Rows remapped for uncorrectable errors.", True),
+                "correctable": integer("Rows remapped for correctable errors.", True),
+            },
+            optional=("correctable",),
+            nullable=True,
+        ),
+        "ecc_errors": obj(
+            "ECC error counters; null when the output has no ECC Errors block.",
+            {
+                "volatile": _ecc_scope_schema("Since the driver loaded (the last reboot or GPU reset)."),
+                "aggregate": _ecc_scope_schema("Over the GPU's lifetime (kept in the InfoROM)."),
+                "sram_threshold_exceeded": boolean("Aggregate SRAM errors crossed the RMA threshold.", True),
+                "channel_repair_pending": boolean("A memory channel repair waits for a GPU reset.", True),
+                "tpc_repair_pending": boolean("A TPC repair waits for a GPU reset.", True),
+                "unrepairable_memory": boolean("The GPU has memory it cannot repair (RMA).", True),
             },
             nullable=True,
         ),
+        "retired_pages": obj(
+            "Dynamic page retirement (Volta and older; Ampere and later print N/A: they remap rows); null when the "
+            "output has no Retired Pages section.",
+            {
+                "single_bit": integer("Pages retired for multiple single-bit errors.", True),
+                "double_bit": integer("Pages retired for double-bit errors.", True),
+                "pending": boolean("A retirement waits for the next GPU reset or reboot.", True),
+            },
+            nullable=True,
+        ),
+        "recovery_action": string(
+            "GPU Recovery Action the driver asks for (R570 and later): None, GPU Reset, Node Reboot, Drain P2P, "
+            "Drain and Reset...", True),
         "fabric": FABRIC_SCHEMA,
     },
-    optional=("architecture", "mig_mode", "mig_devices"),
+    optional=("architecture", "mig_mode", "mig_devices", "ecc_errors", "retired_pages", "recovery_action"),
 )
 
 GPU_SCHEMA = obj(

@@ -9,7 +9,19 @@ from typing import Any
 
 from ..base import Collector, ParseError
 from ..textutil import Node, first_line, indent_tree, strip_ansi, to_float, to_int
-from .fragment import GPU_SCHEMA, fabric_record, gpu_fragment, gpu_record, mode, na, ordered_reasons, remapped, yes_no
+from .fragment import (
+    GPU_SCHEMA,
+    ecc_errors,
+    fabric_record,
+    gpu_fragment,
+    gpu_record,
+    mode,
+    na,
+    ordered_reasons,
+    remapped,
+    retired,
+    yes_no,
+)
 
 # -q prints the reasons as titles; the XML and CSV already use the snake names.
 _Q_REASONS = {
@@ -199,7 +211,54 @@ def _q_remapped(body: _Body) -> dict[str, Any] | None:
         yes_no(_value(block, "Pending")),
         yes_no(_value(block, "Remapping Failure Occurred")),
         to_int(_value(block, "Uncorrectable Error")),
+        to_int(_value(block, "Correctable Error")),
     )
+
+
+# ECC Errors -> Volatile/Aggregate line titles, per layout (R535+ data center, R535 GeForce, Volta and older).
+_Q_ECC = {
+    "sram correctable": "sram_correctable",
+    "sram uncorrectable": "sram_uncorrectable",
+    "sram uncorrectable parity": "sram_uncorrectable_parity",
+    "sram uncorrectable sec-ded": "sram_uncorrectable_secded",
+    "dram correctable": "dram_correctable",
+    "dram uncorrectable": "dram_uncorrectable",
+}
+_Q_ECC_FLAGS = {
+    "channel repair pending": "channel_repair_pending",
+    "tpc repair pending": "tpc_repair_pending",
+    "unrepairable memory": "unrepairable_memory",
+}
+
+
+def _q_ecc_scope(scope: Node | None) -> dict[str, int | None]:
+    if scope is None:
+        return {}
+    counts: dict[str, int | None] = {}
+    for child in scope.children:
+        title = child.key.lower()
+        if title in _Q_ECC:
+            counts[_Q_ECC[title]] = to_int(child.value)
+        elif title in ("single bit", "double bit"):  # Volta and older: per-unit counts and their Total
+            counts[title.replace(" ", "_")] = to_int(_value(child, "Total"))
+    return counts
+
+
+def _q_ecc(body: _Body) -> dict[str, Any] | None:
+    block = body.find("ECC Errors")
+    if block is None or not block.children:
+        return None
+    flags = {key: yes_no(_value(block, title)) for title, key in _Q_ECC_FLAGS.items()}
+    flags["sram_threshold_exceeded"] = yes_no(_value(block, "Aggregate", "SRAM Threshold Exceeded"))
+    return ecc_errors(_q_ecc_scope(_find(block, "Volatile")), _q_ecc_scope(_find(block, "Aggregate")), flags)
+
+
+def _q_retired(body: _Body) -> dict[str, Any] | None:
+    block = body.find("Retired Pages")
+    if block is None:
+        return None
+    pending = _value(block, "Pending Page Blacklist") or _value(block, "Pending Page Retirement")
+    return retired(to_int(_value(block, "Single Bit ECC")), to_int(_value(block, "Double Bit ECC")), yes_no(pending))
 
 
 _Q_HEALTH = {
@@ -254,6 +313,9 @@ def _q_gpu(index: int, bus_id: str | None, body: _Body) -> dict[str, Any]:
         pcie_gen=to_int(_value(link, "PCIe Generation", "Current")),
         pcie_width=to_int(_value(link, "Link Width", "Current")),
         remapped_rows=_q_remapped(body),
+        ecc_errors=_q_ecc(body),
+        retired_pages=_q_retired(body),
+        recovery_action=na(body.value("GPU Recovery Action")),
         fabric=_q_fabric(body),
     )
 
@@ -285,19 +347,24 @@ def parse_q(text: str) -> dict[str, Any]:
     top = indent_tree(head)
     notes: list[str] = []
     if sections:
-        gpus = [_q_gpu(i, bus, _Body.of_text(body)) for i, (bus, body) in enumerate(sections)]
+        bodies = [_Body.of_text(body) for _, body in sections]
+        gpus = [_q_gpu(i, bus, body) for i, ((bus, _), body) in enumerate(zip(sections, bodies))]
     elif any(c.key.lower() in _GPU_BODY_KEYS for c in top.children):
         # A pasted excerpt (e.g. only the Fabric block) with no "GPU <bus id>" line: one GPU at index 0.
-        gpus = [_q_gpu(0, None, _Body.of_node(top))]
+        bodies = [_Body.of_node(top)]
+        gpus = [_q_gpu(0, None, bodies[0])]
         notes.append("no 'GPU <bus id>' header: output read as the body of a single GPU (index 0)")
     elif _value(top, "Driver Version") is not None:
-        gpus = []
+        bodies, gpus = [], []
     else:
         raise ParseError(f"not nvidia-smi -q output: {first_line(text)!r}")
 
-    partial = [g["bus_id"] or str(g["index"]) for g in gpus if g["name"] is None]
+    partial = [(g["bus_id"] or str(g["index"]), body) for g, body in zip(gpus, bodies) if g["name"] is None]
     if partial:
-        notes.append(f"no Product Name for GPU {', '.join(partial)} (partial output such as -q -d <section>)")
+        # -q -d ECC, -q -d ROW_REMAPPER...: only the facts of the sections shown are read; the rest stay null.
+        shown = list(dict.fromkeys(partial[0][1].first[t].key for t in partial[0][1].titles))
+        notes.append(f"no Product Name for GPU {', '.join(b for b, _ in partial)} (partial output such as "
+                     f"-q -d <section>): sections shown: {', '.join(shown) or 'none'}")
     return gpu_fragment(
         gpus,
         driver_version=na(_value(top, "Driver Version")),
@@ -315,7 +382,8 @@ COLLECTORS = (
         provides="/gpu",
         schema=GPU_SCHEMA,
         family="gpu",
-        description="GPU inventory, modes, throttle reasons, remapped rows and fabric state (nvidia-smi -q).",
+        description="GPU inventory, modes, throttle reasons, ECC counters, retired pages, remapped rows, recovery action "
+        "and fabric state (nvidia-smi -q).",
         timeout_s=60.0,
         corpus=("nvidia-smi-q",),
     ),

@@ -20,7 +20,9 @@ from .fragment import (
     mode,
     na,
     ordered_reasons,
+    ecc_errors,
     remapped,
+    retired,
     yes_no,
 )
 
@@ -64,6 +66,44 @@ def _x_remapped(gpu: Element) -> dict[str, Any] | None:
         yes_no(_xt(block, "remapped_row_pending")),
         yes_no(_xt(block, "remapped_row_failure")),
         to_int(_xt(block, "remapped_row_unc")),
+        to_int(_xt(block, "remapped_row_corr")),
+    )
+
+
+# <ecc_errors><volatile|aggregate> children; v12 of R535 prints one sram_uncorrectable, v12 of R550+ and v13 split
+# it into parity and SEC-DED; Volta-era logs nest <single_bit>/<double_bit> with a <total>.
+_X_ECC = ("sram_correctable", "sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded",
+          "dram_correctable", "dram_uncorrectable")
+
+
+def _x_ecc_scope(scope: Element | None) -> dict[str, int | None]:
+    if scope is None:
+        return {}
+    counts = {tag: to_int(_xt(scope, tag)) for tag in _X_ECC}
+    counts["single_bit"] = to_int(_xt(scope, "single_bit/total"))
+    counts["double_bit"] = to_int(_xt(scope, "double_bit/total"))
+    return counts
+
+
+def _x_ecc(gpu: Element) -> dict[str, Any] | None:
+    block = gpu.find("ecc_errors")
+    if block is None or len(block) == 0:
+        return None
+    flags = {tag: yes_no(_xt(block, tag)) for tag in ("channel_repair_pending", "tpc_repair_pending",
+                                                        "unrepairable_memory")}
+    flags["sram_threshold_exceeded"] = yes_no(_xt(block, "aggregate/sram_threshold_exceeded"))
+    return ecc_errors(_x_ecc_scope(block.find("volatile")), _x_ecc_scope(block.find("aggregate")), flags)
+
+
+def _x_retired(gpu: Element) -> dict[str, Any] | None:
+    block = gpu.find("retired_pages")
+    if block is None:
+        return None
+    pending = [yes_no(_xt(block, tag)) for tag in ("pending_retirement", "pending_blacklist")]
+    return retired(
+        to_int(_xt(block, "multiple_single_bit_retirement/retired_count")),
+        to_int(_xt(block, "double_bit_retirement/retired_count")),
+        True if True in pending else (False if False in pending else None),
     )
 
 
@@ -98,6 +138,9 @@ def _x_gpu(index: int, gpu: Element) -> dict[str, Any]:
         pcie_gen=to_int(_xt(link, "pcie_gen/current_link_gen")),
         pcie_width=to_int(_xt(link, "link_widths/current_link_width")),
         remapped_rows=_x_remapped(gpu),
+        ecc_errors=_x_ecc(gpu),
+        retired_pages=_x_retired(gpu),
+        recovery_action=_xt(gpu, "gpu_recovery_action"),
         fabric=_x_fabric(gpu),
     )
 

@@ -19,7 +19,9 @@ from .fragment import (
     mode,
     na,
     ordered_reasons,
+    ecc_errors,
     remapped,
+    retired,
     yes_no,
 )
 
@@ -72,6 +74,30 @@ def _csv_power_limit(row: dict[str, str]) -> float | None:
     return limit if limit is not None else to_float(row.get("enforced.power.limit"))
 
 
+# --query-gpu ECC fields per scope: ecc.errors.{corrected,uncorrected}.{volatile,aggregate}.{sram,dram,total}
+# (sram.parity / sram.secded split the uncorrected SRAM count from R550 on).
+_CSV_ECC = {"sram_correctable": "corrected.{s}.sram", "sram_uncorrectable": "uncorrected.{s}.sram",
+            "sram_uncorrectable_parity": "uncorrected.{s}.sram.parity",
+            "sram_uncorrectable_secded": "uncorrected.{s}.sram.secded",
+            "dram_correctable": "corrected.{s}.dram", "dram_uncorrectable": "uncorrected.{s}.dram"}
+
+
+def _csv_ecc(row: dict[str, str]) -> dict[str, Any] | None:
+    if not any(k.startswith("ecc.errors.") for k in row):
+        return None
+    scopes = {}
+    for scope in ("volatile", "aggregate"):
+        counts = {key: to_int(row.get("ecc.errors." + field.format(s=scope))) for key, field in _CSV_ECC.items()}
+        totals = (to_int(row.get(f"ecc.errors.corrected.{scope}.total")),
+                  to_int(row.get(f"ecc.errors.uncorrected.{scope}.total")))
+        if all(v is None for v in counts.values()):
+            # a --query-gpu list with only the totals: they are the single/double-bit sums of that scope
+            counts.update(single_bit=totals[0], double_bit=totals[1])
+        scopes[scope] = counts
+    flags = {"sram_threshold_exceeded": yes_no(row.get("ecc.errors.uncorrected.aggregate.sram.thresholdexceeded"))}
+    return ecc_errors(scopes["volatile"], scopes["aggregate"], flags)
+
+
 def _csv_gpu(position: int, row: dict[str, str]) -> dict[str, Any]:
     index = to_int(row.get("index"))
     return gpu_record(
@@ -91,7 +117,14 @@ def _csv_gpu(position: int, row: dict[str, str]) -> dict[str, Any]:
             yes_no(row.get("remapped_rows.pending")),
             yes_no(row.get("remapped_rows.failure")),
             to_int(row.get("remapped_rows.uncorrectable")),
+            to_int(row.get("remapped_rows.correctable")),
         ),
+        ecc_errors=_csv_ecc(row),
+        retired_pages=retired(to_int(row.get("retired_pages.single_bit_ecc.count")),
+                              to_int(row.get("retired_pages.double_bit.count")),
+                              yes_no(row.get("retired_pages.pending")))
+        if any(k.startswith("retired_pages.") for k in row) else None,
+        recovery_action=na(row.get("gpu_recovery_action")),
         fabric=fabric_record(
             state=na(row.get("fabric.state")),
             status=na(row.get("fabric.status")),
