@@ -148,3 +148,47 @@ def test_collector_matches_contract() -> None:
 
 def test_schema_is_closed_and_described() -> None:
     assert_closed_and_described(topo.TOPO_SCHEMA)
+
+
+# --- a malformed matrix is not a fact (issue 10.2) --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", _names())
+def test_no_corpus_cell_is_taken_for_malformed(corpus: Path, name: str) -> None:
+    fragment = _file(corpus, name)
+    assert not any("not a topology code" in n or "malformed" in n for n in fragment["notes"])
+    assert all(topo._CELL.match(cell) for row in fragment["matrix"].values() for cell in row.values())
+
+
+def _fused(corpus: Path) -> str:
+    """The real 4-GPU VM matrix with GPU0's last NIC cell glued to its CPU affinity ("PHB0-79"), as nvidia-smi
+    prints a wide matrix when the column runs into the next one."""
+    text = (corpus / FAMILY / "h100-4gpu-vm-nv18-8nic-all-phb.txt").read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("GPU0 "))
+    fused = row.replace("PHB     0-79", "PHB0-79", 1)
+    assert fused != row
+    return text.replace(row, fused, 1)
+
+
+def test_a_fused_cell_makes_the_derived_facts_unknown(corpus: Path) -> None:
+    fragment = _parse(_fused(corpus))
+    # before issue 10 the fused token was read as GPU0's relation to NIC7 and the affinity columns shifted by one
+    assert fragment["gpu_nearest_nic"] is None and fragment["gpu_pairs"] is None
+    assert fragment["gpu_affinity"] is None and fragment["nvlink_bonds_min"] is None
+    assert "GPU0" not in fragment["matrix"] and "GPU1" in fragment["matrix"]
+    assert any("line 2: GPU0 cell 'PHB0-79' under NIC7 is not a topology code" in n for n in fragment["notes"])
+
+
+def test_a_fused_cell_leaves_the_checks_unknown_with_the_reason(corpus: Path) -> None:
+    from fabricproof import catalog, facts
+    from fabricproof.baseline import Baseline
+    from fabricproof.evaluate import evaluate
+    from fabricproof.model import CommandResult, Outcome
+    from fabricproof.paths import checks_dir
+
+    doc = facts.build("vm", {"topo": CommandResult(("nvidia-smi", "topo", "-m"), _fused(corpus))}, via="replay")
+    checks = [c for c in catalog.load(checks_dir()) if c.id in ("topo.gpu_nic_affinity", "nvlink.topology")]
+    base = Baseline("b", {"topo": {"gpu_nic": ["PIX", "PXB"], "gpu_gpu": "NV18"}})
+    for r in evaluate({"vm": doc}, base, checks).results:
+        assert r.outcome is Outcome.UNKNOWN, (r.check_id, r.outcome, r.reason)
+        assert "topo noted: line 2: GPU0 cell 'PHB0-79'" in r.reason

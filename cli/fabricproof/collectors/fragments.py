@@ -41,8 +41,14 @@ def choice(desc: str, values: Sequence[str]) -> Schema:
     return {"enum": list(values), "description": desc}
 
 
-def array(desc: str, items: Schema) -> Schema:
-    return {"type": "array", "description": desc, "items": items}
+def array(desc: str, items: Schema, nullable: bool = False) -> Schema:
+    """A list; nullable when null means "not known" (a malformed table, an excerpt), as opposed to empty."""
+    return {"type": ["array", "null"] if nullable else "array", "description": desc, "items": items}
+
+
+def notes(desc: str = "What the parser noticed about partial or odd output.") -> Schema:
+    """The notes list a parser returns next to its facts (copied into the collector's run record)."""
+    return array(desc, {"type": "string"})
 
 
 def mapping(desc: str, values: Schema, nullable: bool = False) -> Schema:

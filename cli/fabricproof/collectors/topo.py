@@ -23,6 +23,10 @@ _UNKNOWN_RANK = 9
 
 _AFFINITY_KEYS = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
 
+# Every cell the legend explains: X, SYS (SOC before 2017), NODE, PHB, PXB, PIX, NV#. Anything else, such as a
+# relation glued to the CPU-affinity column ("PHB0-115"), means the row cannot be read column by column.
+_CELL = re.compile(r"^(?:X|SYS|SOC|NODE|PHB|PXB|PIX|NV\d+)$")
+
 
 def rank(cell: str) -> int:
     """Order of a matrix cell by closeness: X < NV# < PIX < PXB < PHB < NODE < SYS."""
@@ -61,10 +65,11 @@ def parse_topo(text: str) -> dict[str, Any]:
     matrix: dict[str, dict[str, str]] = {}
     affinity: list[dict[str, Any]] = []
     notes: list[str] = []
+    malformed: list[str] = []
     legend: list[str] = []
     nic_names: dict[str, str] = {}
     in_legend = False
-    for line in lines[start + 1 :]:
+    for number, line in enumerate(lines[start + 1 :], start=start + 2):
         if line.strip().startswith(("Legend", "NIC Legend")):
             in_legend = True
             continue
@@ -80,13 +85,22 @@ def parse_topo(text: str) -> dict[str, Any]:
         if not tokens or tokens[0] not in devices:
             continue  # blank lines, markdown fences around pasted output
         row, cells, extra = tokens[0], tokens[1 : 1 + len(devices)], tokens[1 + len(devices) :]
+        bad = [(col, cell) for col, cell in zip(devices, cells, strict=False) if not _CELL.match(cell)]
+        if bad:
+            col, cell = bad[0]
+            notes.append(f"line {number}: {row} cell {cell!r} under {col} is not a topology code of the legend "
+                         "(X, SYS, NODE, PHB, PXB, PIX, NV#): the row is not read")
+            malformed.append(row)
+            continue
         if len(cells) < len(devices):
-            notes.append(f"row {row}: {len(cells)} cells for {len(devices)} columns")
-        matrix[row] = dict(zip(devices, cells, strict=False))
+            notes.append(f"line {number}: {row} has {len(cells)} cells for {len(devices)} columns: the row is not read")
+            malformed.append(row)
+            continue
+        matrix[row] = dict(zip(devices, cells, strict=True))
         if _GPU.match(row):
             values = dict(zip(affinity_cols, extra, strict=False))
             affinity.append({"gpu": row, **{key: _na(values.get(col)) for col, key in _AFFINITY_KEYS.items()}})
-    if not matrix:
+    if not matrix and not malformed:
         raise ParseError("topology header without matrix rows")
 
     gpus = [d for d in devices if _GPU.match(d)]
@@ -94,16 +108,23 @@ def parse_topo(text: str) -> dict[str, Any]:
     for nic in nics:
         if not nic.startswith("NIC"):
             nic_names.setdefault(nic, nic)  # older drivers label NIC columns with the device name itself
-    pairs = _gpu_pairs(gpus, matrix, notes)
+    if malformed:
+        # A column that shifted in one row can make any other cell a plausible wrong fact (a GPU-NIC relation that
+        # is really the affinity column): nothing is derived from the matrix, so the checks reading it say unknown.
+        notes.append(f"malformed matrix (rows {', '.join(malformed)}): GPU pairs, nearest NICs and affinity not derived")
+        pairs = nearest = affinity_out = None
+    else:
+        pairs = _gpu_pairs(gpus, matrix, notes)
+        nearest, affinity_out = _nearest_nics(gpus, nics, nic_names, matrix), affinity
     return {
         "gpus": gpus,
         "nics": nics,
         "nic_names": {nic: nic_names[nic] for nic in nics if nic in nic_names},
         "matrix": matrix,
         "gpu_pairs": pairs,
-        "nvlink_bonds_min": _bonds_min(gpus, pairs),
-        "gpu_nearest_nic": _nearest_nics(gpus, nics, nic_names, matrix),
-        "gpu_affinity": affinity,
+        "nvlink_bonds_min": _bonds_min(gpus, pairs) if pairs is not None else None,
+        "gpu_nearest_nic": nearest,
+        "gpu_affinity": affinity_out,
         "legend": legend,
         "notes": notes,
     }
@@ -151,11 +172,12 @@ TOPO_SCHEMA = obj(
             "NIC column -> RDMA device name from the NIC Legend (NIC0 -> mlx5_0).", {"type": "string"}
         ),
         "matrix": mapping(
-            "Row device -> column device -> cell as printed (X, NV18, PIX, PXB, PHB, NODE, SYS).",
+            "Row device -> column device -> cell as printed (X, NV18, PIX, PXB, PHB, NODE, SYS); rows that do not "
+            "read as legend codes are left out (see notes).",
             {"type": "object", "additionalProperties": {"type": "string"}},
         ),
         "gpu_pairs": array(
-            "Each unordered GPU pair once, with its connection.",
+            "Each unordered GPU pair once, with its connection; null when the matrix is malformed.",
             obj(
                 "One GPU pair.",
                 {
@@ -164,12 +186,14 @@ TOPO_SCHEMA = obj(
                     "link": string("Connection cell (NV# = # bonded NVLinks)."),
                 },
             ),
+            nullable=True,
         ),
         "nvlink_bonds_min": integer(
             "Fewest bonded NVLinks over GPU pairs; 0 if a pair has no NVLink; null with fewer than 2 GPUs.", True
         ),
         "gpu_nearest_nic": array(
-            "Closest NIC per GPU (X < NV# < PIX < PXB < PHB < NODE < SYS; ties: lowest NIC); empty without NICs.",
+            "Closest NIC per GPU (X < NV# < PIX < PXB < PHB < NODE < SYS; ties: lowest NIC); empty without NICs; "
+            "null when the matrix is malformed.",
             obj(
                 "One GPU and its nearest NIC.",
                 {
@@ -179,9 +203,10 @@ TOPO_SCHEMA = obj(
                     "link": string("Connection cell between the two."),
                 },
             ),
+            nullable=True,
         ),
         "gpu_affinity": array(
-            "CPU/NUMA affinity columns of each GPU row.",
+            "CPU/NUMA affinity columns of each GPU row; null when the matrix is malformed.",
             obj(
                 "Affinity of one GPU.",
                 {
@@ -191,6 +216,7 @@ TOPO_SCHEMA = obj(
                     "gpu_numa_id": string("GPU NUMA id (N/A unless the GPU memory is a NUMA node).", True),
                 },
             ),
+            nullable=True,
         ),
         "legend": array("Connection codes the legend explains; no NV# under topo -mp.", {"type": "string"}),
         "notes": array("What the parser noticed about odd output.", {"type": "string"}),
