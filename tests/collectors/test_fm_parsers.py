@@ -65,7 +65,7 @@ def test_collectors_match_contract() -> None:
     assert_collector_table(
         FM_COLLECTORS,
         {
-            "fm_version": (("nv-fabricmanager", "--version"), "/fm/version", True),
+            "fm_version": (("nv-fabricmanager", "--version"), "/fm/build", True),
             "fm_service": (("systemctl", "show", "nvidia-fabricmanager", show), "/fm/service", True),
             "fm_config": (read_host_file("/usr/share/nvidia/nvswitch/fabricmanager.cfg"), "/fm/config", True),
             "fm_log": (read_host_file("/var/log/fabricmanager.log", "tail", "-n", "5000"), "/fm/log", True),
@@ -84,7 +84,23 @@ def test_schema_is_closed_and_described(collector: Collector) -> None:
 
 
 def test_fm_version_450(corpus: Path) -> None:
-    assert parse_fm_version(read(corpus, "nv-fabricmanager-version-450.102.04.txt")) == "450.102.04"
+    # The R450 binary prints the version line only: no branch is invented for it.
+    build = parse_fm_version(read(corpus, "nv-fabricmanager-version-450.102.04.txt"))
+    assert build == {"version": "450.102.04", "branch": None, "changelist": None}
+
+
+# The layout of newer builds (R610, an HGX B300 capture: public notes, code-index file id 63125688786, not yet in
+# the corpus): a Build Info line follows the version, and the output ends without a newline, so a shell prompt can
+# follow the changelist on the same line. The values below are made up; the layout is the capture's.
+_BUILD_INFO = ("Fabric Manager version is : 610.10.02\n"
+               "Build Info - Branch: rel/gpu_drv/r610/r610_00-17, Changelist: 0")
+
+
+@pytest.mark.parametrize("tail", ["", "\n", "user@host:~$ "])
+def test_fm_version_keeps_the_build_branch(tail: str) -> None:
+    build = parse_fm_version(_BUILD_INFO + tail)
+    assert build == {"version": "610.10.02", "branch": "rel/gpu_drv/r610/r610_00-17", "changelist": "0"}
+    assert_valid(COLLECTORS["fm_version"].schema, build)
 
 
 @pytest.mark.parametrize("text", ["", "Python 3.11.4\n", "nv-fabricmanager: command not found\n"])

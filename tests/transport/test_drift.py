@@ -11,7 +11,7 @@ BEFORE = {
     "gpu": {"driver_version": "535.161.08", "cuda_version": "12.2",
             "gpus": [{"index": 0, "vbios": "96.00.74.00.01"}, {"index": 1, "vbios": "96.00.74.00.01"}]},
     "driver": {"version": "535.161.08", "kernel_module": "proprietary"},
-    "fm": {"version": "535.161.08"},
+    "fm": {"build": {"version": "535.161.08", "branch": None, "changelist": None}},
     "nvswitch": {"firmware": {"nvswitch_versions": ["96.10.45.00.01"]}},
     "ib": {"ibstat": {"hcas": [{"name": "mlx5_0", "fw_version": "28.39.1002"}, {"name": "mlx5_1", "fw_version": "28.39.1002"}]},
            "firmware": {"devices": [{"index": 0, "pci_device": "0000:1a:00.0", "psid": "MT_0000000838"}]},
@@ -42,7 +42,7 @@ def test_same_facts_no_drift():
 
 
 def test_version_changes_are_listed_item_by_item():
-    b = after(**{"gpu.driver_version": "550.54.15", "fm.version": "550.54.15", "gpu.gpus.1.vbios": "96.00.89.00.01",
+    b = after(**{"gpu.driver_version": "550.54.15", "fm.build.version": "550.54.15", "gpu.gpus.1.vbios": "96.00.89.00.01",
                  "ib.ibstat.hcas.1.fw_version": "28.40.1000", "ofed.version": "MLNX_OFED_LINUX-24.01",
                  "nvswitch.firmware.nvswitch_versions": ["96.10.45.00.01", "96.10.55.00.01"]})
     d = compare({"h1": BEFORE}, {"h1": b})
