@@ -107,7 +107,12 @@ def test_gb200_eighteen_links_at_53_125_with_truncated_second_gpu(corpus: Path) 
     status = _file(corpus, nvlink_status.parse_status, "nvlink-s-gb200-18links-53.125-excerpt-k8s-test-infra-371.txt")
     gpu0, gpu1 = status["gpus"]
     assert (gpu0["links_active"], gpu0["gbps_min"]) == (18, 53.125)
-    assert gpu1["links_active"] == 2  # the author cut GPU 1 short with "..."
+    # The author cut GPU 1 short with "...": its two listed links are facts, its count is unknown, not 2 (a truncated
+    # paste is not a degraded GPU), and the per-GPU minimum is taken over the GPU listed in full.
+    assert (gpu1["links_active"], gpu1["links_total"], gpu1["links_inactive"]) == (None, None, None)
+    assert "elided" in gpu1["note"] and gpu0["note"] is None
+    assert [link["link"] for link in status["links"] if link["gpu"] == 1] == [0, 1]
+    assert status["links_per_gpu_min"] == 18 and status["links_active_total"] == 20
     assert status["elided"] is True
     assert any("elided" in n for n in status["notes"])
 
@@ -150,6 +155,7 @@ def test_elided_status_excerpt(corpus: Path) -> None:
     status = _file(corpus, nvlink_status.parse_status, "nvlink-status-h100-excerpt-elided-mlengineering.txt")
     assert [link["link"] for link in status["links"]] == [0, 17]
     assert status["elided"] is True
+    assert status["gpus"][0]["links_active"] is None and status["links_per_gpu_min"] is None
 
 
 def test_status_then_capabilities_file_reads_only_status_lines(corpus: Path) -> None:
@@ -396,3 +402,47 @@ def test_collector_table_matches_contract() -> None:
 @pytest.mark.parametrize("collector", NVLINK_COLLECTORS, ids=lambda c: c.id)
 def test_schema_is_closed_and_described(collector: Collector) -> None:
     assert_closed_and_described(collector.schema)
+
+
+# Blackwell `nvidia-smi nvlink -e`: the counter names a live B300 prints on driver 595.91.07 (public capture notes,
+# code-index file id 71075276249); the line layout is the older counters' and the values are made up. No real
+# Blackwell `nvlink -e` output is in the corpus yet: this format is documented-only.
+NVLINK5_E = """GPU 0: NVIDIA B300 SXM6 AC (UUID: GPU-bce5282f-d716-d136-5759-b7181a7a55df)
+\t Link 0: Malformed packet Errors: 0
+\t Link 0: Buffer overrun Errors: 0
+\t Link 0: Rx Errors: 0
+\t Link 0: Rx remote Errors: 0
+\t Link 0: Rx General Errors: 0
+\t Link 0: Local link integrity Errors: 0
+\t Link 0: Tx discards: 0
+\t Link 0: Link recovery successful events: 1
+\t Link 0: Link recovery failed events: 2
+\t Link 0: Total link recovery events: 3
+\t Link 0: Effective Errors: 7
+\t Link 0: Effective BER: 15e-255
+\t Link 0: Symbol Errors: 0
+\t Link 0: Symbol BER: 15e-255
+\t Link 0: FEC Errors - 0: 36140749276
+\t Link 0: FEC Errors - 1: 4
+\t Link 0: Raw BER Lane 0: 2061
+\t Link 0: Raw Errors Lane 0: 82
+"""
+
+
+def test_nvlink5_error_counters_of_blackwell_drivers() -> None:
+    errors = nvlink_errors.parse_errors(NVLINK5_E)
+    assert_valid(nvlink_errors.ERRORS_SCHEMA, errors)
+    (link,) = errors["links"]
+    nvl5 = link["nvlink5"]
+    assert (nvl5["link_recovery_successful"], nvl5["link_recovery_failed"], nvl5["link_recovery_total"]) == (1, 2, 3)
+    assert nvl5["effective_errors"] == 7 and nvl5["effective_ber"] == nvl5["symbol_ber"] == 15e-255
+    assert nvl5["fec_errors"] == {"0": 36140749276, "1": 4}
+    # "Link recovery ... events" are not the Hopper "Recovery Errors": the old fields stay unknown
+    assert (link["replay"], link["recovery"], link["crc"]) == (None, None, None)
+    assert errors["totals"] == {"replay": 0, "recovery": 0, "crc": 0}
+    assert link["counters"]["Raw Errors Lane 0"] == 82  # pre-FEC lane counters are kept as printed, not judged
+
+
+def test_hopper_counters_have_no_nvlink5_block(corpus: Path) -> None:
+    errors = _file(corpus, nvlink_errors.parse_errors, "nvlink-e-h100-excerpt-elided-mlengineering.txt")
+    assert {link["nvlink5"] for link in errors["links"]} == {None}

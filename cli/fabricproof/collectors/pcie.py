@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import Any
 
 from .base import Collector, ParseError
-from .fragments import array, boolean, integer, mapping, obj, string
+from .fragments import array, boolean, integer, mapping, notes, obj, string
 from .textutil import strip_ansi
 
 # A device header starts at column 0: "[dddd:]bb:dd.f <rest>"; detail lines are indented.
@@ -123,6 +123,7 @@ def parse_lspci_vvv(text: str) -> dict[str, Any]:
     devices: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
     denied = False
+    loose_acs: list[bool] = []  # ACSCtl lines before any device header (`lspci -vvv | grep ACSCtl` pasted)
     for line in lines:
         header = parse_lspci_header(line) if line[:1] not in (" ", "\t", "") else None
         if header:
@@ -140,7 +141,11 @@ def parse_lspci_vvv(text: str) -> dict[str, Any]:
             }
             devices.append(current)
             continue
-        if current is None or not line.strip():
+        if current is None:
+            if _ACS_NEEDLE in line and (acs := _ACS_LINE.match(line)) and acs.group(1) == "ACSCtl":
+                loose_acs.append(any(_flags(acs.group(2)).values()))
+            continue
+        if not line.strip():
             continue
         if "<access denied>" in line:
             denied = True
@@ -157,6 +162,8 @@ def parse_lspci_vvv(text: str) -> dict[str, Any]:
         elif _DRIVER_NEEDLE in line and (drv := _DRIVER.match(line)):
             current["kernel_driver"] = drv.group(1)
     if not devices:
+        if loose_acs:
+            return _acs_lines_only(loose_acs)
         raise ParseError("no lspci device header lines found")
 
     for dev in devices:
@@ -182,6 +189,31 @@ def parse_lspci_vvv(text: str) -> dict[str, Any]:
         "gpus": gpus,
         "nics": nics,
         "capabilities_denied": denied,
+        "acs_ctl_lines": sum(1 for d in devices if d["acs_ctl"] is not None),
+        "notes": [],
+    }
+
+
+def _acs_lines_only(enabled: list[bool]) -> dict[str, Any]:
+    """ACSCtl lines without the device headers (`lspci -vvv | grep ACSCtl`, pasted into a ticket).
+
+    Without headers no line can be placed on a GPU/NIC path. All flags '-' on every line proves no bridge has
+    ACS on; one '+' line proves some bridge has it, but not whether it sits between a GPU and a NIC: unknown.
+    """
+    on = sum(enabled)
+    noted = [f"{len(enabled)} ACSCtl lines without device headers (a grep of lspci -vvv): bridges are not named"]
+    if on:
+        noted.append(f"{on} of them have ACS flags on; whether on a GPU-NIC path is unknown without the headers")
+    return {
+        "devices": [],
+        "bridges": [],
+        "acs_enabled_bridges": None if on else [],
+        "gpu_nic_path_acs_enabled": None if on else [],
+        "gpus": [],
+        "nics": [],
+        "capabilities_denied": False,
+        "acs_ctl_lines": len(enabled),
+        "notes": noted,
     }
 
 
@@ -203,8 +235,8 @@ def _flag_map(description: str) -> dict[str, Any]:
     return mapping(description, boolean("true when lspci prints the flag with '+'."), nullable=True)
 
 
-def _bdf_list(description: str) -> dict[str, Any]:
-    return array(description, string("PCI address as printed."))
+def _bdf_list(description: str, nullable: bool = False) -> dict[str, Any]:
+    return array(description, string("PCI address as printed."), nullable)
 
 
 _DEVICE = obj(
@@ -237,16 +269,21 @@ LSPCI_VVV_SCHEMA: dict[str, Any] = obj(
     {
         "devices": array("Every PCI function in listing order.", _DEVICE),
         "bridges": array("The devices that are PCI-to-PCI bridges.", _DEVICE),
-        "acs_enabled_bridges": _bdf_list("Bridges with any ACSCtl flag '+'."),
+        "acs_enabled_bridges": _bdf_list("Bridges with any ACSCtl flag '+'; null when ACS is on somewhere but the "
+                                         "output names no bridge (ACSCtl lines without headers).", nullable=True),
         "gpu_nic_path_acs_enabled": _bdf_list(
-            "ACS-enabled bridges upstream of an NVIDIA GPU or a Mellanox/ConnectX NIC (these throttle GPUDirect P2P)."
+            "ACS-enabled bridges upstream of an NVIDIA GPU or a Mellanox/ConnectX NIC (these throttle GPUDirect P2P); "
+            "null when that cannot be told (ACSCtl lines without headers, one of them with a flag on).", nullable=True,
         ),
         "gpus": _bdf_list("NVIDIA GPUs (3D/VGA controllers of vendor NVIDIA)."),
         "nics": _bdf_list("Mellanox/ConnectX network functions."),
         "capabilities_denied": boolean(
             "lspci printed '<access denied>' (not run as root): ACS state is unknown, not off."
         ),
+        "acs_ctl_lines": integer("ACSCtl lines read."),
+        "notes": notes(),
     },
+    optional=("acs_ctl_lines", "notes"),
 )
 
 LSPCI_VVV = Collector(

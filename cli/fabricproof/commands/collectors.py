@@ -41,6 +41,9 @@ def parse(
 ) -> None:
     """Parse a saved output and print the facts fragment as JSON (exit 0), or a one-line reason (exit 1).
 
+    Partial outputs (an excerpt, `lspci -vvv | grep ACSCtl`, `nvidia-smi -q -d ECC`) parse as far as they carry
+    facts; what the parser noticed is printed as notes on stderr.
+
     Example: fabricproof collectors parse nvlink_status nvlink-s.txt
     """
     collector = COLLECTORS.get(collector_id)
@@ -55,3 +58,6 @@ def parse(
         typer.echo(f"{file}: cannot parse as {collector_id}: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(json.dumps(fragment, indent=2))
+    # A partial output pasted into a ticket parses as far as it carries facts; say what was missing or odd.
+    for note in (fragment.get("notes") or ()) if isinstance(fragment, dict) else ():
+        typer.echo(f"{file}: note: {shown(str(note))}", err=True)

@@ -37,6 +37,7 @@ class GpuBlock:
     uuid: str | None
     lines: list[str] = field(default_factory=list)
     implicit: bool = False  # no header: an excerpt that starts at the link lines
+    elided: bool = False  # an elision marker ([...], ...) cut this GPU's lines: its link list is incomplete
 
 
 @dataclass
@@ -51,14 +52,21 @@ def split_gpu_blocks(text: str) -> Split:
     current: GpuBlock | None = None
     headers = 0
     elided = False
+    cut: GpuBlock | None = None
     for raw in strip_ansi(text).splitlines():
         line = raw.strip()
         if not line:
             continue
         if line in _ELIDED:
             elided = True
+            cut = current  # which GPU the marker cut is known only from the line after it
             continue
         match = _GPU_LINE.match(line) if line.startswith("GPU") else None
+        if cut is not None:
+            # A marker followed by a header that skips GPU numbers stands for whole GPUs ("GPU 2 ... GPU 6");
+            # followed by link lines, the next GPU or the end of the text, it cut the GPU above it short.
+            cut.elided = not (match and int(match[1]) > cut.index + 1)
+            cut = None
         if match:
             headers += 1
             index = int(match[1])
@@ -69,6 +77,8 @@ def split_gpu_blocks(text: str) -> Split:
         if current is None:
             current = blocks.setdefault(0, GpuBlock(0, None, None, implicit=True))
         current.lines.append(line)
+    if cut is not None:
+        cut.elided = True
     return Split(sorted(blocks.values(), key=lambda b: b.index), headers, elided)
 
 
@@ -82,6 +92,9 @@ def _unsupported(line: str) -> bool:
 def _known_message(line: str) -> bool:
     """Messages nvidia-smi nvlink prints in place of link lines (they make the output readable)."""
     return _unsupported(line) or "all links are inactive" in line.lower()
+
+
+ELIDED_NOTE = "link list elided in the source: link counts unknown"
 
 
 def parse_notes(split: Split, foreign: int, tool: str) -> list[str]:
@@ -143,9 +156,11 @@ class LinkReader:
         return "; ".join(self.messages) or None
 
     def gpu_summary(self, block: GpuBlock, links: int) -> dict[str, Any]:
-        """The per-GPU record of the block last read (GPU_SUMMARY)."""
+        """The per-GPU record of the block last read (GPU_SUMMARY); an elided block's link count is unknown."""
+        if block.elided:
+            self.messages.append(ELIDED_NOTE)
         return {"index": block.index, "name": block.name, "uuid": block.uuid, "supported": self.supported,
-                "links": links, "note": self.note()}
+                "links": None if block.elided else links, "note": self.note()}
 
     def fragment(self, split: Split, text: str, tool: str, gpus: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
         """The sub-command's fragment: supported, gpus, its own fields, elided and notes; refuses unreadable output."""
@@ -257,7 +272,7 @@ GPU_SUMMARY = obj(
     {
         **GPU_ID,
         "supported": boolean("False when the GPU cannot be queried (MIG mode, no NVLink)."),
-        "links": integer("Links listed for this GPU."),
+        "links": integer("Links listed for this GPU; null when the source elided some of them.", True),
         "note": string("Message printed instead of (or besides) link lines.", True),
     },
     optional=("name", "uuid", "links"),

@@ -1,12 +1,13 @@
-"""`nvidia-smi nvlink -e`: Replay, Recovery and CRC error counters per link."""
+"""`nvidia-smi nvlink -e`: Replay, Recovery and CRC error counters per link, or the NVLink5 counters of Blackwell."""
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
 from ..base import Collector
-from ..fragments import array, boolean, integer, mapping, obj
+from ..fragments import array, boolean, integer, mapping, number, obj
 from ..textutil import to_int
 from .blocks import COMMON, GPU_SUMMARY, LINK_ID, LinkReader, split_gpu_blocks
 
@@ -14,6 +15,58 @@ from .blocks import COMMON, GPU_SUMMARY, LINK_ID, LinkReader, split_gpu_blocks
 def _counter_value(text: str) -> int | None:
     """to_int, cached: counters print the same few values ("0") on every link."""
     return to_int(text)
+
+
+# Blackwell (NVLink5) drivers print other counters than Replay/Recovery/CRC (which NVML no longer supports there).
+# The names, as a live B300 on driver 595.91.07 prints them (public notes, code-index file id 71075276249), and the
+# matching DCGM fields DCGM_FI_DEV_NVLINK_COUNT_*: the layout of each line is that of the older counters
+# ("Link N: <name>: <value>"), documented-only until a real Blackwell `nvlink -e` sample is in the corpus.
+NVLINK5_COUNTERS = {
+    "malformed packet errors": "malformed_packet_errors",
+    "buffer overrun errors": "buffer_overrun_errors",
+    "rx errors": "rx_errors",
+    "rx remote errors": "rx_remote_errors",
+    "rx general errors": "rx_general_errors",
+    "local link integrity errors": "local_link_integrity_errors",
+    "tx discards": "tx_discards",
+    "link recovery successful events": "link_recovery_successful",
+    "link recovery failed events": "link_recovery_failed",
+    "total link recovery events": "link_recovery_total",
+    "effective errors": "effective_errors",
+    "symbol errors": "symbol_errors",
+}
+# Bit error rates print as floats; "15e-255" is the floor NVML prints for "no error at all".
+NVLINK5_RATES = {"effective ber": "effective_ber", "symbol ber": "symbol_ber"}
+_FEC_BIN = re.compile(r"^fec errors\s*-\s*(\d+)$")
+_FLOAT = re.compile(r"^[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
+
+
+def _rate(text: str) -> float | None:
+    v = text.strip()
+    return float(v) if _FLOAT.match(v) else None
+
+
+def _nvlink5(link: dict[str, Any], name: str, printed: str) -> bool:
+    """Store an NVLink5 counter of the link; False when the name is not one."""
+    lower = name.lower()
+    key = NVLINK5_COUNTERS.get(lower)
+    rate = NVLINK5_RATES.get(lower)
+    fec = _FEC_BIN.match(lower)
+    if key is None and rate is None and fec is None:
+        return False
+    nvl5 = link["nvlink5"]
+    if nvl5 is None:
+        nvl5 = link["nvlink5"] = {**dict.fromkeys(NVLINK5_COUNTERS.values()), **dict.fromkeys(NVLINK5_RATES.values()),
+                                  "fec_errors": {}}
+    if key:
+        nvl5[key] = _counter_value(printed)
+    elif rate:
+        nvl5[rate] = _rate(printed)
+    else:
+        # bin N counts codewords that needed N symbol corrections: bin 0 (no correction) grows by billions on a
+        # healthy link and is not an error count
+        nvl5["fec_errors"][fec.group(1)] = _counter_value(printed)
+    return True
 
 
 def parse_errors(text: str) -> dict[str, Any]:
@@ -29,8 +82,12 @@ def parse_errors(text: str) -> dict[str, Any]:
             if link is None:
                 link = by_link[link_no] = {
                     "gpu": block.index, "link": link_no, "replay": None, "recovery": None,
-                    "crc_flit": None, "crc_data": None, "crc": None, "counters": {},
+                    "crc_flit": None, "crc_data": None, "crc": None, "counters": {}, "nvlink5": None,
                 }
+            if _nvlink5(link, name, printed):
+                rate = NVLINK5_RATES.get(name.lower())
+                link["counters"][name] = link["nvlink5"][rate] if rate else _counter_value(printed)
+                continue
             value = _counter_value(printed)
             link["counters"][name] = value
             if key:
@@ -67,9 +124,21 @@ ERRORS_SCHEMA = obj(
                     "crc_flit": integer("Flit CRC errors (when printed separately).", True),
                     "crc_data": integer("Data CRC errors (when printed separately).", True),
                     "crc": integer("CRC errors, or flit + data CRC errors.", True),
-                    "counters": mapping("Every counter as printed.", {"type": ["integer", "null"]}),
+                    "counters": mapping("Every counter as printed (BER values as floats).", {"type": ["number", "null"]}),
+                    "nvlink5": obj(
+                        "The NVLink5 (Blackwell) counters of the link; null on older GPUs, which print Replay/Recovery/CRC.",
+                        {
+                            **{key: integer(f"{title.capitalize()}.", True) for title, key in NVLINK5_COUNTERS.items()},
+                            **{key: number(f"{title.capitalize()} (a rate; 15e-255 is NVML's floor for none).", True)
+                               for title, key in NVLINK5_RATES.items()},
+                            "fec_errors": mapping("FEC Errors - N: codewords that needed N symbol corrections (bin 0 is "
+                                                  "the corrected-codeword count, not an error count).",
+                                                  {"type": ["integer", "null"]}),
+                        },
+                        nullable=True,
+                    ),
                 },
-                optional=("counters",),
+                optional=("counters", "nvlink5"),
             ),
         ),
         "totals": obj(
@@ -94,7 +163,7 @@ COLLECTORS = (
         provides="/nvlink/errors",
         schema=ERRORS_SCHEMA,
         family="nvlink",
-        description="NVLink replay, recovery and CRC error counters per link.",
+        description="NVLink error counters per link: replay, recovery and CRC; NVLink5 counters on Blackwell.",
         corpus=("nvidia-smi-nvlink",),
     ),
 )

@@ -6,7 +6,16 @@ from typing import Any
 
 from ..base import Collector
 from ..fragments import array, boolean, integer, number, obj, string
-from .blocks import COMMON, GPU_ID, LINK_ID, LinkReader, max_or_none, min_or_none, split_gpu_blocks
+from .blocks import (
+    COMMON,
+    ELIDED_NOTE,
+    GPU_ID,
+    LINK_ID,
+    LinkReader,
+    max_or_none,
+    min_or_none,
+    split_gpu_blocks,
+)
 
 
 def parse_status(text: str) -> dict[str, Any]:
@@ -30,15 +39,20 @@ def parse_status(text: str) -> dict[str, Any]:
         active = [link for link in gpu_links if link["active"]]
         if not gpu_links and not reader.messages and reader.supported:
             reader.messages.append("no link lines reported")
+        if block.elided:
+            # A GPU cut short in a paste is not a GPU with fewer links: its counts stay unknown, its listed
+            # links (and any <inactive> one among them) are still facts.
+            reader.messages.append(ELIDED_NOTE)
+        counted = not block.elided
         gpus.append(
             {
                 "index": block.index,
                 "name": block.name,
                 "uuid": block.uuid,
                 "supported": reader.supported,
-                "links_total": len(gpu_links),
-                "links_active": len(active),
-                "links_inactive": len(gpu_links) - len(active),
+                "links_total": len(gpu_links) if counted else None,
+                "links_active": len(active) if counted else None,
+                "links_inactive": len(gpu_links) - len(active) if counted else None,
                 "inactive_links": [link["link"] for link in gpu_links if not link["active"]],
                 "gbps_min": min_or_none(link["gbps"] for link in active),
                 "gbps_max": max_or_none(link["gbps"] for link in active),
@@ -53,10 +67,10 @@ def parse_status(text: str) -> dict[str, Any]:
         "-s",
         gpus,
         links=links,
-        links_active_total=sum(g["links_active"] for g in gpus),
-        links_inactive_total=sum(g["links_inactive"] for g in gpus),
-        # Over GPUs that answered: a GPU with "all links are inactive" counts as 0.
-        links_per_gpu_min=min_or_none(g["links_active"] for g in gpus if g["supported"]),
+        links_active_total=sum(1 for link in links if link["active"]),
+        links_inactive_total=sum(1 for link in links if not link["active"]),
+        # Over GPUs that answered in full: a GPU with "all links are inactive" counts as 0, an elided one not at all.
+        links_per_gpu_min=min_or_none(g["links_active"] for g in gpus if g["supported"] and g["links_active"] is not None),
         gbps_min=min_or_none(speeds),
         gbps_max=max_or_none(speeds),
     )
@@ -73,9 +87,9 @@ STATUS_SCHEMA = obj(
                 {
                     **GPU_ID,
                     "supported": boolean("False when NVLink queries are not supported (MIG mode, no NVLink)."),
-                    "links_total": integer("Links listed."),
-                    "links_active": integer("Links with a speed."),
-                    "links_inactive": integer("Links listed as <inactive>."),
+                    "links_total": integer("Links listed; null when the source elided some of this GPU's links.", True),
+                    "links_active": integer("Links with a speed; null when the source elided some.", True),
+                    "links_inactive": integer("Links listed as <inactive>; null when the source elided some.", True),
                     "inactive_links": array("Numbers of the inactive links.", {"type": "integer"}),
                     "gbps_min": number("Lowest active link speed in GB/s.", True),
                     "gbps_max": number("Highest active link speed in GB/s.", True),
@@ -95,8 +109,8 @@ STATUS_SCHEMA = obj(
                 },
             ),
         ),
-        "links_active_total": integer("Active links over all GPUs."),
-        "links_inactive_total": integer("Inactive links over all GPUs."),
+        "links_active_total": integer("Active links listed over all GPUs."),
+        "links_inactive_total": integer("Inactive links listed over all GPUs."),
         "links_per_gpu_min": integer("Fewest active links on a queryable GPU; null when none answered.", True),
         "gbps_min": number("Lowest active link speed in GB/s.", True),
         "gbps_max": number("Highest active link speed in GB/s.", True),
