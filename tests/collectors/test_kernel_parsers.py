@@ -53,6 +53,52 @@ def test_dmesg_corpus_files_parse(corpus: Path, name: str) -> None:
     assert_valid(COLLECTORS["kernel_log"].schema, parse_kernel_log(read(corpus, f"nvswitch/{name}")))
 
 
+@pytest.mark.parametrize("name", listing("kernel-log"))
+def test_kernel_log_corpus_files_parse(corpus: Path, name: str) -> None:
+    frag = parse_kernel_log(read(corpus, f"kernel-log/{name}"))
+    assert_valid(COLLECTORS["kernel_log"].schema, frag)
+    # what each file shows (its name says so too); a new file is read and schema-checked until it gets its line here
+    shown = KERNEL_LOG_FILES.get(name)
+    if shown is not None:
+        assert (frag["xid_codes"], frag["fallen_off_bus"]) == shown
+
+
+KERNEL_LOG_FILES = {
+    "blackwell-gb200-xid-149-netir-fatal-link-minus-1-single-line.txt": ([149], []),
+    "blackwell-gb200-xid-154-gpu-recovery-action-none-to-drain-and-reset-single-line.txt": ([154], []),
+    "dmesg-T-xid-119-gsp-rpc-timeout-h100-dell-xe9680-call-trace.txt": ([119], []),
+    "dmesg-decode-iso-kern-warn-prefix-xid-13-43-app-faults-636-lines.txt": ([13, 43], []),
+    "dmesg-fallen-off-the-bus-multiline-no-xid-line-probe-failed-open-570.158.01.txt": ([], ["0000:b3:00.0"]),
+    "dmesg-iso-xid-48-dbe-63-row-remap-94-contained-plus-nvidia-peermem-errors.txt": ([48, 63, 94], []),
+}
+
+
+def test_nvlink5_xid_149_netir_fatal_pasted_without_a_timestamp(corpus: Path) -> None:
+    frag = parse_kernel_log(read(corpus, "kernel-log/blackwell-gb200-xid-149-netir-fatal-link-minus-1-single-line.txt"))
+    (xid,) = frag["xids"]
+    assert (xid["bdf"], xid["code"], xid["name"], xid["fatal"], xid["link"]) == (
+        "0019:01:00", 149, "NVLINK_NETIR_ERROR", True, -1)
+    assert any("without timestamps" in n for n in frag["notes"])
+
+
+def test_xid_154_gives_the_recovery_action_the_driver_asks_for(corpus: Path) -> None:
+    frag = parse_kernel_log(read(corpus, "kernel-log/blackwell-gb200-xid-154-gpu-recovery-action-none-to-drain-and-reset-single-line.txt"))
+    assert frag["xids"][0]["recovery_action"] == "Drain and Reset"
+    assert [(a["bdf"], a["action"]) for a in frag["recovery_actions"]] == [("0009:01:00", "Drain and Reset")]
+    # the latest Xid 154 of a GPU wins: an action done and reported back as None clears it
+    back = "[171299.000001] NVRM: Xid (PCI:0009:01:00): 154, GPU recovery action changed from 0x4 (Drain and Reset) to 0x0 (None)"
+    later = parse_kernel_log(read(corpus, "kernel-log/blackwell-gb200-xid-154-gpu-recovery-action-none-to-drain-and-reset-single-line.txt") + back + "\n")
+    assert [(a["bdf"], a["action"]) for a in later["recovery_actions"]] == [("0009:01:00", "None")]
+
+
+def test_fallen_off_the_bus_without_an_xid_line(corpus: Path) -> None:
+    frag = parse_kernel_log(read(corpus, "kernel-log/dmesg-fallen-off-the-bus-multiline-no-xid-line-probe-failed-open-570.158.01.txt"))
+    assert frag["fallen_off_bus"] == ["0000:b3:00.0"] and frag["xids"] == []
+    # and with one: the Xid 79 line names the GPU itself
+    xid79 = "[ 77.1] NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+    assert parse_kernel_log(xid79)["fallen_off_bus"] == ["0000:9b:00"]
+
+
 def test_sxid_22013_events_counted_once_per_event(corpus: Path) -> None:
     frag = parse_kernel_log(read(corpus, "nvswitch/dmesg-sxid-22013-nonfatal-minion-dlreq-h100-ppcie-nvtrust-124-excerpt.txt"))
     # 8 SXid lines = 3 events (Data / Non-fatal / Severity); the excerpt ends after the third Non-fatal line

@@ -1,4 +1,4 @@
-"""`journalctl -k` (or dmesg): Xid, NVSwitch SXid and InfiniBand 'lost carrier' events since boot."""
+"""`journalctl -k` (or dmesg): Xid (NVLink5, recovery actions), SXid, fallen-off-the-bus and IB lost-carrier events."""
 
 from __future__ import annotations
 
@@ -6,20 +6,39 @@ import re
 from typing import Any
 
 from ..base import Collector, ParseError
-from ..fragments import array, boolean, integer, mapping, obj, string
+from ..fragments import array, boolean, integer, mapping, notes, obj, string
 from ..textutil import strip_ansi
 
-# A kernel log line starts with one of: dmesg "[  38.17]", journal "Jan 05 14:44:41 host",
-# ISO time, `dmesg --decode` "kern  :err   :", a raw "<3>" printk level, or a journal marker.
+# A kernel log line starts with one of: dmesg "[  38.17]", `dmesg -T` "[Sun Feb 23 16:24:18 2025]", journal
+# "Jan 05 14:44:41 host", ISO time, `dmesg --decode` "kern  :err   :", a raw "<3>" printk level, or a journal marker.
 _LOG_PREFIX = re.compile(
     r"^(?:\[\s*\d+\.\d+\]"
+    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4}\]"
     r"|[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2}\s"
     r"|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}"
     r"|[a-z]+\s*:[a-z]+\s*:"
     r"|<\d+>"
     r"|-- .* --$)"
 )
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
+# A driver message pasted without its timestamp (a ticket, an issue): read, with a note.
+_BARE = re.compile(r"^(?:NVRM: |nvidia-nvswitch\d*: )")
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)(?:,\s*(.*))?$")
+# NVRM's message name of the Xids the checks single out (Xid catalog mnemonics).
+XID_NAMES = {
+    48: "DBE (double-bit ECC error)", 63: "ECC page retirement or row remapping", 64: "ECC page retirement or row "
+    "remapping failure", 74: "NVLINK_ERROR", 79: "GPU has fallen off the bus", 94: "Contained ECC error",
+    95: "Uncontained ECC error", 119: "GSP RPC timeout", 120: "GSP error", 144: "NVLINK_SAW_ERROR",
+    145: "NVLINK_RLW_ERROR", 146: "NVLINK_TLW_ERROR", 147: "NVLINK_TREX_ERROR", 148: "NVLINK_NVLPW_CTRL_ERROR",
+    149: "NVLINK_NETIR_ERROR", 150: "NVLINK_MSE_ERROR", 154: "GPU_RECOVERY_ACTION_CHANGED",
+}
+_FATAL = re.compile(r"\b(non-?fatal|fatal)\b", re.IGNORECASE)
+_LINK = re.compile(r"\bLink (-?\d+)\b")
+# Xid 154: "GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)"
+_RECOVERY = re.compile(r"recovery action changed from\s+0x[0-9a-fA-F]+\s*\(([^)]*)\)\s*to\s+0x([0-9a-fA-F]+)\s*\(([^)]*)\)",
+                       re.IGNORECASE)
+_FALLEN = "fallen off the bus"
+# "NVRM: The NVIDIA GPU 0000:b3:00.0" starts the driver's multi-line fallen-off-the-bus message (no Xid line)
+_GPU_NAMED = re.compile(r"NVRM: The NVIDIA GPU ([0-9A-Fa-f:.]+)")
 _SXID = re.compile(r"(nvidia-nvswitch\d*): SXid(?: \((?:PCI:)?([0-9A-Fa-f:.]+)\))?: (\d+),\s*(.*)$")
 _SEVERITY = re.compile(r"^(Fatal|Non-fatal)\b", re.IGNORECASE)
 _LOST_CARRIER = re.compile(r"\b(ib[\w.-]*):.*\blost carrier\b", re.IGNORECASE)
@@ -38,30 +57,67 @@ def parse_kernel_log(text: str) -> dict[str, Any]:
     content = [line for line in lines if line.strip()]
     if not content:
         raise ParseError("empty output")
+    noted: list[str] = []
     if not any(_LOG_PREFIX.match(line.strip()) for line in content):
-        raise ParseError("no kernel log lines found")
+        if not any(_BARE.match(line.strip()) for line in content):
+            raise ParseError("no kernel log lines found")
+        noted.append("driver messages without timestamps (pasted lines): read as one boot's log")
 
     xids: list[dict[str, Any]] = []
     raw_sxids: list[tuple[str, str | None, int, str, str]] = []
     carrier: dict[str, int] = {}
+    fallen: list[str] = []
+    named: str | None = None  # the GPU the last "NVRM: The NVIDIA GPU <bdf>" line named
     for line in content:
+        if m := _GPU_NAMED.search(line):
+            named = m.group(1)
+        if _FALLEN in line:
+            xid = _XID.search(line)
+            bdf = xid.group(1) if xid else named
+            if bdf and bdf not in fallen:
+                fallen.append(bdf)
         if m := _XID.search(line):
-            xids.append({"bdf": m.group(1), "code": int(m.group(2)), "line": line.strip()})
+            xids.append(_xid(m, line.strip()))
         if m := _SXID.search(line):
             raw_sxids.append((m.group(1), m.group(2), int(m.group(3)), m.group(4).strip(), line.strip()))
         if m := _LOST_CARRIER.search(line):
             carrier[m.group(1)] = carrier.get(m.group(1), 0) + 1
     sxids = _sxid_events(raw_sxids)
+    latest: dict[str, dict[str, Any]] = {}
+    for x in xids:
+        if x["recovery_action"] is not None:
+            latest[x["bdf"]] = {"bdf": x["bdf"], "action": x["recovery_action"], "line": x["line"]}
     return {
         "lines": len(content),
         "xids": xids,
         "xid_codes": sorted({x["code"] for x in xids}),
+        "recovery_actions": list(latest.values()),
+        "fallen_off_bus": fallen,
+        "notes": noted,
         "sxids": sxids,
         "sxid_codes": sorted({s["code"] for s in sxids}),
         "sxid_fatal_count": sum(1 for s in sxids if s["fatal"]),
         "sxid_nonfatal_count": sum(1 for s in sxids if not s["fatal"]),
         "ib_lost_carrier": sum(carrier.values()),
         "ib_lost_carrier_by_netdev": carrier,
+    }
+
+
+def _xid(m: re.Match[str], line: str) -> dict[str, Any]:
+    """One Xid line: code, its catalog name, the Fatal/Non-fatal word and the link NVLink Xids name, and for
+    Xid 154 the recovery action the driver now asks for."""
+    code, message = int(m.group(2)), m.group(3) or ""
+    fatal = _FATAL.search(message)
+    link = _LINK.search(message)
+    action = _RECOVERY.search(message) if code == 154 else None
+    return {
+        "bdf": m.group(1),
+        "code": code,
+        "name": XID_NAMES.get(code),
+        "fatal": None if fatal is None else not fatal.group(1).lower().startswith("non"),
+        "link": int(link.group(1)) if link else None,
+        "recovery_action": action.group(3).strip() if action else None,
+        "line": line,
     }
 
 
@@ -102,11 +158,29 @@ KERNEL_LOG_SCHEMA = obj(
                 {
                     "bdf": string("GPU PCI address as printed (e.g. 0000:34:00)."),
                     "code": integer("Xid code."),
+                    "name": string("Catalog name of the Xids the checks single out (NVLINK_NETIR_ERROR...).", True),
+                    "fatal": boolean("The message says Fatal (true) or Non-fatal (false); null when it says neither.",
+                                     True),
+                    "link": integer("NVLink the message names ('Link -1': the whole GPU).", True),
+                    "recovery_action": string("Xid 154: the GPU Recovery Action the driver now asks for.", True),
                     "line": string("The log line."),
                 },
+                optional=("name", "fatal", "link", "recovery_action"),
             ),
         ),
         "xid_codes": array("Distinct Xid codes, sorted.", integer("Error code.")),
+        "recovery_actions": array(
+            "The latest GPU Recovery Action each GPU announced by Xid 154 since boot.",
+            obj("One GPU's latest Xid 154.", {
+                "bdf": string("GPU PCI address as printed."),
+                "action": string("Recovery action named in the message: None, GPU Reset, Node Reboot, Drain P2P, "
+                                 "Drain and Reset..."),
+                "line": string("The log line."),
+            }),
+        ),
+        "fallen_off_bus": array("GPUs the driver reported 'fallen off the bus' (Xid 79, or its multi-line message "
+                                "without an Xid line).", string("GPU PCI address as printed.")),
+        "notes": notes(),
         "sxids": array(
             "NVSwitch SXid events.",
             obj(
@@ -130,6 +204,7 @@ KERNEL_LOG_SCHEMA = obj(
         "ib_lost_carrier": integer("'lost carrier' messages of ib* interfaces (link flaps)."),
         "ib_lost_carrier_by_netdev": mapping("lost carrier count per interface.", integer("Count.")),
     },
+    optional=("recovery_actions", "fallen_off_bus", "notes"),
 )
 
 KERNEL_LOG = Collector(
@@ -139,9 +214,9 @@ KERNEL_LOG = Collector(
     provides="/kernel/log",
     schema=KERNEL_LOG_SCHEMA,
     family="kernel",
-    description="Xid, SXid and IB link-flap events in the kernel log since boot.",
+    description="Xid (NVLink5 and recovery actions too), SXid, fallen-off-the-bus and IB link-flap events since boot.",
     timeout_s=60.0,
-    corpus=("nvswitch",),
+    corpus=("nvswitch", "kernel-log"),
 )
 
 COLLECTORS = (KERNEL_LOG,)
