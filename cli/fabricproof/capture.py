@@ -11,6 +11,8 @@ from .platforms import platform_of
 # Xid codes that fail a node when seen since boot (azurehpc-health-checks' list).
 CRITICAL_XIDS = [48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120]
 FORBIDDEN_THROTTLE = ["hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"]
+# A healthy port's effective BER prints as the floor (15E-255); 1e-12 is the usual alarm level for NDR/HDR links.
+MAX_EFFECTIVE_BER = 1e-12
 
 
 def _get(doc: Any, *path: Any) -> Any:
@@ -28,6 +30,17 @@ def _one(values: list[Any]) -> Any:
     """The value when every item agrees, else None (a golden node that disagrees with itself pins nothing)."""
     vals = [v for v in values if v is not None]
     return vals[0] if vals and all(v == vals[0] for v in vals) else None
+
+
+def _shared_pkey(ports: list[dict[str, Any]]) -> str | None:
+    """The P_Key every InfiniBand port of the golden node holds: its site partition when there is exactly one
+    besides the default partition, else the default partition (0xffff) when all hold it."""
+    tables = [set(p.get("pkeys") or ()) for p in ports if p.get("link_layer") == "InfiniBand"]
+    if not tables or not all(tables):
+        return None
+    shared = set.intersection(*tables)
+    site = sorted(shared - {"0xffff", "0x7fff"})
+    return site[0] if len(site) == 1 else ("0xffff" if "0xffff" in shared else None)
 
 
 def _put(section: dict[str, Any], key: str, value: Any) -> None:
@@ -62,7 +75,7 @@ def capture(facts: dict[str, Any]) -> dict[str, Any]:
     _put(out, "driver", driver)
     _put(out, "cuda", {"version": _get(facts, "gpu", "cuda_version")} if _get(facts, "gpu", "cuda_version") else None)
 
-    fm_version = _get(facts, "fm", "version")
+    fm_version = _get(facts, "fm", "build", "version")
     if fm_version and platform != "gb200":
         fm: dict[str, Any] = {"required": True, "version": fm_version, "max_restarts": 0}
         settings = _get(facts, "fm", "config", "settings") or {}
@@ -115,6 +128,9 @@ def capture(facts: dict[str, Any]) -> dict[str, Any]:
         _put(ib, "mtu", _one([p.get("active_mtu") for p in _get(facts, "ib", "devinfo", "ports") or [] if p.get("device") in compute_devs]))
         if layer == "InfiniBand":
             ib["sm_required"] = True
+            _put(ib, "pkey", _shared_pkey(_get(facts, "ib", "counters", "ports") or []))
+        if _get(facts, "ib", "mlxlink", "available"):
+            ib["max_effective_ber"] = MAX_EFFECTIVE_BER
         ib.update(max_link_downed_delta=0, max_symbol_error_delta=0, max_link_integrity_delta=0, max_lost_carrier=0)
         out["ib"] = ib
     _put(out, "ofed", {"version": _get(facts, "ofed", "version")} if _get(facts, "ofed", "version") else None)

@@ -31,9 +31,11 @@ def h100_facts(corpus: Path, tmp_path: Path) -> Path:
     outputs = {cid: CommandResult((cid,), (corpus / rel).read_text()) for cid, rel in H100_OUTPUTS.items()}
     out = tmp_path / "facts"
     out.mkdir()
-    for host in ("h100-golden", "h100-peer"):
+    for n, host in enumerate(("h100-golden", "h100-peer")):
         doc = facts_mod.build(host, outputs, via="replay", groups=["dgx_h100"],
                               evidence={cid: f"raw/{host}/{cid}.txt" for cid in outputs})
+        for port in doc["ib"]["ibstat"]["ports"] if n else ():  # two hosts from one capture: the peer's own GUIDs
+            port["port_guid"] = port["port_guid"][:-6] + "ff" + port["port_guid"][-4:]
         (out / f"{host}.json").write_text(facts_mod.dump(doc))
     return out
 
@@ -101,7 +103,8 @@ def test_require_all_turns_unapplied_checks_into_a_failure(h100_facts, tmp_path)
     assert run("validate", "--facts", h100_facts, "-b", baseline, "--checks", "imex.*").exit_code == 0
     res = run("validate", "--facts", h100_facts, "-b", baseline, "--checks", "imex.*", "--require-all", "-f", "json")
     assert res.exit_code == 1
-    assert {u["check_id"] for u in json.loads(res.stdout)["unapplied"]} == {"imex.service_active", "imex.nodes_ready"}
+    assert {u["check_id"] for u in json.loads(res.stdout)["unapplied"]} == {
+        "imex.service_active", "imex.nodes_ready", "imex.channel0_present"}
 
 
 def test_collector_error_makes_the_run_incomplete(h100_facts, tmp_path):
@@ -136,6 +139,28 @@ def test_collectors_list_and_parse(corpus, tmp_path):
     garbage.write_bytes(b"\x00\xffbash: nvidia-smi: command not found\n")
     bad = run("collectors", "parse", "nvlink_status", garbage)
     assert bad.exit_code == 1 and "cannot parse as nvlink_status" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def test_collectors_parse_reads_partial_outputs_pasted_into_a_ticket(corpus, tmp_path):
+    """Issue 10.4: what an operator pastes during an incident is read as far as it carries facts, with notes."""
+    vvv = (corpus / "lspci/lspci-vvv-hgx-h100-excerpt-pex890xx-acs-off-pmc-sierra-acs-on-nvswitch-22a3.txt").read_text()
+    grep = tmp_path / "acsctl.txt"  # `lspci -vvv | grep ACSCtl`: no device headers
+    grep.write_text("".join(line + "\n" for line in vvv.splitlines() if "ACSCtl:" in line))
+    acs = run("collectors", "parse", "lspci_vvv", grep)
+    assert acs.exit_code == 0, acs.stderr
+    frag = json.loads(acs.stdout)
+    # two PMC-Sierra ports have ACS on: some bridge does, which GPU-NIC path it sits on is unknown, not "none"
+    assert frag["gpu_nic_path_acs_enabled"] is None and frag["acs_ctl_lines"] == 5
+    assert "note: 5 ACSCtl lines without device headers" in acs.stderr
+    clean = tmp_path / "acsctl-off.txt"
+    clean.write_text("".join(line + "\n" for line in vvv.splitlines() if "ACSCtl:" in line and "+" not in line))
+    assert json.loads(run("collectors", "parse", "lspci_vvv", clean).stdout)["gpu_nic_path_acs_enabled"] == []
+    cut = run("collectors", "parse", "nvlink_status", corpus / "nvidia-smi-nvlink/nvlink-s-gb200-18links-53.125-excerpt-k8s-test-infra-371.txt")
+    status = json.loads(cut.stdout)
+    assert cut.exit_code == 0 and [g["links_active"] for g in status["gpus"]] == [18, None]  # GPU 1 cut, not degraded
+    assert "note: output elided in the source" in cut.stderr
+    section = run("collectors", "parse", "nvidia_smi_q", corpus / "nvidia-smi-q/q-d-page_retirement-8gpu-azure-driver535.86.10.txt")
+    assert section.exit_code == 0 and "sections shown: Retired Pages" in section.stderr
 
 
 def test_schema_export_and_version(tmp_path):

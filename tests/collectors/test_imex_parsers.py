@@ -6,6 +6,7 @@ import json
 
 import pytest
 from fabricproof.collectors import COLLECTORS
+from fabricproof.collectors.imex import channels as imex_channels
 from fabricproof.collectors.imex import nodes as imex_nodes
 from fabricproof.collectors.imex import service as imex_service
 from fabricproof.collectors.base import Collector, ParseError
@@ -14,7 +15,7 @@ from fabricproof.collectors.systemd_unit import SERVICE_SCHEMA, parse_systemd_un
 
 from .contract import assert_closed_and_described, assert_collector_table, assert_valid
 
-IMEX_COLLECTORS = (*imex_service.COLLECTORS, *imex_nodes.COLLECTORS)
+IMEX_COLLECTORS = (*imex_service.COLLECTORS, *imex_nodes.COLLECTORS, *imex_channels.COLLECTORS)
 
 
 def test_collectors_match_contract() -> None:
@@ -24,6 +25,8 @@ def test_collectors_match_contract() -> None:
         {
             "imex_service": (("systemctl", "show", "nvidia-imex", show), "/imex/service", True),
             "imex_nodes": (("nvidia-imex-ctl", "-N", "-j"), "/imex/nodes", True),
+            "imex_channels": (("sh", "-c", 'export LC_ALL=C; cd "${FABRICPROOF_HOST_ROOT:-}/dev" && exec ls -l -- '
+                                           "nvidia-caps-imex-channels 2>&1"), "/imex/channels", True),
         },
     )
     service = COLLECTORS["imex_service"]
@@ -150,3 +153,45 @@ def test_text_output() -> None:
 def test_rejects_unreadable_output(text: str) -> None:
     with pytest.raises(ParseError):
         parse_imex_nodes(text)
+
+
+# `ls -l /dev/nvidia-caps-imex-channels` as GNU ls prints it; the device line follows the IMEX guide's layout
+# (https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/imexchannels.html, major number as an example).
+# No capture of this directory is in the corpus: the layout is coreutils', not NVIDIA's.
+@pytest.mark.parametrize(
+    ("text", "directory", "channel0", "names"),
+    [
+        ("total 0\ncr--r--r-- 1 root root 234, 0 Jan  6 09:00 channel0\n", True, True, ["channel0"]),
+        ("total 0\ncrw-rw-rw- 1 root root 234, 1 Jan  6 09:00 channel1\n", True, False, ["channel1"]),
+        ("total 0\n", True, False, []),
+        ("ls: cannot access 'nvidia-caps-imex-channels': No such file or directory\n", False, False, []),
+    ],
+)
+def test_imex_channels(text: str, directory: bool, channel0: bool, names: list[str]) -> None:
+    frag = imex_channels.parse_imex_channels(text)
+    assert_valid(imex_channels.IMEX_CHANNELS_SCHEMA, frag)
+    assert (frag["directory"], frag["channel0"], [c["name"] for c in frag["channels"]]) == (directory, channel0, names)
+    assert all(c["char_device"] for c in frag["channels"])
+
+
+def test_imex_channels_lists_the_real_directory(tmp_path) -> None:
+    import subprocess
+
+    (tmp_path / "dev" / "nvidia-caps-imex-channels").mkdir(parents=True)
+    (tmp_path / "dev" / "nvidia-caps-imex-channels" / "channel0").touch()
+    argv = COLLECTORS["imex_channels"].argv
+    run = lambda: subprocess.run(argv, capture_output=True, text=True, env={"FABRICPROOF_HOST_ROOT": str(tmp_path),
+                                                                          "PATH": "/usr/bin:/bin"}, check=False)
+    listed = run()
+    assert listed.returncode == 0 and imex_channels.parse_imex_channels(listed.stdout)["channel0"] is True
+    (tmp_path / "dev" / "nvidia-caps-imex-channels" / "channel0").unlink()
+    (tmp_path / "dev" / "nvidia-caps-imex-channels").rmdir()
+    gone = run()  # after a reboot without NVreg_CreateImexChannel0=1: no directory at all
+    assert gone.returncode in COLLECTORS["imex_channels"].ok_exit_codes
+    assert imex_channels.parse_imex_channels(gone.stdout) == {"directory": False, "channels": [], "channel0": False}
+
+
+@pytest.mark.parametrize("text", ["", "total\n", "hello world\n", "channel0\n"])
+def test_imex_channels_rejects_other_output(text: str) -> None:
+    with pytest.raises(ParseError):
+        imex_channels.parse_imex_channels(text)

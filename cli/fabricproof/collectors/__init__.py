@@ -16,11 +16,15 @@ from .ib import (
     ibstatus,
     ibv_devinfo,
     mlxfwmanager,
+    mlxlink,
     ofed_info,
+    perfquery,
     rdma_link,
     show_gids,
+    sminfo,
     sysfs_counters,
 )
+from .imex import channels as imex_channels
 from .imex import nodes as imex_nodes
 from .imex import service as imex_service
 from .kernel import cmdline, lsmod
@@ -40,12 +44,12 @@ _MODULES = (
     nvlink_status, nvlink_errors, nvlink_caps, nvlink_info, nvlink_throughput,
     topo,
     fm_version, fm_service, fm_config, fm_log,
-    imex_service, imex_nodes,
+    imex_service, imex_nodes, imex_channels,
     nvswitch_pci, nvswitch_firmware,
     kernel_log, lsmod, cmdline,
     pcie,
-    ibstat, ibstatus, ibv_devinfo, ibdev2netdev, sysfs_counters, ofed_info, show_gids, rdma_link,
-    mlxfwmanager, flint,
+    ibstat, ibstatus, ibv_devinfo, ibdev2netdev, sysfs_counters, ofed_info, show_gids, rdma_link, sminfo, perfquery,
+    mlxfwmanager, flint, mlxlink,
     nccl_tests, nvbandwidth, perftest, dcgmi,
 )
 

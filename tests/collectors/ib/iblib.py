@@ -10,9 +10,12 @@ from fabricproof.collectors.ib import (
     ibstat,
     ibstatus,
     ibv_devinfo,
+    mlxlink,
     ofed_info,
+    perfquery,
     rdma_link,
     show_gids,
+    sminfo,
     sysfs_counters,
 )
 
@@ -29,9 +32,13 @@ IB_COLLECTORS = (
     *ofed_info.COLLECTORS,
     *show_gids.COLLECTORS,
     *rdma_link.COLLECTORS,
+    *sminfo.COLLECTORS,
+    *perfquery.COLLECTORS,
+    *mlxlink.COLLECTORS,
 )
 COLLECTORS = {c.id: c for c in IB_COLLECTORS}
-FAMILIES = ("ibstat", "ibv_devinfo", "ibdev2netdev", "rdma", "sysfs-infiniband")
+FAMILIES = ("ibstat", "ibv_devinfo", "ibdev2netdev", "rdma", "sysfs-infiniband", "ib-diag", "mlxlink")
+_IB_DIAG = (("sminfo-", "sminfo"), ("perfquery-", "perfquery"), ("mlxlink-", "mlxlink"))
 
 
 def collector_for(family: str, name: str) -> str | None:
@@ -40,7 +47,10 @@ def collector_for(family: str, name: str) -> str | None:
         return "ibstatus" if name.startswith("ibstatus") else "ibstat"
     if family == "rdma":
         return "show_gids" if name.startswith("show_gids") else "rdma_link" if name.startswith("rdma-link") else None
-    return {"ibv_devinfo": "ibv_devinfo", "ibdev2netdev": "ibdev2netdev", "sysfs-infiniband": "ib_counters"}.get(family)
+    if family == "ib-diag":
+        return next((cid for prefix, cid in _IB_DIAG if name.startswith(prefix)), None)
+    return {"ibv_devinfo": "ibv_devinfo", "ibdev2netdev": "ibdev2netdev", "sysfs-infiniband": "ib_counters",
+            "mlxlink": "mlxlink"}.get(family)
 
 
 def cases() -> list[tuple[str, str, str | None]]:

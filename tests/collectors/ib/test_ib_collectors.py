@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from fabricproof.collectors.base import Collector
+from fabricproof.collectors.ib.mlxlink import MLXLINK_SCRIPT
 from fabricproof.collectors.ib.sysfs_counters import IB_COUNTERS_SCRIPT
 
 from ..contract import assert_closed_and_described, assert_collector_table
@@ -49,6 +50,9 @@ def test_collector_table_matches_the_contract() -> None:
             "ofed_info": (("ofed_info", "-s"), "/ofed", True),
             "show_gids": (("show_gids",), "/roce/gids", True),
             "rdma_link": (("rdma", "link", "show"), "/ib/rdma_link", False),
+            "sminfo": (("sh", "-c", "exec sminfo 2>&1"), "/ib/sminfo", True),
+            "perfquery": (("perfquery",), "/ib/perfquery", False),
+            "mlxlink": (("sh", "-c", MLXLINK_SCRIPT), "/ib/mlxlink", True),
         },
     )
     assert 255 in COLLECTORS["ibstat"].ok_exit_codes and 0 in COLLECTORS["ibstat"].ok_exit_codes

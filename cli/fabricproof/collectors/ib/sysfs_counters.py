@@ -23,11 +23,13 @@ IB_COUNTERS_SCRIPT = (
     # Globs relative to the class directory under $FABRICPROOF_HOST_ROOT, printed with the absolute sysfs path so
     # the output reads the same on the node, in a DaemonSet (/host) and in the lab. One grep reads every file:
     # a `cat` per file costs ~290 forks per host (0.6-0.9 s of node CPU), grep costs one.
-    'cd "${FABRICPROOF_HOST_ROOT:-}' + _SYSFS + '" || exit 1; grep -H -s "" '
+    # The P_Key tables (pkeys/0..127) are read by a second grep that drops the empty 0x0000 entries.
+    'cd "${FABRICPROOF_HOST_ROOT:-}' + _SYSFS + '" || exit 1; { grep -H -s "" '
     + " ".join(f"*/{a}" for a in _DEVICE_ATTRS)
     + " "
     + " ".join(f"*/ports/*/{a}" for a in _PORT_ATTRS)
     + " */ports/*/counters/* */ports/*/hw_counters/*"
+    + '; grep -H -s -v -x "0x0000" */ports/*/pkeys/*; }'
     + " | LC_ALL=C sort | sed 's|^|" + _SYSFS + "/|; s|:|: |'"
 )
 
@@ -56,7 +58,7 @@ def _sysfs_port_path(rest: str) -> tuple[int, str, str | None, str] | None:
 
 
 _COUNTERS_PORT = obj(
-    "One port's sysfs attributes and counters.",
+    "One port's sysfs attributes, counters and P_Keys.",
     {
         "device": string("RDMA device name."),
         "port": integer("Port number."),
@@ -69,7 +71,11 @@ _COUNTERS_PORT = obj(
         "link_layer": string("ports/N/link_layer: InfiniBand or Ethernet.", True),
         "counters": mapping("ports/N/counters/* (IB PMA counters) by file name.", integer("Counter value.")),
         "hw_counters": mapping("ports/N/hw_counters/* (vendor counters) by file name.", integer("Counter value.")),
+        "pkeys": array("The port's P_Key table (ports/N/pkeys/*) without its empty entries, in index order, as 0x-hex: "
+                       "0xffff/0x7fff the default partition as full/limited member; null when not read.",
+                       string("One P_Key."), nullable=True),
     },
+    optional=("pkeys",),
 )
 COUNTERS_SCHEMA = obj(
     "Per-port state and error counters read from /sys/class/infiniband.",
@@ -134,6 +140,10 @@ def parse_ib_counters(text: str) -> dict[str, Any]:
             # a counter that reads "N/A" is left out rather than faked as 0
             if value.isascii() and value.isdigit():
                 port[group][name] = int(value)
+        elif attr.startswith("pkeys/") and name.isdigit():
+            pkey = _pkey(value)
+            if pkey is not None and pkey != "0x0000":
+                port.setdefault("pkey_table", {})[int(name)] = pkey
         elif attr in _PORT_ATTRS:
             port[attr] = value or None
             last = (port, attr)
@@ -154,6 +164,8 @@ def parse_ib_counters(text: str) -> dict[str, Any]:
                 "link_layer": p["link_layer"],
                 "counters": p["counters"],
                 "hw_counters": p["hw_counters"],
+                # null when the listing has no pkeys/ line for the port (an older capture): unknown, not empty
+                "pkeys": [table[i] for i in sorted(table)] if (table := p.get("pkey_table")) else None,
             }
         )
     return {
@@ -162,6 +174,15 @@ def parse_ib_counters(text: str) -> dict[str, Any]:
         "totals": _sum(p["counters"] for p in out_ports),
         "hw_totals": _sum(p["hw_counters"] for p in out_ports),
     }
+
+
+_PKEY = re.compile(r"^0[xX]([0-9a-fA-F]{1,4})$")
+
+
+def _pkey(value: str) -> str | None:
+    """'0xFFFF' -> '0xffff': the 16-bit key, top bit set for a full member."""
+    m = _PKEY.match(value.strip())
+    return f"0x{int(m.group(1), 16):04x}" if m else None
 
 
 def _sum(maps: Iterable[dict[str, int]]) -> dict[str, int]:
