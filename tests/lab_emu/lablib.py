@@ -19,6 +19,7 @@ OUTPUT_KEYS = {
     "nvswitch_firmware": "nvfwupd", "kernel_log": "journal_kernel", "lsmod": "lsmod", "lspci_vvv": "lspci_vvv",
     "ibstat": "ibstat", "ibstatus": "ibstatus", "ibv_devinfo": "ibv_devinfo", "ibdev2netdev": "ibdev2netdev",
     "ofed_info": "ofed_info", "show_gids": "show_gids", "rdma_link": "rdma_link", "mlxfwmanager": "mlxfwmanager",
+    "sminfo": "sminfo", "perfquery": "perfquery",
 }
 #: collector id -> host file (relative to the fake root) its `sh -c cat/tail` script reads
 ROOT_KEYS = {"cmdline": "proc/cmdline", "driver_version": "proc/driver/nvidia/version",
@@ -34,9 +35,22 @@ def _sysfs_listing(view: dict[str, Any]) -> str:
         if isinstance(text, render_ib.Link):
             names = render_ib.IB_COUNTER_NAMES if text == render_ib.ZERO_COUNTERS else render_ib.IB_HW_COUNTER_NAMES
             lines += [f"{path}/{n}: 0" for n in names]
-        else:
+        elif not (rel.rsplit("/", 2)[-2] == "pkeys" and text.strip() == "0x0000"):  # the script drops empty slots
             lines.append(f"{path}: {text.strip()}")
     return "\n".join(sorted(lines)) + "\n"
+
+
+def _imex_channels_listing(view: dict[str, Any]) -> str:
+    """What `ls -l` prints for the node's fake /dev/nvidia-caps-imex-channels (the lab's channel0 is a plain file)."""
+    present = outputs.root_files(view)["dev/nvidia-caps-imex-channels/channel0"] is not None
+    return "total 0\n" + ("-rw-r--r-- 1 lab lab 0 Jan  6 09:00 channel0\n" if present else "")
+
+
+def _mlxlink_listing(view: dict[str, Any]) -> str:
+    """What the mlxlink collector's loop prints: one `=== <dev>` header and mlxlink output per RDMA device, in the
+    order of the sysfs glob (C collation)."""
+    return "".join(f"=== {h['name']}\n" + render_ib.render_mlxlink(view, h)
+                   for h in sorted(view["hcas"], key=lambda h: h["name"]))
 
 
 def pure_outputs(view: dict[str, Any]) -> dict[str, str]:
@@ -56,6 +70,8 @@ def pure_outputs(view: dict[str, Any]) -> dict[str, str]:
         "ibdev2netdev": outs["ibdev2netdev"].stdout, "ofed_info": outs["ofed_info"].stdout,
         "show_gids": outs["show_gids"].stdout, "rdma_link": outs["rdma_link"].stdout,
         "mlxfwmanager": outs["mlxfwmanager"].stdout,
+        "sminfo": outs["sminfo"].stdout + outs["sminfo"].stderr,  # the collector reads both (2>&1)
+        "mlxlink": _mlxlink_listing(view), "perfquery": outs["perfquery"].stdout,
         "cmdline": root["proc/cmdline"], "driver_version": root["proc/driver/nvidia/version"],
         "ib_counters": _sysfs_listing(view),
         "flint": render_ib.render_flint_q(view, view["hcas"][0]),
@@ -65,6 +81,7 @@ def pure_outputs(view: dict[str, Any]) -> dict[str, str]:
                     fm_log=root["var/log/fabricmanager.log"])
     if PROFILES[view["profile"]]["imex"]["present"]:
         text["imex_nodes"] = outs["imex_nodes"].stdout
+        text["imex_channels"] = _imex_channels_listing(view)
     return text
 
 
@@ -83,12 +100,18 @@ def command_results(view: dict[str, Any]) -> dict[str, CommandResult]:
                             else CommandResult(argv, "", f"cat: /{ROOT_KEYS[cid]}: No such file or directory\n", 1))
         elif cid == "ib_counters":
             results[cid] = CommandResult(argv, _sysfs_listing(view))
+        elif cid == "mlxlink":
+            results[cid] = CommandResult(argv, _mlxlink_listing(view))
+        elif cid == "imex_channels":
+            results[cid] = CommandResult(argv, _imex_channels_listing(view))
         else:
             out = outs[OUTPUT_KEYS[cid]]
             if out.special == "hang":
                 results[cid] = CommandResult(argv, "", "", None, error="timed out")
             elif out.special == "dynamic":
                 results[cid] = CommandResult(argv, render_links.render_nvlink_errors(view))
+            elif cid == "sminfo":  # `sh -c 'exec sminfo 2>&1'`
+                results[cid] = CommandResult(argv, out.stdout + out.stderr, "", out.rc)
             else:
                 results[cid] = CommandResult(argv, out.stdout, out.stderr, out.rc)
     return results

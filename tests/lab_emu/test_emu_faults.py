@@ -43,6 +43,12 @@ EFFECTS = {
     "persistence-off": {"nvsmi_q", "nvsmi_query"}, "pcie-downtrained": {"nvsmi_q", "lspci_vvv"},
     "iommu-translated": {"root:proc/cmdline"}, "tool-hangs": {"nvsmi_q", "nvlink_s", "topo_m"},
     "tool-garbage": {"ibstat"}, "upgrade-breaks-fm": set(),
+    "ecc-uncorrectable": {"nvsmi_q", "nvsmi_q_x"}, "fabric-route-unhealthy": {"nvsmi_q", "nvsmi_q_x"},
+    "fabric-access-timeout": {"nvsmi_q", "nvsmi_q_x"},
+    "nvlink5-netir-fatal": {"journal_kernel", "nvsmi_q", "nvsmi_q_x"}, "nvlink5-errors-growing": {"nvlink_e"},
+    "imex-channel-missing": {"root:dev/nvidia-caps-imex-channels/channel0"},
+    "ib-pkey-missing": {"root:sys/class/infiniband/mlx5_0/ports/1/pkeys/0", "root:sys/class/infiniband/mlx5_0/ports/1/pkeys/1"}, "ib-guid-duplicate": {"ibstat"},
+    "ib-ber-high": {"mlxlink_3"},
 }
 # Outputs that carry the lab clock or boot logs: they move on every event and are not compared.
 CLOCKED = re.compile(r'^(Timestamp|\s*<timestamp>|\s*"timestamp")')
@@ -50,7 +56,7 @@ CLOCKED = re.compile(r'^(Timestamp|\s*<timestamp>|\s*"timestamp")')
 
 def _snapshot(view: dict) -> dict[str, str]:
     snap = {k: f"{o.stdout}\n--\n{o.stderr}\n--\n{o.rc} {o.special}" for k, o in outputs.render_outputs(view).items()}
-    snap.update({f"root:{k}": v or "" for k, v in outputs.root_files(view).items()})
+    snap.update({f"root:{k}": "<absent>" if v is None else v for k, v in outputs.root_files(view).items()})
     return {k: "\n".join(line for line in v.split("\n") if not CLOCKED.match(line)) for k, v in snap.items()}
 
 

@@ -92,6 +92,14 @@ def test_nvlink_and_topology_facts_equal_the_model(profile: str) -> None:
     assert [{k: link[k] for k in ("gpu", "link", "active", "gbps")} for link in st["links"]] == want_links
     assert f["nvlink_errors"]["totals"] == {"replay": 0, "recovery": 0, "crc": 0}
     assert len(f["nvlink_errors"]["links"]) == len(want_links)
+    nvl5 = [link["nvlink5"] for link in f["nvlink_errors"]["links"]]
+    if PROFILES[profile]["gpu"]["architecture"] == "Blackwell":  # NVLink5 counters, no Replay/Recovery/CRC
+        assert all(n["link_recovery_failed"] == n["effective_errors"] == n["rx_errors"] == 0 for n in nvl5)
+        assert {n["effective_ber"] for n in nvl5} == {1.5e-254}  # NVML's "15e-255" floor: no error
+        assert all(n["fec_errors"]["0"] > 10**10 and set(n["fec_errors"]) == {str(b) for b in range(16)} for n in nvl5)
+        assert all(link["replay"] is None for link in f["nvlink_errors"]["links"])
+    else:
+        assert set(nvl5) == {None}
     assert f["nvlink_caps"]["p2p_all"] is True and len(f["nvlink_caps"]["links"]) == len(want_links)
     topo = f["topo"]
     assert topo["gpus"] == [f"GPU{g['index']}" for g in v["gpus"]]
@@ -126,7 +134,7 @@ def test_fabric_manager_imex_and_nvswitch_facts_equal_the_model(profile: str) ->
     f = facts(v)
     p = PROFILES[profile]
     if p["fm"]["present"]:
-        assert f["fm_version"] == p["fm"]["version"]
+        assert f["fm_version"] == {"version": p["fm"]["version"], "branch": None, "changelist": None}
         svc = f["fm_service"]
         assert (svc["load_state"], svc["active_state"], svc["sub_state"], svc["unit_file_state"], svc["restarts"],
                 svc["active"]) == ("loaded", "active", "running", "enabled", 0, True)
@@ -142,6 +150,7 @@ def test_fabric_manager_imex_and_nvswitch_facts_equal_the_model(profile: str) ->
         nodes = f["imex_nodes"]
         assert [n["address"] for n in nodes["nodes"]] == v["imex_peers"]
         assert nodes["all_ready"] is True and nodes["ready"] == nodes["total"] == 3
+        assert f["imex_channels"]["channel0"] is True and f["imex_channels"]["directory"] is True
     pci = f["nvswitch_pci"]
     assert pci["count"] == p["nvswitch"]["count"]
     assert {d["device_id"] for d in pci["devices"]} == ({p["nvswitch"]["pci_device_id"]} if pci["count"] else set())
@@ -190,6 +199,16 @@ def test_infiniband_facts_equal_the_model(profile: str) -> None:
     assert f["ibdev2netdev"]["map"] == {f"{h['name']}/1": h["ports"][0]["netdev"] for h in v["hcas"]}
     counters = f["ib_counters"]
     assert len(counters["ports"]) == len(v["hcas"]) and set(counters["totals"].values()) == {0}
+    assert {tuple(p["pkeys"] or ()) for p in counters["ports"] if p["link_layer"] == "InfiniBand"} == {("0xffff", "0x8001")}
+    sm = f["sminfo"]
+    assert (sm["master"], sm["lid"]) == (True, v["hcas"][0]["ports"][0]["sm_lid"])
+    links = f["mlxlink"]["devices"]
+    assert [d["device"] for d in links] == sorted(h["name"] for h in v["hcas"])
+    assert {(d["state"], d["recommendation"], d["effective_ber"]) for d in links} == {
+        ("Active", "No issue was observed", 15e-255)}
+    assert {d["firmware"] for d in links} == {h["fw"] for h in v["hcas"]}
+    (pq,) = f["perfquery"]["ports"]
+    assert pq["lid"] == v["hcas"][0]["ports"][0]["base_lid"] and pq["counters"]["SymbolErrorCounter"] == 0
     assert f["ofed_info"]["version"] == PROFILES[profile]["ofed"]
     fw = f["mlxfwmanager"]["devices"]
     assert [(d["psid"], d["pci_device"], d["fw_current"], d["fw_running"], d["base_guid"]) for d in fw] == [

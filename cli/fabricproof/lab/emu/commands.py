@@ -26,6 +26,7 @@ HANDLERS: dict[str, Handler] = {
     "flint": firmware.flint,
     "mstflint": firmware.flint,
     "mlxfwreset": firmware.mlxfwreset,
+    "mlxlink": firmware.mlxlink,
     "nvfwupd": firmware.nvfwupd,
     "nvidia-smi": nvsmi.nvidia_smi,
 }

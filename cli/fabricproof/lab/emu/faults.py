@@ -212,6 +212,17 @@ def _nvlink_errors(view: Node) -> None:
         link[key] += step * (1 + view["ticks"])
 
 
+# Per read on Blackwell, GPU 0 link 4 also fails link recoveries and passes errors FEC could not correct.
+NVLINK5_STEP = {"recovery_failed": 1, "effective_errors": 3}
+
+
+def _nvlink5_errors(view: Node) -> None:
+    _nvlink_errors(view)
+    link = view["gpus"][0]["nvlinks"][4]
+    for key, step in NVLINK5_STEP.items():
+        link[key] = link.get(key, 0) + step * (1 + view["ticks"])
+
+
 def _switch_links(node: Node, switch: int) -> list[int]:
     """GPU link numbers wired to one NVSwitch (H100/H200: 4+5+5+4 over 4; A100: 2 per switch over 6)."""
     per = len(node["gpus"][0]["nvlinks"])
@@ -313,6 +324,29 @@ def _ib_slow(view: Node) -> None:
         port.update(rate=200, width="4X HDR")
     else:
         port.update(rate=100, width="4X EDR")
+
+
+def _pkey_missing(view: Node) -> None:
+    """mlx5_0 is only a limited member of the default partition: not in the site's."""
+    _port(view, 0)["pkeys"] = ["0x7fff"]
+
+
+def _guid_duplicate(node: Node) -> None:
+    """mlx5_2's port GUID is mlx5_1's (a cloned or mis-programmed adapter GUID): two ports, one identity."""
+    hcas = _compute_ib(node)
+    hcas[2]["ports"][0]["port_guid"] = hcas[1]["ports"][0]["port_guid"]
+
+
+def _guid_restore(node: Node) -> None:
+    healthy = {h["name"]: h for h in _healthy(node)["hcas"]}
+    for hca in node["hcas"]:
+        hca["ports"][0]["port_guid"] = healthy[hca["name"]]["ports"][0]["port_guid"]
+
+
+def _ber_high(view: Node) -> None:
+    # "Bad signal integrity": mlxlink's verdict on such a link (as a real capture prints it, red, in a public test)
+    _port(view, 3)["phy"] = {"effective_errors": 1834, "effective_ber": "2E-10", "raw_ber": "3E-5",
+                             "recommendation": "Bad signal integrity"}
 
 
 def _mtu(view: Node) -> None:
@@ -460,6 +494,14 @@ def _imex_up(node: Node) -> None:
                                            since=node["clock"])
 
 
+def _imex_channel_lost(node: Node) -> None:
+    node["imex_channel0"] = False
+
+
+def _imex_channel_back(node: Node) -> None:
+    node.pop("imex_channel0", None)
+
+
 def _xid79(node: Node) -> None:
     gpu = node["gpus"][4 % len(node["gpus"])]
     model.advance(node, 60)
@@ -472,8 +514,47 @@ def _xid_clear(node: Node) -> None:
     _drop_log(node, "kernel", "NVRM: Xid")
 
 
+def _netir_fatal(node: Node) -> None:
+    """GB200 GPU 1: a fatal NVLink5 NETIR error (Xid 149, as the corpus line prints it) and the recovery action the
+    driver then asks for (Xid 154 and nvidia-smi's GPU Recovery Action)."""
+    gpu = node["gpus"][1]
+    bus = gpu["bus_id"][4:-2].lower()  # 00000009:01:00.0 -> 0009:01:00
+    model.advance(node, 45)
+    model.journal(node, "kernel", "kernel", f"NVRM: Xid (PCI:{bus}): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 "
+                  "0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)")
+    model.journal(node, "kernel", "kernel", f"NVRM: Xid (PCI:{bus}): 154, GPU recovery action changed from 0x0 "
+                  "(None) to 0x4 (Drain and Reset)")
+    gpu["recovery_action"] = "Drain and Reset"
+
+
+def _netir_clear(node: Node) -> None:
+    _xid_clear(node)
+    for gpu in node["gpus"]:
+        gpu["recovery_action"] = "None"
+
+
 def _remap_pending(view: Node) -> None:
     view["gpus"][5 % len(view["gpus"])]["remapped_rows"].update(pending=True, uncorrectable=1)
+
+
+def _ecc_uncorrectable(view: Node) -> None:
+    """Two uncorrectable DRAM errors on GPU 6 since the driver loaded (and so in its lifetime count)."""
+    gpu = view["gpus"][6 % len(view["gpus"])]
+    ecc = gpu.setdefault("ecc", {})
+    for scope in ("volatile", "aggregate"):
+        ecc.setdefault(scope, {})["dram_uncorrectable"] = 2
+
+
+def _route_unhealthy(view: Node) -> None:
+    view["gpus"][1]["fabric"]["health"].update(summary="Unhealthy", route_recovery_in_progress="True",
+                                               route_unhealthy="True")
+
+
+def _access_timeout(view: Node) -> None:
+    # "Insufficient NVLinks": NVML's INCORRECT_CONFIGURATION_INSUFFICIENT_NVLINKS as nvidia-smi would spell it (no
+    # real sample of a set value is in the corpus: documented-only).
+    view["gpus"][2]["fabric"]["health"].update(access_timeout_recovery="True",
+                                               incorrect_configuration="Insufficient NVLinks")
 
 
 def _throttle(view: Node) -> None:
@@ -565,6 +646,9 @@ CATALOG: tuple[Fault, ...] = (
           "`nvidia-smi nvlink -e` (only counter deltas between two snapshots show it).", "overlay", FM_PROFILES,
           catches_over_time=("nvlink.recovery_errors", "nvlink.crc_errors", "nvlink.crc_errors_burst",
                              "nvlink.replay_errors"), apply=_nvlink_errors),
+    Fault("nvlink5-errors-growing", "GB200 GPU 0 link 4: NVLink5 counters (Link recovery failed events, Effective "
+          "Errors, Rx and Symbol Errors) grow on every read of `nvidia-smi nvlink -e`.", "overlay", ("gb200-nvl72",),
+          catches_over_time=("nvlink.nvl5_recovery_failed", "nvlink.nvl5_effective_errors"), apply=_nvlink5_errors),
     Fault("nvswitch-missing", "NVSwitch 2 is not on the PCI bus: its GPU links are inactive and Fabric Manager "
           "aborts (NVSwitch count matches no known topology).", "state", FM_PROFILES,
           catches=("nvswitch.count", "fm.service_active", "nvlink.links_active", "nvlink.topology"),
@@ -582,8 +666,9 @@ CATALOG: tuple[Fault, ...] = (
           "overlay", catches=("ib.port_active", "ib.phys_linkup", "ib.rate"), apply=_ib_down),
     Fault("ib-port-polling", "mlx5_2 port 1: State Down, Physical state Polling (no peer: cable or switch port).",
           "overlay", catches=("ib.port_active", "ib.phys_linkup", "ib.rate"), apply=_ib_polling),
-    Fault("ib-no-sm", "No subnet manager: every InfiniBand port is Initializing/LinkUp with SM lid 0.", "overlay",
-          catches=("ib.port_active", "ib.sm_present"), apply=_ib_no_sm),
+    Fault("ib-no-sm", "No subnet manager: every InfiniBand port is Initializing/LinkUp with SM lid 0, and sminfo's "
+          "query goes unanswered.", "overlay", catches=("ib.port_active", "ib.sm_present", "ib.sm_master"),
+          apply=_ib_no_sm),
     Fault("ib-rate-degraded", "mlx5_1 trained at half rate (200 on a 400 fabric; 100 on HDR).", "overlay",
           catches=("ib.rate",), apply=_ib_slow),
     Fault("ib-link-flap", "ib1 lost carrier three times since boot (kernel log).", "state",
@@ -593,6 +678,13 @@ CATALOG: tuple[Fault, ...] = (
           inject=_hca_fw_drift, clear=_hca_restore),
     Fault("psid-change", "The last compute HCA carries an OEM PSID (DEL0000000036) instead of the baseline PSID.", "state",
           catches=("ib.psid",), inject=_psid_change, clear=_hca_restore),
+    Fault("ib-pkey-missing", "mlx5_0's P_Key table holds only 0x7fff (limited default partition): it is not a member "
+          "of the site partition 0x8001.", "overlay", catches=("ib.pkey_member",), apply=_pkey_missing),
+    Fault("ib-guid-duplicate", "mlx5_2 reports mlx5_1's port GUID: one GUID twice in the subnet.", "state",
+          catches_fleet=("ib.port_guid_unique",), inject=_guid_duplicate, clear=_guid_restore),
+    Fault("ib-ber-high", "mlx5_3's mlxlink counters: 1834 effective (post-FEC) errors, effective BER 2E-10, "
+          "Recommendation 'Bad signal integrity'.", "overlay", catches=("ib.effective_ber", "ib.link_recommendation"),
+          apply=_ber_high),
     Fault("mtu-wrong", "Every compute port runs active_mtu 2048 instead of 4096.", "overlay", catches=("ib.mtu",),
           apply=_mtu),
     Fault("peermem-missing", "nvidia_peermem is not loaded (GPUDirect RDMA off); `modprobe nvidia_peermem` fixes it.",
@@ -616,10 +708,27 @@ CATALOG: tuple[Fault, ...] = (
     Fault("imex-down", "nvidia-imex exited with status 1; nvidia-imex-ctl cannot reach it.", "state",
           ("gb200-nvl72",), catches=("imex.service_active",), breaks=("imex_nodes",), inject=_imex_down,
           clear=_imex_up),
+    Fault("imex-channel-missing", "/dev/nvidia-caps-imex-channels/channel0 is gone (a reboot without "
+          "NVreg_CreateImexChannel0=1): CUDA cannot import memory across trays.", "state", ("gb200-nvl72",),
+          catches=("imex.channel0_present",), inject=_imex_channel_lost, clear=_imex_channel_back),
     Fault("gpu-xid-79", "Kernel log: Xid 79 (GPU has fallen off the bus) on GPU 4 since boot.", "state",
-          catches=("gpu.xid",), inject=_xid79, clear=_xid_clear),
+          catches=("gpu.xid", "gpu.fallen_off_bus"), inject=_xid79, clear=_xid_clear),
+    Fault("nvlink5-netir-fatal", "GB200 GPU 1: kernel log Xid 149 'NETIR Fatal ... Link -1' then Xid 154 'to 0x4 (Drain "
+          "and Reset)'; nvidia-smi shows GPU Recovery Action Drain and Reset.", "state", ("gb200-nvl72",),
+          catches=("nvlink.xid_nvlink5_fatal", "gpu.xid_recovery_action", "gpu.recovery_action"),
+          inject=_netir_fatal, clear=_netir_clear),
     Fault("remapped-rows-pending", "GPU 5 has a row remapping pending (reset required).", "overlay",
           catches=("gpu.remapped_rows_pending",), apply=_remap_pending),
+    Fault("ecc-uncorrectable", "GPU 6 counted two uncorrectable DRAM ECC errors since the driver loaded (volatile and "
+          "aggregate).", "overlay", catches=("gpu.ecc_uncorrectable",), apply=_ecc_uncorrectable),
+    Fault("fabric-route-unhealthy", "GB200 GPU 1: fabric Health Summary Unhealthy, Route Recovery in progress True, Route "
+          "Unhealthy True.", "overlay", ("gb200-nvl72",),
+          catches=("fabric.health_summary", "fabric.health_route_recovery", "fabric.health_route_unhealthy"),
+          apply=_route_unhealthy),
+    Fault("fabric-access-timeout", "GB200 GPU 2: fabric Health Access Timeout Recovery True and Incorrect Configuration "
+          "Insufficient NVLinks (the Summary stays Healthy).", "overlay", ("gb200-nvl72",),
+          catches=("fabric.health_access_timeout_recovery", "fabric.health_incorrect_configuration"),
+          apply=_access_timeout),
     Fault("gpu-throttle", "The last GPU is held by HW Slowdown / HW Power Brake.", "overlay",
           catches=("gpu.throttle",), apply=_throttle),
     Fault("persistence-off", "nvidia-persistenced stopped: persistence mode Disabled on every GPU.", "state",

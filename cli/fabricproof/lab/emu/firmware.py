@@ -1,5 +1,5 @@
-"""Emulated firmware tools: mlxfwmanager, flint/mstflint, mlxfwreset (ConnectX) and nvfwupd (HGX); new
-firmware is pending until a reset or a reboot, as on real adapters and baseboards."""
+"""Emulated firmware and MFT tools: mlxfwmanager, flint/mstflint, mlxfwreset, mlxlink (ConnectX) and nvfwupd (HGX);
+new firmware is pending until a reset or a reboot, as on real adapters and baseboards."""
 
 from __future__ import annotations
 
@@ -122,6 +122,18 @@ def mlxfwmanager(node_dir: Path, args: list[str]) -> Result:
     return "\n".join(out) + "\n", "", 0
 
 
+
+
+def mlxlink(node_dir: Path, args: list[str]) -> Result:
+    """mlxlink -d DEV [-p 1] [-m] [-c]: port 1's link, module and BER (read-only)."""
+    dev = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-d", "--device")), None)
+    if dev is None:
+        return "", "-E- Device is not specified\n", 1
+    node = faults.view(read(node_dir))
+    hca = find_hca(node, dev)
+    if hca is None:
+        return "", f"-E- Failed to open device: {dev}\n", 1
+    return render_ib.render_mlxlink(node, hca), "", 0
 
 
 def flint(node_dir: Path, args: list[str]) -> Result:

@@ -69,7 +69,7 @@ def _gpus(profile: dict, hostname: str, index: int, rack: int | None) -> list[di
             fab = {"state": "Completed", "status": "Success", "clique_id": clique, "cluster_uuid": cluster,
                    "health": {"summary": "Healthy", "bandwidth": "Full", "route_recovery_in_progress": "False",
                               "route_unhealthy": "False", "access_timeout_recovery": "False",
-                              "incorrect_configuration": "N/A"}}
+                              "incorrect_configuration": "None"}}  # as the real GB300 of R580 prints it
         else:
             fab = {"state": "Completed", "status": "Success", "clique_id": profile["fabric"]["clique_id"],
                    "cluster_uuid": profile["fabric"]["cluster_uuid"], "health": None}
@@ -91,6 +91,9 @@ def _gpus(profile: dict, hostname: str, index: int, rack: int | None) -> list[di
                 "pcie_width": g["pcie_width"],
                 "throttle_reasons": ["gpu_idle"],  # an idle GPU reports the Idle clocks event reason
                 "remapped_rows": {"pending": False, "failure": False, "correctable": 0, "uncorrectable": 0},
+                # ECC counters per scope (volatile: since the driver loaded); tags as in nvidia-smi -q -x
+                "ecc": {"volatile": {}, "aggregate": {}},
+                "recovery_action": "None",  # GPU Recovery Action (nvidia-smi R570+, NVML)
                 "fabric": fab,
                 "nvlinks": [_nvlink(nv["gbps"]) for _ in range(nv["links_per_gpu"])],
             }

@@ -25,7 +25,7 @@ class Out:
     stdout: str = ""
     stderr: str = ""
     rc: int = 0
-    special: str | None = None  # "hang" | "dynamic"
+    special: str | None = None  # "hang" | "dynamic" | "absent" (no pre-rendered file: the tool's Python form answers)
 
     @property
     def plain(self) -> bool:
@@ -66,6 +66,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("nvfwupd", "show_version", "nvfwupd"),
     ("lsmod", "", "lsmod"),
     ("ibstat", "", "ibstat"),
+    ("sminfo", "", "sminfo"),
+    ("perfquery", "", "perfquery"),
     ("ibstatus", "", "ibstatus"),
     ("ibv_devinfo", "-v", "ibv_devinfo"),
     ("ibdev2netdev", "", "ibdev2netdev"),
@@ -74,9 +76,13 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("show_gids", "", "show_gids"),
     ("rdma", "link show", "rdma_link"),
     ("apt-mark", "showhold", "showhold"),
+    # the mlxlink collector's loop: one call per RDMA device (a node has at most MAX_RDMA_DEVICES)
+    *(("mlxlink", f"-d mlx5_{n} -m -c", f"mlxlink_{n}") for n in range(render_ib.MAX_RDMA_DEVICES)),
 )
 
 _BY_ARGS = {(tool, args): key for tool, args, key in COMMANDS}
+#: Faults whose NVLink error counters grow on every read (the output is rendered per call, not pre-rendered).
+GROWING_NVLINK_FAULTS = {"nvlink-errors-growing", "nvlink5-errors-growing"}
 KEY_TOOL = {key: tool for tool, _args, key in COMMANDS}
 
 #: Host files the collectors read, relative to FABRICPROOF_HOST_ROOT (the lab's `cat`/`tail` map these too).
@@ -150,6 +156,7 @@ _RENDERERS: dict[str, Callable[[Node], str]] = {
     "ofed_info": render_ib.render_ofed_info,
     "show_gids": render_ib.render_show_gids,
     "rdma_link": render_ib.render_rdma_link,
+    "perfquery": render_ib.render_perfquery,
     "showhold": render_sys.render_showhold,
 }
 
@@ -167,11 +174,17 @@ def render_key(view: Node, key: str) -> Out:
             return Out(render_gpu.NVML_MISMATCH, "", 18)
     if key == "ibstat" and "tool-garbage" in view["faults"]:
         return Out(faults.garbage(view["hostname"] + "/ibstat"))
-    if key == "nvlink_e" and "nvlink-errors-growing" in view["faults"]:
+    if key == "nvlink_e" and GROWING_NVLINK_FAULTS & view["faults"].keys():
         return Out(special="dynamic")
     if key in ("active_fm", "active_imex"):
         text, rc = render_fabric.is_active(view, "nvidia-fabricmanager" if key == "active_fm" else "nvidia-imex")
         return Out(text, "", rc)
+    if key.startswith("mlxlink_"):
+        hca = next((h for h in view["hcas"] if h["name"] == "mlx5_" + key.split("_", 1)[1]), None)
+        return Out(render_ib.render_mlxlink(view, hca)) if hca is not None else Out(special="absent")
+    if key == "sminfo":
+        stdout, stderr, rc = render_ib.render_sminfo(view)
+        return Out(stdout, stderr, rc)
     if key == "imex_nodes":
         stdout, stderr, rc = render_fabric.render_imex_nodes(view)
         return Out(stdout, stderr, rc)
@@ -195,6 +208,10 @@ def root_files(view: Node) -> dict[str, str | None]:
         "etc/nvidia-imex/nodes_config.cfg": ("\n".join(view["imex_peers"] or [view["address"]]) + "\n")
         if p["imex"]["present"] else None,
         "etc/hostname": view["hostname"] + "\n",
+        # The IMEX channel device (a plain empty file in the lab: mknod needs root); gone after a reboot that did
+        # not recreate it (fault imex-channel-missing).
+        "dev/nvidia-caps-imex-channels/channel0": "" if p["imex"]["present"] and view.get("imex_channel0", True)
+        else None,
     }
     files.update(render_ib.sysfs_files(view))
     return files
@@ -234,7 +251,9 @@ def rendered_files(view: Node) -> dict[str, str | None]:
     """
     files: dict[str, str | None] = {}
     for key, out in render_outputs(view).items():
-        if out.plain:
+        if out.special == "absent":
+            files[f"out/{key}"], files[f"out/{key}.json"] = None, None
+        elif out.plain:
             files[f"out/{key}"], files[f"out/{key}.json"] = out.stdout, None
         else:
             files[f"out/{key}"], files[f"out/{key}.json"] = None, json.dumps(asdict(out))

@@ -32,6 +32,12 @@ THROTTLE_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_
                  "hw_power_brake_slowdown": 0x80, "display_clocks_setting": 0x100}
 
 
+#: The per-scope ECC counter lines of R550+ data-center boards (corpus q-h100-...-590, a40-...-550).
+_ECC_COUNTERS = (("SRAM Correctable", "sram_correctable"), ("SRAM Uncorrectable Parity", "sram_uncorrectable_parity"),
+                 ("SRAM Uncorrectable SEC-DED", "sram_uncorrectable_secded"),
+                 ("DRAM Correctable", "dram_correctable"), ("DRAM Uncorrectable", "dram_uncorrectable"))
+
+
 def smi_branch(view: Node) -> int:
     """Major branch of the nvidia-smi binary (user space): decides the output layout."""
     return int(branch_of(installed_driver(view) or view["driver"]["loaded"]))
@@ -143,7 +149,7 @@ def gpu_entries(view: Node, gpu: dict[str, Any]) -> list[Entry]:
               [("Virtualization Mode", "virtualization_mode", "None"), ("Host VGPU Mode", "host_vgpu_mode", "N/A")]
               + ([("vGPU Heterogeneous Mode", "vgpu_heterogeneous_mode", "N/A")] if new else [])))
     if new:
-        e.append(("GPU Recovery Action", "gpu_recovery_action", "None"))
+        e.append(("GPU Recovery Action", "gpu_recovery_action", gpu.get("recovery_action") or "None"))
     e.append(("GSP Firmware Version", "gsp_firmware_version", drv))
     if not new:
         e.append(("GPU Reset Status", "gpu_reset_status", [
@@ -223,12 +229,15 @@ def gpu_entries(view: Node, gpu: dict[str, Any]) -> list[Entry]:
     if new:
         e.append(("DRAM Encryption Mode", "dram_encryption_mode", [
             ("Current", "current_dram_encryption", "N/A"), ("Pending", "pending_dram_encryption", "N/A")]))
-    sram = [("SRAM Correctable", "sram_correctable", "0"), ("SRAM Uncorrectable Parity", "sram_uncorrectable_parity", "0"),
-            ("SRAM Uncorrectable SEC-DED", "sram_uncorrectable_secded", "0"),
-            ("DRAM Correctable", "dram_correctable", "0"), ("DRAM Uncorrectable", "dram_uncorrectable", "0")]
+    ecc = gpu.get("ecc") or {}
+
+    def counters(scope: str) -> list[Entry]:
+        counts = ecc.get(scope) or {}
+        return [(label, tag, str(counts.get(tag, 0))) for label, tag in _ECC_COUNTERS]
+
     ecc_errors: list[Entry] = [
-        ("Volatile", "volatile", list(sram)),
-        ("Aggregate", "aggregate", list(sram) + [("SRAM Threshold Exceeded", "sram_threshold_exceeded", "No")]),
+        ("Volatile", "volatile", counters("volatile")),
+        ("Aggregate", "aggregate", counters("aggregate") + [("SRAM Threshold Exceeded", "sram_threshold_exceeded", "No")]),
         ("Aggregate Uncorrectable SRAM Sources", "aggregate_uncorrectable_sram_sources", [
             ("SRAM L2", "sram_l2", "0"), ("SRAM SM", "sram_sm", "0"), ("SRAM Microcontroller", "sram_microcontroller", "0"),
             ("SRAM PCIE", "sram_pcie", "0"), ("SRAM Other", "sram_other", "0")]),

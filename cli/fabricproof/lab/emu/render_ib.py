@@ -52,6 +52,65 @@ def render_ibstat(view: Node) -> str:
     return "\n".join(out) + "\n"
 
 
+#: Port GUID of the lab fabric's subnet manager (a switch of the lab; the LID every IB port names as SM lid).
+SM_GUID = "0x7cfe900300a1c4e1"
+
+
+def render_sminfo(view: Node) -> tuple[str, str, int]:
+    """`sminfo` (infiniband-diags): the master SM the first linked InfiniBand port names (corpus ib-diag
+    sminfo-master-*); with no SM, the query fails as sminfo reports it, on stderr with exit 255."""
+    ports = [p for h in view["hcas"] for p in h["ports"] if p["link_layer"] == "InfiniBand"]
+    sm = next((p["sm_lid"] for p in ports if p["sm_lid"]), 0)
+    if not sm:
+        return "", "sminfo: iberror: failed: query\n", 255
+    activity = 4484000 + view["boot_count"]  # the SM's counter, not the node's clock: stable between two reads
+    return f"sminfo: sm lid {sm} sm guid {SM_GUID}, activity count {activity} priority 14 state 3 SMINFO_MASTER\n", "", 0
+
+
+# mlxlink's names for a port's speed and the FEC it runs, per IB generation (corpus mlxlink/ and ib-diag/ samples:
+# NDR on a CX-7, HDR on a CX-6, Ethernet 100G); other speeds print the Ethernet form.
+_MLXLINK_IB = {"NDR": ("IB-NDR", "Ethernet_Consortium_LL_50G_RS_FEC_PLR -(272,257+1)"),
+               "HDR": ("IB-HDR", "RS-FEC - (544,514) + PLR"), "EDR": ("IB-EDR", "Standard LL RS-FEC - RS(271,257)")}
+MLXLINK_BER_NONE = "15E-255"  # the floor mlxlink prints for "no error"
+MAX_RDMA_DEVICES = 12  # mlx5_0..mlx5_11: more than any lab profile has (8 compute + 2 storage)
+
+
+def _mlx(label: str, value: object) -> str:
+    return f"{label:<35}: {value}"
+
+
+def render_mlxlink(view: Node, hca: dict[str, Any]) -> str:
+    """`mlxlink -d <dev> -m -c` for port 1 in the layout of the corpus samples (sections, 35-column labels);
+    a port's "phy" entry (faults) overrides the counters and the recommendation."""
+    port = hca["ports"][0]
+    phy = port.get("phy") or {}
+    up = port["state"] == "Active"
+    gen = port["width"].split()[-1] if port["link_layer"] == "InfiniBand" else ""
+    speed, fec = _MLXLINK_IB.get(gen, (f"{port['rate']}G", "Standard RS-FEC - RS(528,514)"))
+    out = ["", "Operational Info", "----------------", _mlx("State", port["state"]),
+           _mlx("Physical state", port["phys_state"]), _mlx("Speed", speed if up else "N/A"),
+           _mlx("Width", port["width"].split()[0].lower() if up else "N/A"), _mlx("FEC", fec if up else "N/A"),
+           _mlx("Loopback Mode", "No Loopback"), _mlx("Auto Negotiation", "ON"), "",
+           "Troubleshooting Info", "--------------------", _mlx("Status Opcode", 0 if up else "N/A"),
+           _mlx("Group Opcode", "N/A"),
+           _mlx("Recommendation", phy.get("recommendation", "No issue was observed") if up else "N/A"), "",
+           "Tool Information", "----------------", _mlx("Firmware Version", hca["fw"]), _mlx("amBER Version", "6.4"),
+           _mlx("MFT Version", "mft 4.30.1-8"), "",
+           "Module Info", "-----------", _mlx("Identifier", "OSFP" if gen == "NDR" else "QSFP56"),
+           _mlx("Compliance", f"IB {gen}" if gen else "100GBASE-CR4"),
+           _mlx("Cable Type", "Passive copper cable"), _mlx("Vendor Name", "Nvidia"),
+           _mlx("Vendor Part Number", "MCP4Y10-N002" if gen == "NDR" else "MCP1650-H002E26"),
+           _mlx("Vendor Serial Number", f"MT{int(hca['node_guid'][-6:], 16):010d}"), _mlx("Transfer Distance [m]", 2),
+           _mlx("FW Version", "N/A"), _mlx("Module State", "Ready state" if up else "N/A"), "",
+           "Physical Counters and BER Info", "------------------------------",
+           _mlx("Time Since Last Clear [Min]", "1440.0"),
+           _mlx("Effective Physical Errors", phy.get("effective_errors", 0)),
+           _mlx("Effective Physical BER", phy.get("effective_ber", MLXLINK_BER_NONE)),
+           _mlx("Raw Physical Errors Per Lane", "0,0,0,0"), _mlx("Link Down Counter", phy.get("link_down", 0)),
+           _mlx("Link Error Recovery Counter", 0), _mlx("Raw Physical BER", phy.get("raw_ber", "1E-12"))]
+    return "\n".join(out) + "\n"
+
+
 def render_ibstatus(view: Node) -> str:
     """`ibstatus` (corpus ibstat/ibstatus-a100-azure-hdr200-8port)."""
     out: list[str] = []
@@ -300,6 +359,33 @@ IB_COUNTER_NAMES = ("excessive_buffer_overrun_errors", "link_downed", "link_erro
                     "port_rcv_packets", "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors",
                     "port_xmit_constraint_errors", "port_xmit_data", "port_xmit_discards", "port_xmit_packets",
                     "port_xmit_wait", "symbol_error", "VL15_dropped")
+# `perfquery` (classic PortCounters) in the order and dotted layout of the corpus sample (ib-diag perfquery-C-*),
+# from the port's sysfs counters.
+_PERFQUERY = (("PortSelect", None), ("CounterSelect", None), ("SymbolErrorCounter", "symbol_error"),
+              ("LinkErrorRecoveryCounter", "link_error_recovery"), ("LinkDownedCounter", "link_downed"),
+              ("PortRcvErrors", "port_rcv_errors"), ("PortRcvRemotePhysicalErrors", "port_rcv_remote_physical_errors"),
+              ("PortRcvSwitchRelayErrors", "port_rcv_switch_relay_errors"), ("PortXmitDiscards", "port_xmit_discards"),
+              ("PortXmitConstraintErrors", "port_xmit_constraint_errors"),
+              ("PortRcvConstraintErrors", "port_rcv_constraint_errors"), ("CounterSelect2", None),
+              ("LocalLinkIntegrityErrors", "local_link_integrity_errors"),
+              ("ExcessiveBufferOverrunErrors", "excessive_buffer_overrun_errors"), ("QP1Dropped", None),
+              ("VL15Dropped", "VL15_dropped"), ("PortXmitData", "port_xmit_data"), ("PortRcvData", "port_rcv_data"),
+              ("PortXmitPkts", "port_xmit_packets"), ("PortRcvPkts", "port_rcv_packets"),
+              ("PortXmitWait", "port_xmit_wait"))
+
+
+def render_perfquery(view: Node) -> str:
+    """`perfquery`: the PortCounters of the first InfiniBand port (the local CA's port 1)."""
+    port = next(p for h in view["hcas"] for p in h["ports"] if p["link_layer"] == "InfiniBand")
+    counters = port["counters"]
+    select = {"PortSelect": "1", "CounterSelect": "0x0000", "CounterSelect2": "0x00"}
+    lines = [f"# Port counters: Lid {port['base_lid']} port 1 (CapMask: 0x5300)"]
+    for name, sysfs in _PERFQUERY:
+        value = select.get(name, "0") if sysfs is None else str(counters.get(sysfs, 0))
+        lines.append(f"{name}:".ljust(33, ".") + value)
+    return "\n".join(lines) + "\n"
+
+
 IB_HW_COUNTER_NAMES = ("duplicate_request", "implied_nak_seq_err", "local_ack_timeout_err", "out_of_buffer",
                        "out_of_sequence", "packet_seq_err", "rnr_nak_retry_err", "roce_adp_retrans",
                        "rx_icrc_encapsulated", "np_cnp_sent", "rp_cnp_handled")
@@ -322,6 +408,11 @@ def zero_counter_files() -> dict[str, str]:
     return files
 
 
+#: P_Key table of an IB port: the default partition (full member) and the site's compute partition.
+DEFAULT_PKEYS = ("0xffff", "0x8001")
+PKEY_SLOTS = 4
+
+
 def sysfs_files(view: Node) -> dict[str, str]:
     """/sys/class/infiniband/<dev>/... entries (relative paths) for the node's fake root: the attributes the
     collectors read as one-value files; counters as a link to the shared zero set unless a port has errors."""
@@ -338,6 +429,12 @@ def sysfs_files(view: Node) -> dict[str, str]:
             files[f"{pb}/phys_state"] = f"{_PHYS_NUM[p['phys_state']]}: {p['phys_state']}\n"
             files[f"{pb}/rate"] = port_rate_text(p) + "\n"
             files[f"{pb}/link_layer"] = p["link_layer"] + "\n"
+            # the first slots of the P_Key table (a real port has 128, the unused ones read 0x0000 and the collector
+            # drops them); a fixed slot count, so a key a fault takes away reads 0x0000 instead of staying behind
+            if p["link_layer"] == "InfiniBand":
+                table = list(p.get("pkeys", DEFAULT_PKEYS))
+                for i in range(PKEY_SLOTS):
+                    files[f"{pb}/pkeys/{i}"] = (table[i] if i < len(table) else "0x0000") + "\n"
             counters = p["counters"]
             if any(v for k, v in counters.items() if not k.startswith("hw:")):
                 for name in IB_COUNTER_NAMES:
