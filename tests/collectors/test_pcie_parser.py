@@ -147,3 +147,27 @@ def test_access_denied_is_reported() -> None:
 def test_rejects_garbage(text: str) -> None:
     with pytest.raises(ParseError):
         parse_lspci_vvv(text)
+
+
+# --- `lspci -vvv | grep ACSCtl` pasted into a ticket (issue 10.4) ----------------------------------------------------
+
+VVV = "lspci-vvv-hgx-h100-excerpt-pex890xx-acs-off-pmc-sierra-acs-on-nvswitch-22a3.txt"
+
+
+def _grep(text: str, keep=lambda line: True) -> str:
+    return "".join(line + "\n" for line in text.splitlines() if "ACSCtl:" in line and keep(line))
+
+
+def test_acsctl_lines_without_headers_are_read_with_a_note(corpus: Path) -> None:
+    full = (corpus / "lspci" / VVV).read_text()
+    whole = parse_lspci_vvv(full)
+    # the grep of the real output: the two PMC-Sierra ports above the NVSwitches have ACS on
+    part = parse_lspci_vvv(_grep(full))
+    assert_valid(pcie.LSPCI_VVV_SCHEMA, part)
+    assert part["acs_ctl_lines"] == whole["acs_ctl_lines"] == 5 and part["devices"] == []
+    # ACS is on somewhere, but without the headers nobody can say it is off the GPU-NIC paths (it is, in the
+    # full output): unknown, neither the full output's [] nor a failure
+    assert whole["gpu_nic_path_acs_enabled"] == [] and part["gpu_nic_path_acs_enabled"] is None
+    assert any("2 of them have ACS flags on" in n for n in part["notes"])
+    off = parse_lspci_vvv(_grep(full, lambda line: "+" not in line))
+    assert off["gpu_nic_path_acs_enabled"] == [] and off["acs_enabled_bridges"] == []  # all off proves none is on
