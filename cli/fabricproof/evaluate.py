@@ -369,20 +369,27 @@ def _judge_same(check: Check, name: str, members: list[str], signatures: Mapping
 
 def _judge_unique(check: Check, name: str, members: list[str], signatures: Mapping[str, tuple[Any, ...]],
                   facts_by_host: Mapping[str, Facts], text: str) -> Iterable[tuple[str, Result]]:
-    """Each member fails for every value it shares with another member or reports twice (duplicate GUIDs)."""
+    """Each member fails for every value it shares with another member or reports twice (duplicate GUIDs).
+
+    Linear in the values: the hosts of a shared value are listed once, and each of them names at most
+    _MAX_LISTED of the others (a cloned image can put one GUID on thousands of hosts)."""
     owners: dict[Any, list[str]] = {}
     for host in members:
         for value in signatures[host]:
             owners.setdefault(value, []).append(host)
+    shared = {value: list(dict.fromkeys(hosts)) for value, hosts in owners.items() if len(hosts) > 1}
     for host in members:
         clashes = []
         for value in dict.fromkeys(signatures[host]):
-            others = sorted({h for h in owners[value] if h != host})
-            if others:
-                listed = ", ".join(others[:_MAX_LISTED]) + (f" (+{len(others) - _MAX_LISTED} more)" if len(others) > _MAX_LISTED else "")
-                clashes.append(f"{value} also on {listed}")
-            elif len(owners[value]) > 1:
+            hosts = shared.get(value)
+            if hosts is None:
+                continue
+            if len(hosts) == 1:
                 clashes.append(f"{value} reported {len(owners[value])} times")
+                continue
+            others = [h for h in hosts[: _MAX_LISTED + 1] if h != host][:_MAX_LISTED]
+            more = len(hosts) - 1 - len(others)
+            clashes.append(f"{value} also on {', '.join(others)}" + (f" (+{more} more)" if more else ""))
         evidence = _evidence(facts_by_host[host], check)
         if clashes:
             more = f" (+{len(clashes) - _MAX_LISTED} more)" if len(clashes) > _MAX_LISTED else ""
