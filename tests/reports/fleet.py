@@ -28,8 +28,8 @@ def _break(doc: dict, k: int) -> None:
         doc["ib"]["ibstat"]["ports"][0]["rate"] = 200
     if k % 97 == 11 and doc["gpu"]["gpus"][2].get("fabric"):
         doc["gpu"]["gpus"][2]["fabric"]["state"] = "In Progress"
-    if k % 211 == 3 and doc.get("fm", {}).get("version"):
-        doc["fm"]["version"] = "535.104.05"
+    if k % 211 == 3 and doc.get("fm", {}).get("build"):
+        doc["fm"]["build"]["version"] = "535.104.05"
 
 
 @cache
@@ -48,6 +48,8 @@ def fleet(nodes: int = 1000, lost: int = 4) -> Report:
             continue
         doc = json.loads(texts[host.profile].replace(SOURCE[host.profile], host.name))
         doc["groups"] = list(names)
+        for port in doc["ib"]["ibstat"]["ports"]:  # a clone keeps its source's port GUIDs: give each host its own
+            port["port_guid"] = port["port_guid"][:-8] + f"{k:04x}" + port["port_guid"][-4:]
         _break(doc, k)
         facts[host.name] = doc
     return evaluate(facts, load_baseline(LAB / "baseline.yaml"), catalog.load(), groups=groups,
