@@ -248,8 +248,8 @@ def collect(hosts: Sequence[Host], run_dir: Path, *, via: str = "ssh", options: 
     check_settings(forks, host_timeout_s, command_timeout_s)
     check_host_names([h.name for h in hosts])
     chosen = list(collectors) if collectors is not None else list(default_collectors())
-    commands = [Command(c.argv, min(c.timeout_s, command_timeout_s) if command_timeout_s else c.timeout_s, c.id)
-                for c in chosen]
+    commands = [Command(c.argv, min(c.timeout_s, command_timeout_s) if command_timeout_s else c.timeout_s, c.id,
+                        c.lock, c.typical_s) for c in chosen]
     store = RunStore.create(run_dir)
     run_id = run_id or new_run_id()
     ctx = RunContext(run_dir=store.root, run_id=run_id, forks=forks, host_timeout_s=host_timeout_s)

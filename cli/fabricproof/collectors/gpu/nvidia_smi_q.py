@@ -316,7 +316,6 @@ COLLECTORS = (
         schema=GPU_SCHEMA,
         family="gpu",
         description="GPU inventory, modes, throttle reasons, remapped rows and fabric state (nvidia-smi -q).",
-        timeout_s=60.0,
         corpus=("nvidia-smi-q",),
     ),
 )

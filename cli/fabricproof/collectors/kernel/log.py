@@ -140,7 +140,6 @@ KERNEL_LOG = Collector(
     schema=KERNEL_LOG_SCHEMA,
     family="kernel",
     description="Xid, SXid and IB link-flap events in the kernel log since boot.",
-    timeout_s=60.0,
     corpus=("nvswitch",),
 )
 
