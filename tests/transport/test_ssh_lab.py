@@ -246,7 +246,7 @@ def test_cli_collect_then_drift_shows_growing_nvlink_counters(fleet_lab, tmp_pat
         manager.fault_clear(fleet_lab.dir, victim, "nvlink-errors-growing")
     assert res.exit_code == 0
     assert json.loads(res.stdout)["counts"] == {"hosts": 3, "collected": 3, "not_collected": 0,
-                                                "with_collector_errors": 0}
+                                                "with_collector_errors": 0, "pending": 0}
     res = runner.invoke(app, ["drift", str(tmp_path / "a"), str(tmp_path / "b"), "--format", "json"],
                         catch_exceptions=False)
     assert res.exit_code == 1
