@@ -42,9 +42,9 @@ class LabFactory:
         return root / "lab"
 
     def up(self, directory: Path, nodes: int, profile: str, port: int | None = None,
-           node_store: str = "auto") -> manager.LabStatus:
+           node_store: str = "auto", latency_profile: str = "off") -> manager.LabStatus:
         try:
-            return manager.up(directory, nodes, profile, port, node_store=node_store)
+            return manager.up(directory, nodes, profile, port, node_store=node_store, latency_profile=latency_profile)
         finally:
             self.track(directory)
 

@@ -64,6 +64,10 @@ class Command:
     argv: tuple[str, ...]
     timeout_s: float
     name: str = ""
+    #: The lock it takes on the host: commands of one tool run in sequence, and once one of them timed out the
+    #: others are not run. Empty: it may run alongside anything.
+    tool: str = ""
+    typical_s: float = 0.0  # how long it usually takes on a real node; 0 when unknown (plans which run together)
 
 
 @dataclass(frozen=True)

@@ -55,11 +55,12 @@ class Recorded:
 def manifest_document(*, run_id: str, status: str, via: str, tool_version: str, started_at: str, finished_at: str,
                       duration_s: float, hosts: Iterable[str], commands: Iterable[Mapping[str, Any]], collected: int,
                       errors: Mapping[str, tuple[str, str]], command_errors: Mapping[str, Mapping[str, str]],
-                      settings: Mapping[str, Any]) -> dict[str, Any]:
+                      settings: Mapping[str, Any], done: Iterable[str] | None = None) -> dict[str, Any]:
     """run.json as schemas/run.schema.json defines it. `errors` is host -> (kind, message) for hosts not collected;
-    `command_errors` host -> collector id -> reason; `settings` the run's inventory, limit, forks and timeouts."""
+    `command_errors` host -> collector id -> reason; `settings` the run's inventory, limit, forks, workers and
+    timeouts; `done` the hosts that finished (collected or not), in that order, once the run has ended."""
     hosts = list(hosts)
-    return {
+    doc = {
         "apiVersion": "fabricproof/v1", "kind": "CollectionRun", "run_id": run_id, "status": status, "via": via,
         "tool_version": tool_version, "started_at": started_at, "finished_at": finished_at,
         "duration_s": round(duration_s, 3), **settings,
@@ -70,6 +71,13 @@ def manifest_document(*, run_id: str, status: str, via: str, tool_version: str, 
         "errors": {h: {"kind": kind, "message": message} for h, (kind, message) in sorted(errors.items())},
         "collector_errors": {h: dict(e) for h, e in sorted(command_errors.items())},
     }
+    if done is not None:
+        done = list(done)
+        finished = set(done)
+        doc["done"] = done
+        doc["pending"] = [h for h in hosts if h not in finished]
+        doc["counts"]["pending"] = len(doc["pending"])
+    return doc
 
 
 def check_host_names(names: Iterable[str]) -> None:

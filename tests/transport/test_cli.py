@@ -42,6 +42,7 @@ def inventory(tmp_path: Path) -> Path:
     (["--via", "ssh"], "needs --inventory"),
     (["--via", "telnet"], "--via 'telnet'"),
     (["--forks", "0"], "--forks must be at least 1"),
+    (["--workers", "0"], "--workers must be at least 1"),
     (["--collectors", "nope_*"], "matches no collector"),
     (["--format", "xml"], "--format 'xml'"),
     (["--host-timeout", "0"], "must be positive"),

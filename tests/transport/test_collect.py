@@ -77,7 +77,8 @@ def test_collect_writes_evidence_facts_and_manifest_and_reports_errors_per_host(
     run = json.loads((out / "run.json").read_text())
     assert run["status"] == "complete" and run["run_id"] == "r1" and run["inventory"] == "inv.yml"
     assert run["errors"]["h2"] == {"kind": "unreachable", "message": "connection refused by 10.0.0.2:22"}
-    assert run["counts"] == {"hosts": 3, "collected": 1, "not_collected": 2, "with_collector_errors": 0}
+    assert run["counts"] == {"hosts": 3, "collected": 1, "not_collected": 2, "with_collector_errors": 0, "pending": 0}
+    assert sorted(run["done"]) == ["h1", "h2", "h3"] and run["pending"] == [] and run["workers"] == 1
 
     assert sorted(e.host for e in events) == ["h1", "h2", "h3"]
     assert [e.done for e in events] == [1, 2, 3] and events[-1].failed == 2 and events[-1].total == 3

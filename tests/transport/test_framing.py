@@ -25,25 +25,39 @@ def frame(nonce: str, i: int, body: bytes, status: int | None) -> bytes:
 def test_script_runs_each_argv_quoted_with_its_limit_and_frames_both_streams():
     script = build_script(CMDS, NONCE)
     assert script.splitlines()[0] == f"N={NONCE}"
-    assert "c 0 60 nvidia-smi -q" in script.splitlines()
+    assert "c 0 60 0 nvidia-smi -q" in script.splitlines()
     # shlex-quoted: the shell splits the line back into exactly the argv, quotes inside it included
     line = next(ln for ln in script.splitlines() if ln.startswith("c 1 "))
-    assert shlex.split(line) == ["c", "1", "30", *CMDS[1].argv]
+    assert shlex.split(line) == ["c", "1", "30", "0", *CMDS[1].argv]
     # every command reads /dev/null (never the rest of the script); its stderr waits in the private directory
-    assert '"$@" </dev/null 2>"$D/e" &' in script
-    assert script.count("printf '\\n%s:%d:E:%d\\n%s:%d:B\\n'") == 1  # one write: END of a command, BEGIN of the next
+    assert '"$@" </dev/null 2>"$D/e$i" 3>&- &' in script
+    # lanes write their frames to private files; each lane leaves in one `cat`, never interleaved with another
+    assert 'cat "$D/o$l"' in script and script.count('3>&1 >"$D/o') == len(CMDS)
     assert script.rstrip().endswith("exit 0")
+
+
+def test_one_lane_per_tool_and_the_rest_packed_beside_the_longest():
+    cmds = [Command(("nvidia-smi", "-q"), 30, "q", "nvidia-smi", 0.6), Command(("ibstat",), 30, "i", "ibstat", 0.05),
+            Command(("nvidia-smi", "topo", "-m"), 30, "t", "nvidia-smi", 0.3),
+            Command(("nvfwupd", "show_version"), 180, "f", "nvfwupd", 20.0)]
+    script = build_script(cmds, NONCE)
+    lanes = [block.split(">&3 )")[0].splitlines() for block in script.split("( L=")[1:]]
+    assert [[ln.split()[1] for ln in lane if ln.startswith("c ")] for lane in lanes] == [["0", "1", "2"], ["3"]]
+    assert '>"$D/o1" 2>"$D/r1" &' in script and '>"$D/o2" 2>"$D/r2" &' in script
+    # the same commands, one after another, where the host has no private directory (GNU timeout fallback)
+    fallback = script.split("\nelse\n")[-1].split("\nfi\n")[0].splitlines()
+    assert [ln.split()[1] for ln in fallback] == ["0", "1", "2", "3"]
 
 
 def test_limits_are_whole_seconds_never_below_the_asked_timeout():
     script = build_script([Command(("a",), 0.2), Command(("b",), 2.5), Command(("c",), 3)], NONCE)
     assert [ln.split()[:3] for ln in script.splitlines() if ln.startswith("c ")] == \
-        [["c", "0", "1"], ["c", "1", "3"], ["c", "2", "3"]]
+        [["c", "0", "1"], ["c", "1", "3"], ["c", "2", "3"]] * 2  # in their lanes, and in the fallback
 
 
 def test_script_puts_become_before_the_tool():
     script = build_script([Command(("ibstat",), 5)], NONCE, become=("sudo", "-n", "--"))
-    assert "c 0 5 sudo -n -- ibstat" in script.splitlines()
+    assert "c 0 5 0 sudo -n -- ibstat" in script.splitlines()
 
 
 def test_script_refuses_empty_argv_and_non_positive_timeouts():
@@ -159,3 +173,27 @@ def test_clock_gives_each_command_its_duration():
     results = decode_results([Command(("a",), 9), Command(("b",), 9)], stream, b"", NONCE, clock=clock)
     assert results[0].duration_s == 0.0
     assert results[1].duration_s == pytest.approx(3.5)
+
+
+def test_frames_of_lanes_arrive_in_any_order_and_a_newline_between_them_is_ignored():
+    stream = frame(NONCE, 2, b"third\n", 0) + b"\n" + frame(NONCE, 0, b"first", 0) + frame(NONCE, 1, b"", 3)
+    assert [(s.data, s.status) for s in split_stream(stream, NONCE, 3)] == [(b"first", 0), (b"", 3), (b"third\n", 0)]
+
+
+def test_the_host_measured_duration_rides_on_the_end_marker():
+    first = f"{NONCE}:0:B\nout\n\n{NONCE}:0:E:0:1234\n{NONCE}:1:B\n".encode()
+    stream = first + f"x\n{NONCE}:1:E:0\n".encode()
+    results = decode_results(CMDS[:2], stream, b"", NONCE, clock=Clock([(0, 0.0), (len(first), 1.0), (len(stream), 4.5)]))
+    assert results[0].duration_s == pytest.approx(12.34) and results[0].stdout == "out\n"
+    assert results[1].duration_s == pytest.approx(3.5)  # no duration on the marker: when its bytes came
+
+
+def test_a_skipped_command_says_which_command_of_its_tool_timed_out():
+    cmds = [Command(("nvidia-smi", "-q"), 30, "q", "nvidia-smi"), Command(("ibstat",), 30, "i", "ibstat"),
+            Command(("nvidia-smi", "topo", "-m"), 30, "t", "nvidia-smi")]
+    stream = frame(NONCE, 0, b"", 124) + frame(NONCE, 1, b"ok\n", 0) + f"{NONCE}:2:S\n".encode()
+    results = decode_results(cmds, stream, b"", NONCE)
+    assert results[0].error == "timed out after 30 s" and results[1].stdout == "ok\n"
+    assert results[2].exit_code is None and results[2].error == (
+        "not run: nvidia-smi is hung on this host (`nvidia-smi -q` timed out after 30 s), so its other commands "
+        "were not run")

@@ -135,7 +135,7 @@ def test_when_the_shell_dies_the_watchdog_ends_the_running_command_at_its_deadli
     proc.stdin.write(build_script(commands, new_nonce()).encode())
     proc.stdin.close()
     deadline = time.monotonic() + 10
-    while not subprocess.run(["pgrep", "-s", str(proc.pid), "-x", "sleep", "-f", "sleep 30"],
+    while not subprocess.run(["pgrep", "-s", str(proc.pid), "-x", "-f", "sleep 30"],
                              capture_output=True).stdout and time.monotonic() < deadline:
         time.sleep(0.1)
     proc.kill()  # the connection is gone: sshd ends the session's shell
@@ -143,3 +143,117 @@ def test_when_the_shell_dies_the_watchdog_ends_the_running_command_at_its_deadli
     assert session_empties(proc.pid) and list(tmp_path.iterdir()) == []
     proc.stdout.close()
     proc.stderr.close()
+
+
+# ---------------------------------------------------------------------------------------- lanes: concurrent commands
+
+
+def logged(log: Path, name: str, body: str = "sleep 0.5") -> tuple[str, ...]:
+    """argv that logs its start and end to `log`: the order of the lines proves what overlapped."""
+    return ("sh", "-c", f'echo "{name}:start" >>{log}; {body}; echo "{name}:end" >>{log}')
+
+
+def test_a_tools_commands_run_in_sequence_and_other_tools_alongside(tmp_path):
+    log = tmp_path / "log"
+    commands = [Command(logged(log, "smi1"), 10, "smi1", "nvidia-smi", 0.5),
+                Command(logged(log, "ib"), 10, "ib", "ibstat", 0.5),
+                Command(logged(log, "smi2"), 10, "smi2", "nvidia-smi", 0.5),
+                Command(logged(log, "fw"), 10, "fw", "nvfwupd", 1.0)]
+    results, _ = run_script(commands)
+    assert [r.exit_code for r in results] == [0, 0, 0, 0]
+    events = log.read_text().split()
+    assert events.index("smi1:end") < events.index("smi2:start")  # one driver lock: never two nvidia-smi at once
+    assert events.index("fw:start") < events.index("smi1:end")  # another tool: alongside
+    assert all(r.duration_s >= 0.5 for r in results)  # measured on the host, per command
+
+
+def test_framing_holds_when_lanes_print_at_the_same_time():
+    # Each lane prints 200 kB in bursts while the others do: a lane's frames leave in one piece, never interleaved.
+    def noisy(tag: str) -> tuple[str, ...]:
+        return ("sh", "-c", f"for i in $(seq 2000); do echo {tag}-$i-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa; "
+                            f"[ $((i % 500)) = 0 ] && echo {tag}-warn-$i >&2 && sleep 0.1; done; exit 0")
+
+    commands = [Command(noisy(t), 30, t, "", 1.0) for t in "abcd"]
+    results, _ = run_script(commands)
+    for tag, r in zip("abcd", results, strict=True):
+        lines = r.stdout.splitlines()
+        assert r.exit_code == 0 and len(lines) == 2000 and all(ln.startswith(f"{tag}-") for ln in lines)
+        assert lines[-1].startswith(f"{tag}-2000-") and r.stdout.endswith("\n")
+        assert r.stderr.splitlines() == [f"{tag}-warn-{i}" for i in (500, 1000, 1500, 2000)]
+
+
+def test_a_hung_command_among_concurrent_ones_times_out_at_its_own_deadline():
+    # The watchdog sleeps until the earliest deadline it knows; a lane starting a command due sooner wakes it,
+    # so a 1 s limit holds even while another lane's 60 s command runs.
+    # (warm outlasts the watchdog's first look, so it is asleep until a deadline ~10 s away when `hung` starts)
+    commands = [Command(("sleep", "7"), 60, "slow", "a", 7.0), Command(("sleep", "1.5"), 10, "warm", "b", 1.5),
+                Command(("sleep", "30"), 1, "hung", "b", 0.5), Command(("echo", "ok"), 10, "quick", "", 0.1)]
+    results, _ = run_script(commands)
+    assert results[0].exit_code == 0 and results[1].exit_code == 0 and results[3].stdout == "ok\n"
+    assert results[2].error == "timed out after 1 s"
+    assert results[2].duration_s < results[0].duration_s  # killed at its own deadline, not at the 60 s one
+
+
+def test_after_a_tool_times_out_its_other_commands_are_not_run(tmp_path):
+    marker = tmp_path / "ran"
+    commands = [Command(("sleep", "30"), 1, "q", "nvidia-smi", 0.6),
+                Command(("touch", str(marker)), 10, "topo", "nvidia-smi", 0.3),
+                Command(("echo", "fine"), 10, "ib", "ibstat", 0.1)]
+    results, _ = run_script(commands)
+    assert results[0].error == "timed out after 1 s"
+    assert results[1].exit_code is None and results[1].error == (
+        "not run: nvidia-smi is hung on this host (`sleep 30` timed out after 1 s), so its other commands were not run")
+    assert not marker.exists()
+    assert results[2].stdout == "fine\n" and results[2].error is None
+
+
+def test_after_a_tool_times_out_its_other_commands_are_not_run_under_gnu_timeout_too(tmp_path):
+    env = spy_path(tmp_path, "timeout")
+    (tmp_path / "spybin" / "mktemp").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "spybin" / "mktemp").chmod(0o755)
+    marker = tmp_path / "ran"
+    commands = [Command(("sleep", "30"), 1, "q", "nvidia-smi", 0.6), Command(("echo", "fine"), 10, "ib", "ibstat", 9),
+                Command(("touch", str(marker)), 10, "topo", "nvidia-smi", 0.3)]
+    results, _ = run_script(commands, env=env)
+    assert results[0].error == "timed out after 1 s" and results[1].stdout == "fine\n"
+    assert results[2].error.startswith("not run: nvidia-smi is hung on this host") and not marker.exists()
+
+
+def test_when_the_shell_dies_the_watchdog_ends_every_lane_and_cleans_up(tmp_path):
+    commands = [Command(("sleep", "30"), 3, "a", "x", 1.0), Command(("sleep", "31"), 3, "b", "y", 1.0)]
+    proc = subprocess.Popen(["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True)
+    proc.stdin.write(build_script(commands, new_nonce()).encode())
+    proc.stdin.close()
+    deadline = time.monotonic() + 10
+    while len(subprocess.run(["pgrep", "-s", str(proc.pid), "-f", "^sleep 3[01]$"],
+                             capture_output=True).stdout.split()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.kill()  # the connection is gone: sshd ends the session's shell; the lanes live on without it
+    proc.wait()
+    assert session_empties(proc.pid, within_s=20) and list(tmp_path.iterdir()) == []
+    proc.stdout.close()
+    proc.stderr.close()
+
+
+def test_a_closed_channel_ends_the_lanes_at_their_next_command_not_at_their_end(tmp_path):
+    nonce = new_nonce()
+    marker = tmp_path / "second-ran"
+    commands = [Command(("sleep", "40"), 60, "long", "a", 10.0),
+                Command(("sleep", "3"), 10, "c1", "c", 5.0), Command(("sh", "-c", f"sleep 3 && touch {marker}"), 10, "c2", "c", 5.0),
+                Command(("echo", "first"), 10, "first", "b", 0.1)]
+    proc = subprocess.Popen(["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "TMPDIR": str(tmp_path / "tmp")}, start_new_session=True)
+    (tmp_path / "tmp").mkdir()
+    proc.stdin.write(build_script(commands, nonce).encode())
+    proc.stdin.close()
+    got = b""
+    while b"first" not in got:
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        assert chunk, got
+        got += chunk
+    proc.stdout.close()  # Ctrl-C on the client: the channel closes while lanes a and c still run
+    # c1 ends ~3 s in; the tick that follows finds the channel gone, and the shell ends lanes a and c right away
+    assert proc.wait(timeout=30) == 0
+    assert session_empties(proc.pid, within_s=10) and list((tmp_path / "tmp").iterdir()) == []
+    assert not marker.exists()

@@ -54,7 +54,9 @@ def test_timeout_kills_the_tool_and_its_children(tmp_path):
 def test_run_many_honours_the_host_deadline():
     t = LocalTransport()
     t0 = time.monotonic()
-    rs = t.run_many(HOST, commands([["sleep", "5"], ["echo", "late"]], [10, 10]), time.monotonic() + 1)
+    # one tool: its commands run in sequence, so the second one starts after the deadline
+    one_tool = [Command(c.argv, c.timeout_s, tool="x") for c in commands([["sleep", "5"], ["echo", "late"]], [10, 10])]
+    rs = t.run_many(HOST, one_tool, time.monotonic() + 1)
     assert time.monotonic() - t0 < 6
     assert rs[0].error == "cut off: the host's collection deadline passed"
     assert rs[1].error == "not run: the host's collection deadline passed" and rs[1].stdout == ""
@@ -64,3 +66,30 @@ def test_env_is_passed_to_tools():
     env = {"PATH": os.environ["PATH"], "FABRICPROOF_HOST_ROOT": "/host"}
     r = run_one(["sh", "-c", 'echo "$FABRICPROOF_HOST_ROOT"'], 5, LocalTransport(LocalOptions(env=env)))
     assert r.stdout == "/host\n"
+
+
+def test_a_tools_commands_run_in_sequence_and_the_rest_beside_them(tmp_path):
+    log = tmp_path / "log"
+    step = ["sh", "-c", f'echo "$0 start" >>{log}; sleep 0.5; echo "$0 end" >>{log}']
+    cmds = [Command((*step[:2], step[2], "a1"), 10, "a1", "a"), Command((*step[:2], step[2], "a2"), 10, "a2", "a"),
+            Command((*step[:2], step[2], "b"), 10, "b")]
+    rs = LocalTransport().run_many(HOST, cmds, time.monotonic() + 30)
+    assert [r.exit_code for r in rs] == [0, 0, 0]
+    events = log.read_text().split()
+    order = [events[k] + ":" + events[k + 1] for k in range(0, len(events), 2)]
+    assert order.index("a1:end") < order.index("a2:start")  # one tool: one after the other
+    assert order.index("b:start") < order.index("a1:end")  # another: alongside
+
+
+def test_after_a_tool_times_out_its_other_commands_are_not_run(tmp_path):
+    marker = tmp_path / "ran"
+    cmds = [Command(("sleep", "30"), 1, "q", "nvidia-smi"), Command(("touch", str(marker)), 10, "t", "nvidia-smi"),
+            Command(("echo", "other"), 10, "e", "ibstat")]
+    t0 = time.monotonic()
+    rs = LocalTransport().run_many(HOST, cmds, time.monotonic() + 60)
+    assert time.monotonic() - t0 < 15
+    assert rs[0].error == "timed out after 1 s"
+    assert rs[1].exit_code is None and rs[1].error == ("not run: nvidia-smi is hung on this host (`sleep 30` timed out "
+                                                        "after 1 s), so its other commands were not run")
+    assert not marker.exists()
+    assert rs[2].stdout == "other\n" and rs[2].error is None

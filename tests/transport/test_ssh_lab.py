@@ -103,6 +103,30 @@ def test_a_hung_tool_times_out_that_command_on_that_host_only(fleet_lab, fleet_i
     assert result.facts_by_host["h100-0004"]["nvlink"]["status"]["links_active_total"] > 0
 
 
+def test_a_hung_gpu_costs_one_timeout_the_other_nvidia_smi_commands_are_not_run(fleet_lab, fleet_inventory, tmp_path):
+    # Issue 10.8: every nvidia-smi call waits on the hung driver; after the first one times out, the others of the
+    # tool are not run (reported, with the reason), while the rest of the host collects as usual.
+    victim = "h100-0006"
+    nvsmi = [c for c in COLLECTORS.values() if c.default and c.lock == "nvidia-smi"]
+    assert len(nvsmi) >= 5
+    manager.fault_inject(fleet_lab.dir, victim, "tool-hangs")
+    try:
+        result = collect([fleet_inventory.hosts[victim], fleet_inventory.hosts["h100-0004"]],
+                         prepare_run_dir(tmp_path / "run"), **ssh(), collectors=[*nvsmi, *FAST], command_timeout_s=2)
+    finally:
+        manager.fault_clear(fleet_lab.dir, victim, "tool-hangs")
+    failed = result.collector_errors[victim]
+    first, *others = nvsmi
+    assert failed[first.id] == "timed out after 2 s"
+    for c in others:
+        assert failed[c.id] == (f"not run: nvidia-smi is hung on this host (`{first.command}` timed out after 2 s), "
+                                f"so its other commands were not run"), c.id
+    assert set(failed) == {c.id for c in nvsmi}  # lsmod and cmdline collected as usual
+    assert "h100-0004" not in result.collector_errors
+    meta = json.loads((result.run_dir / "raw" / victim / "meta.json").read_text())
+    assert meta["nvlink_status"]["error"].startswith("not run:") and meta["nvlink_status"]["exit_code"] is None
+
+
 def _refused(address: str, port: int) -> bool:
     try:
         socket.create_connection((address, port), timeout=1).close()
@@ -222,7 +246,7 @@ def test_cli_collect_then_drift_shows_growing_nvlink_counters(fleet_lab, tmp_pat
         manager.fault_clear(fleet_lab.dir, victim, "nvlink-errors-growing")
     assert res.exit_code == 0
     assert json.loads(res.stdout)["counts"] == {"hosts": 3, "collected": 3, "not_collected": 0,
-                                                "with_collector_errors": 0}
+                                                "with_collector_errors": 0, "pending": 0}
     res = runner.invoke(app, ["drift", str(tmp_path / "a"), str(tmp_path / "b"), "--format", "json"],
                         catch_exceptions=False)
     assert res.exit_code == 1

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from .. import durations
 from . import pcie, topo
 from .base import Collector, ParseError
 from .fm import config as fm_config
@@ -53,7 +56,15 @@ _MODULES = (
     nccl_tests, nvbandwidth, perftest, dcgmi,
 )
 
-COLLECTORS: dict[str, Collector] = {c.id: c for m in _MODULES for c in m.COLLECTORS}
+
+
+def _timed(c: Collector) -> Collector:
+    """A collector with its typical duration and default timeout from the durations measured on real nodes."""
+    d = durations.of(c.argv)
+    return c if d is None else dataclasses.replace(c, typical_s=d.typical_s, timeout_s=d.timeout_s)
+
+
+COLLECTORS: dict[str, Collector] = {c.id: _timed(c) for m in _MODULES for c in m.COLLECTORS}
 
 
 def default_collectors() -> tuple[Collector, ...]:

@@ -19,6 +19,10 @@ def read_host_file(path: str, *reader: str) -> tuple[str, ...]:
     return ("sh", "-c", f'exec {cmd} -- "${{{HOST_ROOT_ENV}:-}}{path}"')
 
 
+#: The lock every probe takes (Collector.lock).
+FABRIC_LOAD = "fabric-load"
+
+
 class ParseError(ValueError):
     """Raised by a parser for output it cannot read; the message is a one-line reason."""
 
@@ -45,8 +49,22 @@ class Collector:
     default: bool = True  # part of the standard collection set
     loads_fabric: bool = False  # a probe: it loads GPUs and links (NCCL, nvbandwidth, perftest), so never by default
     ok_exit_codes: tuple[int, ...] = (0,)
-    timeout_s: float = 30.0
+    timeout_s: float = 30.0  # the registry sets it from durations.DURATIONS when the argv has a recorded duration
     corpus: tuple[str, ...] = field(default=())  # ../shared/corpus families this parser reads
+    typical_s: float = 0.0  # how long it takes on a real node (durations.DURATIONS); 0 when unknown
+    #: The lock it takes on the host: commands of one tool run one after another, and after one of them times out
+    #: the others are not run. Empty: its argv[0], or nothing for an `sh -c` wrapper (it runs alongside anything).
+    tool: str = ""
+
+    @property
+    def lock(self) -> str:
+        """The tool whose commands this one runs in sequence with on a host; "" when it runs alongside any. Probes
+        share one: they load the same GPUs and links, and two at once would measure each other."""
+        if self.tool:
+            return self.tool
+        if self.loads_fabric:
+            return FABRIC_LOAD
+        return "" if self.argv[0] == "sh" else self.argv[0]
 
     @property
     def command(self) -> str:

@@ -294,7 +294,6 @@ LSPCI_VVV = Collector(
     schema=LSPCI_VVV_SCHEMA,
     family="pcie",
     description="PCIe topology with bridge bus ranges and ACS control flags on GPU/NIC paths.",
-    timeout_s=60.0,
     corpus=("lspci",),
 )
 

@@ -117,6 +117,10 @@ def output_mode(text: str) -> int:
     return mode
 
 
+#: --workers of every command that collects a fleet.
+WORKERS_HELP = ("Processes the hosts are shared across, each with its own connections and parsing; --forks stays the "
+                "hosts collected at once in total (default: the machine's cores, up to 16, one per 50 hosts).")
+
 #: The option every command that writes reports or facts takes.
 OUTPUT_MODE_HELP = "File mode of written reports and facts, octal (default 600: the owner's only; 640 for a group)."
 

@@ -17,7 +17,7 @@ from ..collect import (DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, CollectResult, che
                        select_hosts)
 from ..errors import InputError
 from ..runstore import RunStore
-from ._common import console, err_console, input_errors, shown
+from ._common import WORKERS_HELP, console, err_console, input_errors, shown
 from ._progress import collect_with_progress
 
 COLLECT_EPILOG = """\
@@ -28,6 +28,8 @@ Examples:
   fabricproof collect -i inventory.yml --limit 'dgx_h100:!h100-0003' --collectors 'nvlink_*,ibstat' -o runs/nvl
 
   fabricproof collect -i inventory.yml --via ansible --forks 50 -o runs/ansible
+
+  fabricproof collect -i inventory.yml --forks 256 --workers 8 -o runs/big
 
 Writes RUNDIR/raw/<host>/<collector>.txt (+ .stderr, meta.json), RUNDIR/facts/<host>.json and RUNDIR/run.json;
 evaluate them with `fabricproof validate --facts RUNDIR -b BASELINE`.
@@ -70,6 +72,7 @@ def collect(
     limit: Annotated[str | None, typer.Option("--limit", "-l", help="Ansible host pattern, e.g. 'dgx_h100:!h100-0003'.")] = None,
     via: Annotated[str, typer.Option("--via", help=f"How commands reach the hosts: {transport.choices(transport.LIVE)}.")] = "ssh",
     forks: Annotated[int, typer.Option("--forks", help="Hosts collected at once.")] = DEFAULT_FORKS,
+    workers: Annotated[int | None, typer.Option("--workers", help=WORKERS_HELP)] = None,
     accept_new_host_keys: Annotated[bool, typer.Option("--accept-new-host-keys", help="Record unknown host keys "
                                                        "instead of refusing the host (never accepts a changed key).")] = False,
     collectors: Annotated[list[str], typer.Option("--collectors", "-c", help="Collector ids or globs, comma-separated "
@@ -82,13 +85,13 @@ def collect(
     """Run the collectors on every host: raw evidence and facts into a run directory."""
     if fmt not in ("text", "json"):
         raise InputError(f"--format {fmt!r}: choose text or json")
-    check_settings(forks, host_timeout, command_timeout)
+    check_settings(forks, host_timeout, command_timeout, workers)
     chosen = select_collectors(collectors)
     hosts = select_hosts(inventory, limit, via)
     options = transport.configure(via, inventory_path=inventory, accept_new_host_keys=accept_new_host_keys)
     result = collect_with_progress(hosts, output, quiet=quiet, via=via, options=options, collectors=chosen,
                                    forks=forks, host_timeout_s=host_timeout, command_timeout_s=command_timeout,
-                                   inventory=inventory, limit=limit)
+                                   inventory=inventory, limit=limit, workers=workers)
     if fmt == "json":
         sys.stdout.write(RunStore(result.run_dir).manifest_text())
     if not quiet or not result.complete:

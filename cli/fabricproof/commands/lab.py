@@ -77,6 +77,10 @@ def up(
     node_store: Annotated[str, typer.Option(
         "--node-store", help="Where new node state lives: tmpfs (fast: 1,000 nodes in ~12 s, ~0.7 MB RAM each), "
                              "disk (inside --dir, survives reboots), or auto (tmpfs when it has room).")] = "auto",
+    latency: Annotated[str, typer.Option(
+        "--latency", help="How long the emulated tools take to answer: off (milliseconds) or realistic (what each "
+                          "tool takes on a real 8-GPU node, slept: `nvidia-smi -q` 0.6 s, `nvfwupd show_version` "
+                          "20 s...; sources in fabricproof/durations.py). A running lab takes a new value in place.")] = "off",
     fmt: FormatOption = "text",
 ) -> None:
     """Start a lab (or reuse the running one of the same shape) and print its inventory path.
@@ -87,7 +91,8 @@ def up(
     Example: ansible-inventory -i "$(fabricproof lab up --nodes 200 --profile mixed)" --graph
     """
     _check_format(fmt)
-    status = manager.up(_lab_dir(directory), nodes, profile, port, node_store=node_store, progress=_progress)
+    status = manager.up(_lab_dir(directory), nodes, profile, port, node_store=node_store, progress=_progress,
+                        latency_profile=latency)
     if fmt == "json":
         typer.echo(json.dumps(status.as_dict(), indent=2))
     else:
@@ -122,7 +127,7 @@ def _print_status(doc: dict[str, Any]) -> None:
     _say(f"lab {shown(doc['dir'])}: [bold]{doc['state']}[/]")
     _say(f"  nodes      {doc['nodes']} ({profiles}), {doc['first_host']['name']} "
          f"{doc['first_host']['address']} .. {doc['last_host']['name']} {doc['last_host']['address']}")
-    _say(f"  port       {doc['port']}   user {doc['user']}")
+    _say(f"  port       {doc['port']}   user {doc['user']}   tool latency {doc['latency']}")
     _say(f"  sshd       {sshd['alive']} of {sshd['total']} alive")
     _say(f"  inventory  {shown(doc['inventory'])}")
     _say(f"  ssh        ssh -F {shown(doc['ssh_config'])} {doc['first_host']['name']} nvidia-smi -L")

@@ -19,8 +19,8 @@ from ..fsutil import atomic_write_chunks
 from ..reporters import REPORTERS
 from ..runstore import RunStore
 from ..timeutil import utc_now
-from ._common import (FORMAT_HELP, OUTPUT_GONE, OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, emit_report,
-                      err_console, input_errors, output_mode, pair_outputs)
+from ._common import (FORMAT_HELP, OUTPUT_GONE, OUTPUT_MODE_HELP, SEVERITIES, WORKERS_HELP, check_fail_on,
+                      emit_report, err_console, input_errors, output_mode, pair_outputs)
 from ._progress import collect_with_progress
 
 EPILOG = """\
@@ -80,6 +80,7 @@ def validate(
     limit: Annotated[str | None, typer.Option("--limit", "-l", help="Ansible host pattern, e.g. 'dgx_h100:!h100-0003'.")] = None,
     via: Annotated[str, typer.Option("--via", help=f"Live collection over {transport.choices(transport.LIVE)}.")] = "ssh",
     forks: Annotated[int, typer.Option("--forks", help="Hosts collected at once.")] = DEFAULT_FORKS,
+    workers: Annotated[int | None, typer.Option("--workers", help=WORKERS_HELP)] = None,
     accept_new_host_keys: Annotated[bool, typer.Option("--accept-new-host-keys", help="Record unknown host keys instead of refusing the host (never a changed key).")] = False,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Where a live run keeps its evidence (default runs/<run id>).")] = None,
     previous: Annotated[Path | None, typer.Option("--previous", help="Earlier facts of the same hosts: enables counter-delta checks.")] = None,
@@ -108,14 +109,15 @@ def validate(
 
     evidence_dir: Path | None = None
     if live:
-        check_settings(forks, DEFAULT_HOST_TIMEOUT_S, None)
+        check_settings(forks, DEFAULT_HOST_TIMEOUT_S, None, workers)
         hosts = select_hosts(inventory, limit, via)
         options = transport.configure(via, inventory_path=inventory, accept_new_host_keys=accept_new_host_keys)
         run_id = new_run_id()
         # Judged as hosts finish: memory stays flat with fleet size (the facts are on disk, in the run).
         stream = StreamingEvaluation(base, selected, groups={h.name: h.groups for h in hosts}, previous=before)
         result = collect_with_progress(hosts, run_dir or Path("runs") / run_id, quiet=quiet, via=via, options=options,
-                                       forks=forks, run_id=run_id, sink=stream.add, inventory=inventory, limit=limit)
+                                       forks=forks, run_id=run_id, sink=stream.add, inventory=inventory, limit=limit,
+                                       workers=workers)
         report = stream.finish(result.collection_errors, run_id=result.run_id, created_at=utc_now(),
                                tool_version=__version__)
         evidence_dir = result.run_dir

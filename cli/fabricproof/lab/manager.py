@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricproof.fsutil import atomic_write_text
-from fabricproof.lab import emu, netstat, nodestore, procs, sshd
+from fabricproof.lab import emu, latency, netstat, nodestore, procs, sshd
 from fabricproof.lab import state as lab_state
 from fabricproof.lab.emu.faults import FaultError
 from fabricproof.lab.emu.store import StateError
@@ -115,6 +115,7 @@ class LabStatus:
             "ssh_config": str(layout.ssh_config),
             "client_key": str(layout.client_key),
             "node_store": lab.node_store,
+            "latency": lab.latency,
             "first_host": {"name": lab.hosts[0].name, "address": lab.hosts[0].address},
             "last_host": {"name": lab.hosts[-1].name, "address": lab.hosts[-1].address},
             "started": lab.started,
@@ -263,11 +264,13 @@ def _start_groups(groups: list[SshdGroup], port: int) -> None:
 
 
 def up(directory: Path, nodes: int, profile: str, port: int | None = None, node_store: str = "auto",
-       progress: Progress = _quiet) -> LabStatus:
+       progress: Progress = _quiet, latency_profile: str = latency.OFF) -> LabStatus:
     """Start a lab, or reuse the running one of the same shape; repair sshd that died.
 
     node_store: where new node trees go: `tmpfs`, `disk` (inside the lab dir), or `auto` (tmpfs
     when it has room). Existing nodes of the same shape are kept where they are.
+    latency_profile: how long the emulated tools take to answer (lab/latency.py); a running lab takes a new one
+    without a restart.
     """
     require_root("up")
     sshd.require_sshd()
@@ -279,6 +282,7 @@ def up(directory: Path, nodes: int, profile: str, port: int | None = None, node_
         raise LabError(f"--port must be 1-65535, got {port}")
     if node_store not in nodestore.KINDS:
         raise LabError(f"--node-store {node_store!r}: choose {', '.join(nodestore.KINDS)}")
+    latency.check(latency_profile)
     layout = LabLayout.at(directory)
     sshd.assert_safe_path(layout.root)
     user = ensure_user(LAB_HOME)
@@ -286,11 +290,11 @@ def up(directory: Path, nodes: int, profile: str, port: int | None = None, node_
     _make_dir(layout.root)
     require_traversable(layout.root, user)
     with _locked(layout):
-        return _up_locked(layout, nodes, profile, port, node_store, user, progress)
+        return _up_locked(layout, nodes, profile, port, node_store, user, progress, latency_profile)
 
 
 def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, node_store: str, user: LabUser,
-               progress: Progress) -> LabStatus:
+               progress: Progress, latency_profile: str) -> LabStatus:
     t0 = time.monotonic()
     previous = lab_state.load(layout.state)
     current = status(layout.root) if previous else None
@@ -300,6 +304,12 @@ def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, no
                            f"in {layout.root}; run `fabricproof lab down --dir {layout.root}` first, "
                            f"or use another --dir")
         if current.state == RUNNING:
+            if previous.latency != latency_profile:
+                emu.install(layout.root, latency.delays(latency_profile))  # the tools only: sessions pick them up
+                previous.latency = latency_profile
+                lab_state.save(layout.state, previous)
+                progress(f"lab already running in {layout.root}: reusing it, tool latency now {latency_profile}")
+                return status(layout.root)
             progress(f"lab already running in {layout.root}: reusing it")
             return current
     # A degraded lab keeps its live sshd and port; only the dead ones are started again.
@@ -322,7 +332,7 @@ def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, no
         for orphan in nodestore.sweep_orphans():
             progress(f"freed {orphan}: its lab directory was deleted without `lab down --purge`")
         nodestore.make_nodes_dir(layout.nodes, _use_tmpfs(node_store, nodes, progress))
-    emu.install(layout.root)
+    emu.install(layout.root, latency.delays(latency_profile))
     if not reuse_nodes:
         _create_nodes(layout, hosts, user, progress)
 
@@ -330,7 +340,7 @@ def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, no
     _write_sshd_configs(layout, groups, port, user)
     sshd.ensure_privsep_dir()
     lab = LabState(dir=str(layout.root), profile=profile, nodes=nodes, port=port, user=user.name, hosts=hosts,
-                   sshd=groups, node_store=str(layout.nodes.resolve()),
+                   sshd=groups, node_store=str(layout.nodes.resolve()), latency=latency_profile,
                    created=previous.created if reuse_nodes and previous else lab_state.now())
     try:
         _start_groups(groups, port)
@@ -339,7 +349,7 @@ def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, no
         lab.started = lab_state.now() if any(g.pid for g in groups) else None
         lab_state.save(layout.state, lab)
     progress(f"lab up: {nodes} {profile} node(s) on {hosts[0].address}..{hosts[-1].address} port {port}, "
-             f"{len(groups)} sshd, in {time.monotonic() - t0:.1f} s")
+             f"{len(groups)} sshd, tool latency {latency_profile}, in {time.monotonic() - t0:.1f} s")
     return status(layout.root)
 
 

@@ -49,6 +49,7 @@ class LabState:
     hosts: list[LabHost]
     sshd: list[SshdGroup]
     node_store: str | None = None  # where <lab>/nodes really is (a tmpfs store or the lab dir itself)
+    latency: str = "off"  # the tools' latency profile (lab/latency.py)
     created: str = field(default_factory=now)
     started: str | None = None
     stopped: str | None = None
@@ -69,7 +70,8 @@ class LabState:
     def as_dict(self) -> dict[str, Any]:
         return {"version": FORMAT_VERSION, "dir": self.dir, "profile": self.profile, "nodes": self.nodes,
                 "port": self.port, "user": self.user, "created": self.created, "started": self.started,
-                "stopped": self.stopped, "node_store": self.node_store, "sshd": [g.as_dict() for g in self.sshd],
+                "stopped": self.stopped, "node_store": self.node_store, "latency": self.latency,
+                "sshd": [g.as_dict() for g in self.sshd],
                 "hosts": [h.as_dict() for h in self.hosts]}
 
     @classmethod
@@ -79,6 +81,7 @@ class LabState:
         return cls(dir=str(data["dir"]), profile=str(data["profile"]), nodes=int(data["nodes"]),
                    port=int(data["port"]), user=str(data["user"]), created=str(data["created"]),
                    started=data.get("started"), stopped=data.get("stopped"), node_store=data.get("node_store"),
+                   latency=str(data.get("latency", "off")),
                    sshd=[SshdGroup.from_dict(g) for g in data["sshd"]],
                    hosts=[LabHost.from_dict(h) for h in data["hosts"]])
 

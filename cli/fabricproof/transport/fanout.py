@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from ..model import Command, Host
 from .base import ErrorKind, HostError, OnHost, Outcome, RunContext, Transport
@@ -18,6 +18,10 @@ def guarded(transport: Transport, host: Host, commands: Sequence[Command], deadl
         return exc
     except Exception as exc:
         return HostError(ErrorKind.FAILED, f"{host.name}: {type(exc).__name__}: {exc}")
+
+
+#: After Ctrl-C, hosts already running get this long to be cut short and report.
+STOP_GRACE_S = 15.0
 
 
 class PerHostFleet:
@@ -39,9 +43,11 @@ class PerHostFleet:
                     f.result()
             except BaseException:
                 # Ctrl-C: hosts not started are dropped, and closing the transport cuts the running ones
-                # short instead of letting them run to their deadlines.
+                # short instead of letting them run to their deadlines; they report before the run's record
+                # is written, so run.json counts them done.
                 pool.shutdown(wait=False, cancel_futures=True)
                 self.interrupt()
+                wait(futures, timeout=STOP_GRACE_S)
                 raise
 
     def interrupt(self) -> None:

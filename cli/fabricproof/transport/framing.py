@@ -1,4 +1,4 @@
-"""Many commands in one remote exec: a POSIX sh script (nonce-framed outputs, one watchdog per host) and its parser (pure)."""
+"""Many commands in one remote exec: a POSIX sh script (nonce-framed outputs, lanes, one watchdog per host) and its parser (pure)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import Command, CommandResult
+from . import lanes as lanes_mod
+from .lanes import Lanes
 
 #: SIGKILL follows SIGTERM this long after, when the command ignores the TERM (GNU timeout -k, the watchdog).
 KILL_AFTER_S = 2
@@ -27,6 +29,7 @@ class Section:
     status: int | None  # exit status from the END marker; None when the END marker never came
     start: int  # offset of the first byte of output
     end: int  # offset just past the last byte of output
+    duration_s: float | None = None  # measured on the host, from the END marker; None when it did not say
 
 
 def new_nonce() -> str:
@@ -47,64 +50,81 @@ def timed_argv(argv: Sequence[str], timeout_s: float, become: Sequence[str] = ()
     return ("timeout", "-k", str(KILL_AFTER_S), f"{timeout_s:g}", *become, *argv)
 
 
-def _begin(nonce: str, index: int) -> bytes:
-    return f"{nonce}:{index}:B\n".encode()
-
-
-def _end(nonce: str, index: int) -> bytes:
-    return f"\n{nonce}:{index}:E:".encode()
-
-
-
 # One watchdog per host instead of GNU timeout per command: `timeout` costs the host a fork and an exec
 # for every command (~1.1 ms each, 26 commands: ~29 ms of host CPU per collection, measured on the lab).
-# When a command starts, the main shell writes "index pid limit start" to $D/c (start: whole seconds of
-# /proc/uptime, read by the `read` builtin: no process). The watchdog sleeps until the current command's
-# deadline (start + limit + 1, so never early), then, if that command is still the current one, marks it
-# as timed out, TERMs it and its descendants (children first, found with pgrep), and KILLs them
-# KILL_AFTER_S seconds later. A collection that ends in time costs it one or two `sleep`s in all: the main
-# shell TERMs it at the end, and its trap ends its own sleep. If the main shell dies (connection lost),
-# the watchdog ends the running command at its deadline and cleans up. The private directory goes on
-# $TMPDIR if set, else on /dev/shm (tmpfs): on ext4 /tmp, creating and deleting it per host cost ~20 ms
-# of kernel CPU (inode allocation skipping recently deleted inodes; measured on the lab). Without
-# /proc/uptime or a private temporary directory the script falls back to GNU timeout.
+# Commands run in lanes (transport/lanes.py): a tool's commands one after another in one lane, lanes side by side.
+# When a command starts, its lane writes "index pid limit start" to $D/c<lane> (start: whole seconds of
+# /proc/uptime, read by the `read` builtin: no process), and empties it when the command ends. The watchdog
+# sleeps until the earliest deadline of the running commands (start + limit + 1, so never early), then marks each
+# command past its deadline as timed out, TERMs it and its descendants (children first, found with pgrep), and
+# KILLs them KILL_AFTER_S seconds later. It writes the time it will wake to $D/w (0 while awake): a lane starting
+# a command due before that wakes it with USR1, so no command outlives its limit because another one runs long.
+# A collection that ends in time costs it one or two `sleep`s in all: the main shell TERMs it at the end, and its
+# trap ends its own sleep. If the main shell dies (connection lost), the watchdog ends the running commands and
+# the lanes at the next deadline and cleans up. The private directory goes on $TMPDIR if set, else on /dev/shm
+# (tmpfs): on ext4 /tmp, creating and deleting it per host cost ~20 ms of kernel CPU (inode allocation skipping
+# recently deleted inodes; measured on the lab). Without /proc/uptime or a private temporary directory the script
+# falls back to GNU timeout, and runs the commands one after another.
+# After a command times out, its lane remembers its tool in H and skips the tool's other commands (a hung
+# GPU driver hangs every nvidia-smi call): a hung tool costs the host one timeout, not one per command.
 _PRELUDE = """\
-W= T=${{TMPDIR:-/dev/shm}}
+W= T=${{TMPDIR:-/dev/shm}} H= L=0
 [ -d "$T" ] && [ -w "$T" ] || T=/tmp
 [ -r /proc/uptime ] && D=$(mktemp -d -p "$T" 2>/dev/null) && {{
 M=$$
 k() {{ for q in $(pgrep -P "$1" 2>/dev/null); do k "$q" "$2"; done; kill "-$2" "$1" 2>/dev/null; }}
 (
-s= x= p=
+s= z= w=
+trap 'z=1; kill "$s" 2>/dev/null' USR1
 trap 'kill "$s" 2>/dev/null; exit 0' TERM
 while [ -d "$D" ]; do
-  if ! kill -0 "$M" 2>/dev/null; then [ -n "$p" ] && k "$p" TERM; rm -rf "$D"; exit 0; fi
-  w=1
-  if read i p t b <"$D/c" && [ -n "$b" ]; then
-    read u _ </proc/uptime; w=$((b + t + 1 - ${{u%.*}}))
-    if [ "$w" -le 0 ]; then
-      if [ "$x" != "$i" ]; then x=$i; : >"$D/k$i"; k "$p" TERM; w={kill_after}; else k "$p" KILL; w=1; fi
-    fi
+  z=; echo 0 >"$D/w"
+  if ! kill -0 "$M" 2>/dev/null; then
+    for f in "$D"/c*; do read i p t b <"$f" && [ -n "$p" ] && k "$p" TERM; done
+    read J <"$D/j" && for q in $J; do k "$q" TERM; done
+    rm -rf "$D"; exit 0
   fi
-  sleep "$w" & s=$!; wait "$s"
+  read u _ </proc/uptime; u=${{u%.*}} w=
+  for f in "$D"/c*; do
+    read i p t b <"$f" && [ -n "$b" ] || continue
+    d=$((b + t + 1 - u))
+    if [ "$d" -le 0 ]; then
+      if [ -e "$D/k$i" ]; then k "$p" KILL; d=1; else : >"$D/k$i"; k "$p" TERM; d={kill_after}; fi
+    fi
+    [ -n "$w" ] && [ "$w" -le "$d" ] || w=$d
+  done
+  [ -n "$z" ] && continue
+  echo $((u + ${{w:=1}})) >"$D/w"
+  sleep "$w" & s=$!
+  [ -n "$z" ] && kill "$s"
+  wait "$s"
 done
 ) </dev/null >/dev/null 2>&1 &
 W=$!
 }}
 c() {{
-i=$1 t=$2; shift 2
+i=$1 t=$2 g=$3; shift 3
+case " $H " in *" $g "*) printf '%s:%d:S\\n' "$N" "$i"; return 0 ;; esac
+printf '%s:%d:B\\n' "$N" "$i"
 if [ -n "$W" ]; then
-  "$@" </dev/null 2>"$D/e" & p=$!
-  read u _ </proc/uptime; echo "$i $p $t ${{u%.*}}" >"$D/c"
+  read u _ </proc/uptime
+  "$@" </dev/null 2>"$D/e$i" 3>&- & p=$!
+  b=${{u%.*}}; echo "$i $p $t $b" >"$D/c$L"
+  read v 2>/dev/null <"$D/w" && {{ [ "$v" -gt 0 ] && [ $((b + t + 1)) -ge "$v" ] || kill -USR1 "$W"; }}
   wait "$p"; r=$?
-  [ -e "$D/k$i" ] && r=124
-  if [ -s "$D/e" ]; then printf '%s:%d:B\\n' "$N" "$i" >&2; cat "$D/e" >&2; printf '\\n%s:%d:E:%d\\n' "$N" "$i" "$r" >&2; fi
+  : >"$D/c$L"
+  read e _ </proc/uptime
+  [ -e "$D/k$i" ] && {{ r=124; [ "$g" = 0 ] || H="$H $g"; }}
+  if [ -s "$D/e$i" ]; then printf '%s:%d:B\\n' "$N" "$i" >&2; cat "$D/e$i" >&2; printf '\\n%s:%d:E:%d\\n' "$N" "$i" "$r" >&2; fi
+  printf '\\n%s:%d:E:%d:%d\\n' "$N" "$i" "$r" $(((${{e%.*}} - ${{u%.*}}) * 100 + 1${{e#*.}} - 1${{u#*.}}))
+  [ "$L" = 0 ] || echo t >&3
 else
   printf '%s:%d:B\\n' "$N" "$i" >&2
   timeout -k {kill_after} "$t" "$@" </dev/null; r=$?
   printf '\\n%s:%d:E:%d\\n' "$N" "$i" "$r" >&2
+  printf '\\n%s:%d:E:%d\\n' "$N" "$i" "$r"
+  case $g:$r in 0:*) ;; *:124|*:137) H="$H $g" ;; esac
 fi
-printf '\\n%s:%d:E:%d\\n%s:%d:B\\n' "$N" "$i" "$r" "$N" $((i+1))
 }}
 """
 
@@ -114,61 +134,119 @@ def whole_seconds(timeout_s: float) -> int:
     return max(1, math.ceil(timeout_s))
 
 
-def build_script(commands: Sequence[Command], nonce: str, become: Sequence[str] = ()) -> str:
+def _tool_numbers(commands: Sequence[Command]) -> dict[str, int]:
+    """Each tool a small number for the script (1, 2, ...); 0 is "no tool" and is never skipped."""
+    numbers: dict[str, int] = {}
+    for cmd in commands:
+        if cmd.tool and cmd.tool not in numbers:
+            numbers[cmd.tool] = len(numbers) + 1
+    return numbers
+
+
+def build_script(commands: Sequence[Command], nonce: str, become: Sequence[str] = (),
+                 lanes: Lanes | None = None) -> str:
     """The script the host's /bin/sh reads on stdin.
 
     Every command is framed: a BEGIN line before its output and, after it, a newline plus an END
-    line carrying its exit status (124 when it ran out of time, as GNU timeout says). The newline
-    makes END start a line even when the output does not end with one; the parser removes exactly
-    that byte. One printf writes END and the next BEGIN together, and a command's stderr is kept
-    in the private directory and sent, framed the same way, only when it is not empty: each write
-    becomes an SSH packet, and packets are what both ends pay for (~72 a host instead of ~110).
-    Each command reads /dev/null, so no tool can read the rest of the script (and the nonce) from
-    stdin, and printf is a shell builtin, so the nonce never shows up in a process list. Argvs are
-    fixed collector commands, shlex-quoted; nothing from the inventory or a host is spliced in.
+    line carrying its exit status (124 when it ran out of time, as GNU timeout says) and, when the
+    host can tell, its duration in hundredths of a second. The newline makes END start a line even
+    when the output does not end with one; the parser removes exactly that byte. A command not run
+    because its tool timed out before it gets a SKIP line instead. A command's stderr is kept in
+    the private directory and sent, framed the same way, only when it is not empty.
+
+    With more than one lane (lanes.plan), every lane writes its frames to files of its own in the
+    private directory and tells the main shell when it is done (a pipe), which then sends that
+    lane's frames in one `cat`: frames of different lanes never interleave, and each lane's output
+    leaves in a few large writes (SSH packets are what both ends pay for). One lane runs in the
+    main shell itself, straight onto the channel. Each command reads /dev/null, so no tool can
+    read the rest of the script (and the nonce) from stdin, and printf is a shell builtin, so the
+    nonce never shows up in a process list. Argvs are fixed collector commands, shlex-quoted;
+    nothing from the inventory or a host is spliced in.
     """
     if not re.fullmatch(r"[0-9a-f]{16,}", nonce):
         raise ValueError("nonce must be at least 16 lowercase hex digits")
-    lines = [f"N={nonce}", _PRELUDE.format(kill_after=KILL_AFTER_S).rstrip("\n"), "printf '%s:0:B\\n' \"$N\""]
-    for i, cmd in enumerate(commands):
+    for cmd in commands:
         _check(cmd.argv, cmd.timeout_s)
-        lines.append(f"c {i} {whole_seconds(cmd.timeout_s)} {shlex.join((*become, *cmd.argv))}")
+    lanes = lanes_mod.plan(commands) if lanes is None else lanes
+    tools = _tool_numbers(commands)
+
+    def line(i: int) -> str:
+        cmd = commands[i]
+        return f"c {i} {whole_seconds(cmd.timeout_s)} {tools.get(cmd.tool, 0)} {shlex.join((*become, *cmd.argv))}"
+
+    lines = [f"N={nonce}", _PRELUDE.format(kill_after=KILL_AFTER_S).rstrip("\n")]
+    in_order = [line(i) for i in range(len(commands))]
+    if len(lanes) <= 1:
+        lines += in_order
+    else:
+        lines += ['if [ -n "$W" ]; then', "{"]
+        for n, lane in enumerate(lanes, start=1):
+            lines += [f"( L={n}", *(line(i) for i in lane),
+                      f'echo {n} >&3 ) 3>&1 >"$D/o{n}" 2>"$D/r{n}" & J="$J $!"']
+        lines += ['echo "$J" >"$D/j"',
+                  # A lane's number: send its frames. A tick (t, after each command): every 2 s or so, a newline
+                  # between frames (the parser skips it) finds out whether the channel is still there.
+                  '} | { read u _ </proc/uptime; q=$((${u%.*} + 2)); while read l; do if [ "$l" = t ]; then '
+                  'read u _ </proc/uptime; [ "${u%.*}" -lt "$q" ] || { printf "\\n" || exit 1; q=$((${u%.*} + 2)); }; '
+                  'else cat "$D/o$l" || exit 1; if [ -s "$D/r$l" ]; then cat "$D/r$l" >&2 || exit 1; fi; fi; done; }',
+                  # The channel went away (Ctrl-C, lost connection): end the lanes now, not at their deadlines.
+                  '[ $? = 0 ] || { read J <"$D/j"; for q in $J; do k "$q" TERM; done; }',
+                  "else", *in_order, "fi"]
     lines += ['[ -n "$W" ] && { rm -rf "$D"; kill "$W"; }', "exit 0"]
     return "\n".join(lines) + "\n"
 
 
-def split_stream(stream: bytes, nonce: str, count: int) -> list[Section | None]:
-    """The section of each of `count` commands in one framed stream; None for a command that never began.
+def _markers(nonce: str) -> re.Pattern[bytes]:
+    return re.compile(re.escape(nonce.encode()) + rb":(\d{1,6}):(?:(B)\n|E:(\d{1,3})(?::(\d{1,12}))?\n|(S)\n)")
 
-    Bytes outside the frames (a login banner, a shell warning) are ignored. A section whose END
-    marker is missing runs to the next command's BEGIN or to the end of the stream.
-    """
-    out: list[Section | None] = []
-    pos = 0
-    for i in range(count):
-        begin = _begin(nonce, i)
-        b = stream.find(begin, pos)
-        if b < 0:
-            out.append(None)
+
+@dataclass(frozen=True)
+class Frames:
+    """Every frame of one stream, by command index, in whatever order the lanes sent them."""
+
+    sections: dict[int, Section]
+    skipped: frozenset[int]  # commands not run because their tool had timed out before them
+
+    def __getitem__(self, index: int) -> Section | None:
+        return self.sections.get(index)
+
+
+def frames(stream: bytes, nonce: str) -> Frames:
+    """Parse a framed stream. Bytes outside the frames (a login banner, a shell warning) are ignored. A section
+    whose END marker is missing runs to the next marker or to the end of the stream (status None)."""
+    sections: dict[int, Section] = {}
+    skipped: set[int] = set()
+    open_at: tuple[int, int] | None = None  # (index, offset of its first byte)
+
+    def close(stop: int, status: int | None, duration: float | None) -> None:
+        assert open_at is not None
+        index, start = open_at
+        if index not in sections:
+            sections[index] = Section(index, stream[start:stop], status, start, stop, duration)
+
+    for m in _markers(nonce).finditer(stream):
+        index = int(m[1])
+        if m[3] is not None and open_at is not None and open_at[0] == index \
+                and m.start() - 1 >= open_at[1] and stream[m.start() - 1:m.start()] == b"\n":
+            close(m.start() - 1, int(m[3]), int(m[4]) / 100 if m[4] is not None else None)
+            open_at = None
             continue
-        start = b + len(begin)
-        e = stream.find(_end(nonce, i), start)
-        status: int | None = None
-        if e >= 0:
-            tail = e + len(_end(nonce, i))
-            nl = stream.find(b"\n", tail)
-            digits = stream[tail:nl] if nl >= 0 else b""
-            if digits.isdigit() and len(digits) <= 3:
-                status = int(digits)
-                out.append(Section(i, stream[start:e], status, start, e))
-                pos = nl + 1
-                continue
-        # No (valid) END: the command was cut off. Stop at the next BEGIN if one exists.
-        nxt = stream.find(_begin(nonce, i + 1), start)
-        stop = nxt if nxt >= 0 else len(stream)
-        out.append(Section(i, stream[start:stop], None, start, stop))
-        pos = stop
-    return out
+        if open_at is not None:  # cut off: whatever comes next ends it
+            close(m.start(), None, None)
+            open_at = None
+        if m[2] is not None:
+            open_at = (index, m.end())
+        elif m[5] is not None:
+            skipped.add(index)
+    if open_at is not None:
+        close(len(stream), None, None)
+    return Frames(sections, frozenset(skipped))
+
+
+def split_stream(stream: bytes, nonce: str, count: int) -> list[Section | None]:
+    """The section of each of `count` commands in one framed stream; None for a command that never began."""
+    found = frames(stream, nonce)
+    return [found[i] for i in range(count)]
 
 
 def first_line(data: bytes, limit: int = 200) -> str:
@@ -204,34 +282,50 @@ def finished(cmd: Command, stdout: str, stderr: str, status: int, duration_s: fl
     return CommandResult(cmd.argv, stdout, stderr, exit_code=status, duration_s=duration_s)
 
 
+def _skip_reason(cmd: Command, commands: Sequence[Command], results: Sequence[CommandResult | None]) -> str:
+    """Why a command was not run: the command of its tool that timed out before it on this host."""
+    for other, result in zip(commands, results, strict=True):
+        if other.tool == cmd.tool and result is not None and result.error and result.error.startswith("timed out"):
+            return lanes_mod.skip_reason(cmd.tool, other.argv, result.error)
+    return f"not run: an earlier {cmd.tool or 'command'} command timed out on this host"
+
+
 def decode_results(commands: Sequence[Command], stdout: bytes, stderr: bytes, nonce: str, *,
                    cut_reason: str = "the connection closed before the command finished",
                    clock: Clock | None = None) -> list[CommandResult]:
-    """CommandResults of a framed run; `cut_reason` explains commands that did not finish."""
-    outs = split_stream(stdout, nonce, len(commands))
-    errs = split_stream(stderr, nonce, len(commands))
-    results: list[CommandResult] = []
-    for cmd, out, err in zip(commands, outs, errs, strict=True):
+    """CommandResults of a framed run; `cut_reason` explains commands that did not finish. Durations come from the
+    host when its END marker says, else from when the bytes arrived (`clock`)."""
+    outs = frames(stdout, nonce)
+    errs = frames(stderr, nonce)
+    results: list[CommandResult | None] = []
+    for i, cmd in enumerate(commands):
+        out, err = outs[i], errs[i]
         err_text = err.data.decode("utf-8", errors="replace") if err else ""
+        if i in outs.skipped and out is None:
+            results.append(None)  # below, once the timed-out command it follows is known
+            continue
         if out is None:
             results.append(CommandResult(argv=cmd.argv, stdout="", stderr=err_text, exit_code=None,
                                          error=f"not run: {cut_reason}"))
             continue
         text = out.data.decode("utf-8", errors="replace")
-        duration = 0.0
-        if clock is not None:
+        duration = out.duration_s
+        if duration is None and clock is not None:
             t0, t1 = clock.at(out.start - 1), clock.at(out.end)
             if t0 is not None and t1 is not None:
                 duration = max(0.0, t1 - t0)
+        timed = out.duration_s is not None or clock is not None
         if out.status is None:
             results.append(CommandResult(argv=cmd.argv, stdout=text, stderr=err_text, exit_code=None,
-                                         duration_s=duration, error=cut_reason))
+                                         duration_s=duration or 0.0, error=cut_reason))
         else:
-            results.append(finished(cmd, text, err_text, out.status, duration, timed=clock is not None))
-    return results
+            results.append(finished(cmd, text, err_text, out.status, duration or 0.0, timed=timed))
+    return [r if r is not None else CommandResult(argv=c.argv, stdout="", exit_code=None,
+                                                  error=_skip_reason(c, commands, results))
+            for c, r in zip(commands, results, strict=True)]
 
 
 def preamble(stream: bytes, nonce: str) -> bytes:
     """What a stream held before the first frame: a login banner, or the reason the script never ran."""
-    b = stream.find(_begin(nonce, 0))
+    b = stream.find(nonce.encode())
     return stream if b < 0 else stream[:b]

@@ -7,9 +7,11 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..model import Command, CommandResult, Host
+from . import lanes
 from .base import RunContext, Transport
 from .framing import KILL_AFTER_S
 
@@ -38,7 +40,30 @@ class LocalTransport(Transport):
         self.env = dict(options.env) if options.env is not None else None
 
     def run_many(self, host: Host, commands: Sequence[Command], deadline: float) -> list[CommandResult]:
-        return [self._run(c, deadline) for c in commands]
+        """The commands in lanes, as the SSH transport's script runs them: a tool's commands in sequence (skipped
+        once one of them timed out), lanes side by side."""
+        results: list[CommandResult | None] = [None] * len(commands)
+
+        def lane(indices: Sequence[int]) -> None:
+            hung: dict[str, CommandResult] = {}
+            for i in indices:
+                cmd = commands[i]
+                if cmd.tool in hung:
+                    first = hung[cmd.tool]
+                    results[i] = CommandResult(cmd.argv, "", exit_code=None,
+                                               error=lanes.skip_reason(cmd.tool, first.argv, first.error or ""))
+                    continue
+                results[i] = self._run(cmd, deadline)
+                if cmd.tool and (results[i].error or "").startswith("timed out"):
+                    hung[cmd.tool] = results[i]
+
+        plan = lanes.plan(commands)
+        if len(plan) == 1:
+            lane(plan[0])
+        else:
+            with ThreadPoolExecutor(max_workers=len(plan), thread_name_prefix="lane") as pool:
+                list(pool.map(lane, plan))
+        return [r for r in results if r is not None]
 
     def _run(self, cmd: Command, deadline: float) -> CommandResult:
         budget = min(cmd.timeout_s, deadline - time.monotonic())

@@ -207,7 +207,6 @@ FM_JOURNAL = Collector(
     family="fm",
     description="nvidia-fabricmanager journal since boot: start failures and their reasons.",
     platforms=FM_PLATFORMS,
-    timeout_s=60.0,
     corpus=("fabricmanager",),
 )
 

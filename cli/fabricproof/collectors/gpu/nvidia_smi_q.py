@@ -384,7 +384,6 @@ COLLECTORS = (
         family="gpu",
         description="GPU inventory, modes, throttle reasons, ECC counters, retired pages, remapped rows, recovery action "
         "and fabric state (nvidia-smi -q).",
-        timeout_s=60.0,
         corpus=("nvidia-smi-q",),
     ),
 )

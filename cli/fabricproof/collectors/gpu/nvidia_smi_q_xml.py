@@ -175,7 +175,6 @@ COLLECTORS = (
         family="gpu",
         description="Same facts as nvidia_smi_q from the XML report (nvidia-smi -q -x).",
         default=False,
-        timeout_s=60.0,
         corpus=("nvidia-smi-q-xml",),
     ),
 )

@@ -181,5 +181,7 @@ COLLECTORS = (
         default=False,
         timeout_s=60.0,
         corpus=("flint",),
+        # flint and mlxfwmanager both take the adapter's flash semaphore: never at once on one host.
+        tool="mlxfwmanager",
     ),
 )

@@ -182,7 +182,6 @@ COLLECTORS = (
         schema=FIRMWARE_SCHEMA,
         family="ib",
         description="Adapter firmware inventory: PSID, running/flash/available FW per ConnectX (mlxfwmanager --query).",
-        timeout_s=120.0,  # queries every adapter over the config space; slow on 8-12 HCA nodes
         corpus=("mlxfwmanager",),
     ),
 )

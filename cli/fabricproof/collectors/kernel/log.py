@@ -215,7 +215,6 @@ KERNEL_LOG = Collector(
     schema=KERNEL_LOG_SCHEMA,
     family="kernel",
     description="Xid (NVLink5 and recovery actions too), SXid, fallen-off-the-bus and IB link-flap events since boot.",
-    timeout_s=60.0,
     corpus=("nvswitch", "kernel-log"),
 )
 

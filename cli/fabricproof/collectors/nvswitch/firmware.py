@@ -172,7 +172,6 @@ NVSWITCH_FIRMWARE = Collector(
         "the YAML holds BMC_IP, RF_USERNAME and RF_PASSWORD, provisioned by the operator (mode 0600)."
     ),
     platforms=("h100", "h200", "b200", "gb200"),
-    timeout_s=180.0,
 )
 
 COLLECTORS = (NVSWITCH_FIRMWARE,)

@@ -48,14 +48,20 @@ def _python(labdir: Path, tool: str) -> str:
     return f'PYTHONPATH={lib} exec /usr/bin/python3 -S -m {PACKAGE}.cli {_sq(tool)} "$@"\n'
 
 
-def tool_script(labdir: Path, tool: str) -> str:
-    """The /bin/sh script of one tool: `exec cat` of a pre-rendered output, else the Python fallback."""
+def tool_script(labdir: Path, tool: str, delays: dict[str, float] | None = None) -> str:
+    """The /bin/sh script of one tool: `exec cat` of a pre-rendered output, else the Python fallback. `delays`
+    (output key -> seconds, the lab's --latency) makes the answer wait first: a `sleep`, so it costs no CPU."""
     cases = [(args, key) for t, args, key in COMMANDS if t == tool]
+    delays = delays or {}
     body = _prologue(labdir, tool)
+    slow = any(key in delays for _args, key in cases)
     if cases:
-        body += 'case "$*" in\n'
-        body += "".join(f"{_sq(args)}) k={key} ;;\n" for args, key in cases)
+        body += 's=\ncase "$*" in\n' if slow else 'case "$*" in\n'
+        body += "".join(f"{_sq(args)}) k={key}{f' s={delays[key]:g}' if key in delays else ''} ;;\n"
+                        for args, key in cases)
         body += "*) k= ;;\nesac\n"
+        if slow:
+            body += '[ -n "$s" ] && sleep "$s"\n'
         body += 'if [ -n "$k" ] && [ -f "$N/out/$k" ]; then exec /bin/cat -- "$N/out/$k"; fi\n'
     return body + _python(labdir, tool)
 
@@ -97,8 +103,9 @@ def _sudo_script() -> str:
     )
 
 
-def install(labdir: Path | str) -> Path:
-    """Copy this package to <labdir>/lib/ and write the tool scripts to <labdir>/bin/; returns the bin dir.
+def install(labdir: Path | str, delays: dict[str, float] | None = None) -> Path:
+    """Copy this package to <labdir>/lib/ and write the tool scripts to <labdir>/bin/ (answers delayed by `delays`,
+    output key -> seconds); returns the bin dir.
 
     The package runs under /usr/bin/python3 as the unprivileged lab user, so it is copied out of the
     (possibly private) source tree; everything is world-readable, scripts are executable.
@@ -117,7 +124,7 @@ def install(labdir: Path | str) -> Path:
     (labdir / "nodes").mkdir(exist_ok=True, mode=0o755)
     (labdir / "nodes" / "by-name").mkdir(exist_ok=True, mode=0o755)
     tools = {t for t, _a, _k in COMMANDS} | set(PYTHON_TOOLS)
-    scripts = {tool: tool_script(labdir, tool) for tool in sorted(tools)}
+    scripts = {tool: tool_script(labdir, tool, delays) for tool in sorted(tools)}
     scripts["cat"] = file_script(labdir, "cat", "/bin/cat")
     scripts["tail"] = file_script(labdir, "tail", "/usr/bin/tail")
     scripts["sudo"] = _sudo_script()

@@ -1,0 +1,79 @@
+"""A worker process of a sharded collection (shards.py): `python -m fabricproof.collect.worker FD` collects the
+shard pickled on its stdin with its own fleet runner and sends each host's record on pipe FD as it finishes."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+from .. import transport
+from ..collectors import COLLECTORS
+from ..runstore import RunStore
+from .record import HostWriter
+from .shards import STOP_GRACE_S, Shard
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _stop_on_sigterm() -> None:
+    def stop(_sig: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    with contextlib.suppress(OSError, AttributeError):
+        # The parent gone (killed): end too, instead of collecting for nobody.
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def worker_main(conn: Connection, shard: Shard) -> None:
+    """Collect one shard with its own fleet runner; send each host's record as it finishes, then ("end", stopped)."""
+    send_lock = threading.Lock()
+    interrupted = False
+    try:
+        collectors = [COLLECTORS[c] for c in shard.collector_ids]
+        writer = HostWriter(RunStore(shard.ctx.run_dir), shard.hosts, collectors, shard.via, worker=os.getpid())
+        link, fleet = transport.open_fleet(shard.via, shard.options, shard.ctx)
+
+        def on_host(name: str, outcome: Any) -> None:
+            finished = writer.write(name, outcome)
+            with send_lock:
+                conn.send(finished)
+
+        try:
+            fleet.run(list(shard.hosts), list(shard.commands), on_host)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            link.close()
+        # Hosts cut short by the interrupt still report from their threads: wait for them, then say done.
+        deadline = time.monotonic() + STOP_GRACE_S
+        for t in threading.enumerate():
+            if t is not threading.current_thread() and not t.daemon:
+                t.join(max(0.0, deadline - time.monotonic()))
+        with send_lock:
+            conn.send(("end", interrupted))
+    except (BrokenPipeError, EOFError):  # the parent is gone
+        pass
+    finally:
+        conn.close()
+
+
+def main(argv: Sequence[str]) -> int:
+    _stop_on_sigterm()
+    shard = pickle.load(sys.stdin.buffer)
+    sys.stdin.close()
+    worker_main(Connection(int(argv[0]), readable=False), shard)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,39 @@
+"""Sharding a fleet over worker processes (pure), and what a dead worker leaves behind in the run store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from fabricproof.collect import shards
+from fabricproof.collect.record import Finished
+from fabricproof.model import Host
+from fabricproof.runstore import RunStore
+from fabricproof.transport import RunContext
+
+
+def test_worker_count_defaults_to_the_cores_for_big_fleets_and_never_exceeds_hosts_or_forks():
+    assert shards.worker_count(None, 20, 64, True) == 1  # small: not worth a process start
+    assert shards.worker_count(None, 10_000, 64, True) == min(shards.machine_cores(), shards.MAX_DEFAULT_WORKERS)
+    assert shards.worker_count(8, 3, 64, True) == 3 and shards.worker_count(8, 100, 4, True) == 4
+    assert shards.worker_count(8, 100, 64, False) == 1  # Ansible fans out by itself
+    assert shards.forks_each(64, 3) == [22, 21, 21] and sum(shards.forks_each(5, 2)) == 5
+    assert shards.split(list("abcde"), 2) == [["a", "c", "e"], ["b", "d"]]
+
+
+def test_a_dead_workers_hosts_are_collected_when_their_facts_made_it_and_not_collected_otherwise(tmp_path):
+    store = RunStore.create(tmp_path / "run")
+    store.begin()
+    store.write_facts("h1", {"host": "h1", "collectors": {"lsmod": {"status": "error", "error": "exit 1"}}})
+    dead = subprocess.Popen(["sleep", "30"])
+    dead.kill()
+    dead.wait()
+    shard = shards.Shard(0, (Host("h1"), Host("h2"), Host("h3")), (), (), "ssh", None,
+                         RunContext(store.root, "r", 1, 10))
+    got: list[Finished] = []
+    w = shards._Worker(shard, dead, conn=None)  # type: ignore[arg-type]
+    shards._bury(w, got.append, lambda name: name == "h3", f"the worker process (pid {dead.pid}) {shards._died(dead)}")
+    assert [f.host for f in got] == ["h1", "h2"]  # h3 was reported before it died
+    assert got[0].doc is not None and got[0].failed == {"lsmod": "exit 1"}
+    assert got[1].host_error.message == f"h2: not collected: the worker process (pid {dead.pid}) was killed by SIGKILL"
+    assert json.loads(store.facts_path("h1").read_text())["host"] == "h1"
