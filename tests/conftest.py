@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,17 @@ from labkit import LabFactory, lab_skip_reason
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "corpus"
+
+
+@pytest.fixture(autouse=True)
+def sigint_handler_kept() -> Iterator[None]:
+    """No code under test leaves its own Ctrl-C handler behind (ansible-runner installs one for good unless told
+    otherwise): a process that swallows Ctrl-C after its first playbook would lose every later interrupt."""
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, before)  # the next test starts clean either way
+    assert after is before, f"the test left SIGINT handled by {after!r}"
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,6 +130,22 @@ class AnsibleOptions:
     connect_timeout_s: float = 10.0
 
 
+@contextmanager
+def _ctrl_c_cancels(interrupted: threading.Event) -> Iterator[None]:
+    """While a playbook runs, Ctrl-C sets `interrupted` (ansible-runner's cancel_callback then stops the playbook
+    and every host is recorded); the handler before it is put back afterwards. Left to itself, ansible-runner
+    installs its own SIGINT/SIGTERM handlers for good, and every later Ctrl-C in this process would be lost."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class AnsibleTransport(Transport):
     """Fans out through ansible-playbook; one playbook run collects every host (see AnsibleFleet)."""
 
@@ -162,24 +180,27 @@ class AnsibleTransport(Transport):
         control_dir = Path(tempfile.mkdtemp(prefix="fp-cp-"))
         collector = _Collector(names, commands, on_host)
         timeout = max(1, int(deadline - time.monotonic()))
+        interrupted = threading.Event()
         try:
-            runner = ansible_runner.run(
-                private_data_dir=str(base),
-                ident=self.run_id or None,
-                playbook=str(playbooks_dir() / PLAYBOOK),
-                inventory=str(Path(self.options.inventory_path).resolve()),  # type: ignore[arg-type]
-                limit=f"@{limit_file}",
-                forks=max(1, min(self.forks, len(names))),
-                extravars={COMMANDS_VAR: [
-                    {"i": k, "argv": list(timed_argv(c.argv, c.timeout_s)),
-                     # Ansible's own task timeout only backs up GNU timeout on the host.
-                     "timeout": int(c.timeout_s + KILL_AFTER_S + 10)}
-                    for k, c in enumerate(commands)]},
-                envvars=self._envvars(control_dir),
-                event_handler=collector.event,
-                quiet=True,
-                timeout=timeout,
-            )
+            with _ctrl_c_cancels(interrupted):
+                runner = ansible_runner.run(
+                    private_data_dir=str(base),
+                    ident=self.run_id or None,
+                    playbook=str(playbooks_dir() / PLAYBOOK),
+                    inventory=str(Path(self.options.inventory_path).resolve()),  # type: ignore[arg-type]
+                    limit=f"@{limit_file}",
+                    forks=max(1, min(self.forks, len(names))),
+                    extravars={COMMANDS_VAR: [
+                        {"i": k, "argv": list(timed_argv(c.argv, c.timeout_s)),
+                         # Ansible's own task timeout only backs up GNU timeout on the host.
+                         "timeout": int(c.timeout_s + KILL_AFTER_S + 10)}
+                        for k, c in enumerate(commands)]},
+                    envvars=self._envvars(control_dir),
+                    event_handler=collector.event,
+                    quiet=True,
+                    timeout=timeout,
+                    cancel_callback=interrupted.is_set,
+                )
             status = getattr(runner, "status", "unknown")
             stdout_tail = self._stdout_tail(runner)
         finally:
@@ -197,6 +218,8 @@ class AnsibleTransport(Transport):
                 collector._finish(name, HostError(ErrorKind.FAILED, f"{name}: ansible-playbook ({status}) "
                                                                     f"returned nothing for this host"
                                                                     f"{': ' + stdout_tail if stdout_tail else ''}"))
+        if interrupted.is_set():  # Ctrl-C cancelled the playbook; every host is recorded, now stop the run
+            raise KeyboardInterrupt
         return dict(collector.done)
 
     def _envvars(self, control_dir: Path) -> dict[str, str]:
