@@ -242,6 +242,16 @@ def test_probe_time_is_the_real_duration_scaled_down() -> None:
 # through the installed tools (subprocesses as the lab user would run them; perftest over real TCP)
 # ---------------------------------------------------------------------------------------------
 
+def test_every_probe_is_an_installed_lab_tool(lab) -> None:
+    from fabricproof.collectors import COLLECTORS
+
+    probes = {c.argv[0] for c in COLLECTORS.values() if c.loads_fabric}
+    probes |= {p.binary({}) for p in spec.PROBES.values()}
+    assert probes == {"all_reduce_perf", "all_gather_perf", "alltoall_perf", "nvbandwidth", "ib_write_bw",
+                      "ib_write_lat", "dcgmi"}
+    assert all((lab / "bin" / name).is_file() for name in probes)
+
+
 def test_installed_tools_answer_the_probe_argv(make_node) -> None:
     node = make_node("dgx-h100")
     values = _values("dgx-h100")
