@@ -85,6 +85,7 @@ class Fault:
             "catches_fleet": list(self.catches_fleet),
             "catches_fleet_by_profile": {p: list(self.catches_fleet_for(p)) for p in self.profiles},
             "breaks": list(self.breaks),
+            "catches_probes": list(self.catches_probes),
             "catches_probes_by_profile": {p: list(self.catches_probes_for(p)) for p in self.profiles},
             "blocks_probes": self.blocks_probes,
         }
