@@ -633,8 +633,8 @@ def _gpu_busy(view: Node) -> None:
 
 
 def _slurm_job(view: Node) -> None:
-    """Slurm job 4242 runs step 0 on the node: one task per GPU under its slurmstepd."""
-    view["slurm_steps"] = [{"job": 4242, "step": "0", "stepd_pid": 23001,
+    """Slurm job 4242 runs step 0 on the node: one task per GPU, and a helper one of them forked."""
+    view["slurm_steps"] = [{"job": 4242, "step": "0", "child_pid": 23001,
                             "pids": [23010 + g["index"] for g in view["gpus"]]}]
 
 

@@ -415,5 +415,6 @@ def render_listpids(view: Node, job: str | None) -> tuple[str, str, int]:
     for step in steps:
         for local, pid in enumerate(step["pids"]):
             rows.append(f"{pid:<8d} {step['job']:<8d} {step['step']:<8} {local:<7d} {local:<8d} \n")
-        rows.append(f"{step['stepd_pid']:<8d} {step['job']:<8d} {step['step']:<8} {'-':<7} {'-':<8} \n")
+        # a process of the step that is no task (a child a task forked): listed without task ids
+        rows.append(f"{step['child_pid']:<8d} {step['job']:<8d} {step['step']:<8} {'-':<7} {'-':<8} \n")
     return "".join(rows), "", 0
