@@ -18,7 +18,7 @@ from fabricproof.collectors.probes.nccl_tests import parse_nccl_tests
 from fabricproof.collectors.probes.nvbandwidth import parse_nvbandwidth
 from fabricproof.collectors.probes.perftest import parse_perftest
 from fabricproof.collectors.probes.text import join_targets
-from fabricproof.lab.emu import faults, model, perfmodel, probetools, render_perf
+from fabricproof.lab.emu import faults, model, perfmodel, probetools, render_perf, render_sys
 from fabricproof.lab.emu.faults import FAULTS
 from fabricproof.model import CommandResult, Outcome
 
@@ -223,6 +223,7 @@ def test_idle_state_lists_nothing_until_a_job_runs() -> None:
     assert rc == 0 and err == "" and lines[0].split() == ["PID", "JOBID", "STEPID", "LOCALID", "GLOBALID"]
     assert lines[1].split() == ["23010", "4242", "0", "0", "0"] and len(lines) == 10
     assert render_perf.render_listpids(view, "4242.0")[2] == 0 and render_perf.render_listpids(view, "99")[2] == 1
+    assert "   State=ALLOCATED " in render_sys.render_scontrol_node(view)
     faults.clear(node)
     assert render_perf.render_compute_apps(faults.view(node), fields, header=False, units=True) == ""
 

@@ -636,6 +636,8 @@ def _slurm_job(view: Node) -> None:
     """Slurm job 4242 runs step 0 on the node: one task per GPU, and a helper one of them forked."""
     view["slurm_steps"] = [{"job": 4242, "step": "0", "child_pid": 23001,
                             "pids": [23010 + g["index"] for g in view["gpus"]]}]
+    # slurmctld sees the node allocated to the job (a drained node keeps the flag: DRAINING until the job ends)
+    view["slurm"]["state"] = view["slurm"]["state"].replace("IDLE", "ALLOCATED")
 
 
 # ---------------------------------------------------------------------------------------------
