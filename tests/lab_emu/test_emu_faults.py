@@ -49,6 +49,9 @@ EFFECTS = {
     "imex-channel-missing": {"root:dev/nvidia-caps-imex-channels/channel0"},
     "ib-pkey-missing": {"root:sys/class/infiniband/mlx5_0/ports/1/pkeys/0", "root:sys/class/infiniband/mlx5_0/ports/1/pkeys/1"}, "ib-guid-duplicate": {"ibstat"},
     "ib-ber-high": {"mlxlink_3"},
+    # probe-only and idle-state faults: the collectors' outputs stay healthy (test_emu_probes.py proves their effect)
+    "gpu-busy": set(), "slurm-job": set(), "nvlink-degraded": set(), "hca-degraded": set(),
+    "pcie-x8": {"nvsmi_q", "nvsmi_query", "lspci_vvv"},
 }
 # Outputs that carry the lab clock or boot logs: they move on every event and are not compared.
 CLOCKED = re.compile(r'^(Timestamp|\s*<timestamp>|\s*"timestamp")')
@@ -78,6 +81,9 @@ def test_catalog_is_large_stable_and_names_real_checks() -> None:
         for p in fault.profiles:
             used |= set(fault.catches_for(p)) | set(fault.catches_fleet_for(p))
         assert used <= check_ids, (name, sorted(used - check_ids))
+        probes = set(fault.catches_probes).union(*(fault.catches_probes_for(p) for p in fault.profiles))
+        assert probes <= check_ids and all(c.startswith("perf.") for c in probes), (name, sorted(probes))
+        assert not (fault.blocks_probes and probes), name  # a node that is not idle is skipped, never measured
         doc = json.loads(json.dumps(fault.to_dict()))
         assert {"name", "description", "catches", "catches_over_time"} <= doc.keys()
     assert set(EFFECTS) == set(FAULTS), "every fault needs an expected effect in this test"
