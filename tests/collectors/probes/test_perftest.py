@@ -67,6 +67,17 @@ def test_server_side_and_a_loopback_holding_both_sides(corpus):
     assert (both["bw_average_gbps"], both["runs"][0]["rows"][0]["iterations"]) == (201.802, 20000)
 
 
+def test_a_use_cuda_server_is_a_server_though_its_cuda_set_up_comes_between_banner_and_title(corpus):
+    # Newer perftest prints the server banner, then sets CUDA up (a dozen lines), then the title. The corpus has a
+    # --use_cuda client; its server, as the server prints it, is that output with the banner first.
+    client = read(corpus, FAMILY, DMABUF)
+    banner = " " + "*" * 38 + "\n* Waiting for client to connect... *\n " + "*" * 38 + "\n"
+    (run,) = parse_perftest(banner + client)["targets"]["mlx5_3"]["runs"]
+    assert run["side"] == "server" and run["cuda"] is not None
+    (as_client,) = parse_perftest(client)["targets"]["mlx5_3"]["runs"]
+    assert as_client["side"] == "client"
+
+
 def test_report_gbits_over_roce_with_four_qps(corpus):
     t = parse_perftest(read(corpus, FAMILY, OCI))["targets"]["mlx5_5"]
     (run,) = t["runs"]

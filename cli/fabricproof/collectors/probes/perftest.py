@@ -26,6 +26,9 @@ _COLUMN_KEYS = {"#bytes": "size_bytes", "#iterations": "iterations", "BW peak": 
 _CUDA_DEVICE = re.compile(r"^Picking device No\. (?P<n>\d+)|^\[pid = \d+, dev = (?P<dev>\d+)\] device name = \[(?P<name>[^\]]*)\]")
 _CUDA = re.compile(r"CUDA_MEM_DEVICE|creating CUDA Ctx|initializing CUDA")
 _DMABUF = re.compile(r"using DMA-BUF|ibv_reg_dmabuf_mr")
+# What a --use_cuda run prints between its server banner and its title (newer perftest sets CUDA up after the
+# banner): not counted when looking for the banner just above a title.
+_CUDA_CHATTER = re.compile(r"CUDA|^Picking device|^\[pid = |GPU buffer|ibv_reg_(?:dmabuf_)?mr|DMA-BUF|inline size")
 _FREQ = re.compile(r"^Conflicting CPU frequency values detected")
 # perftest's failures: "Couldn't allocate MR with error=14", "Completion with error at client", "Failed status 10:
 # ...", "Failed to complete run_iter_bw function successfully", "Unable to open file descriptor for socket ...".
@@ -144,7 +147,8 @@ def parse_perftest_output(text: str) -> dict[str, Any]:
     for n, start in enumerate(starts):
         end = starts[n + 1] if n + 1 < len(starts) else len(lines)
         before = lines[(starts[n - 1] if n else 0):start]
-        side = "server" if any(_BANNER.search(line) for line in before[-8:]) else "client"
+        near = [line for line in before if not _CUDA_CHATTER.search(line)][-8:]
+        side = "server" if any(_BANNER.search(line) for line in near) else "client"
         # the CUDA lines of a --use_cuda run come before its first title
         run = _run(_TITLE.match(lines[start]), lines[start:end], start + 1, side, lines[:start] if n == 0 else [])
         if not run["rows"]:
