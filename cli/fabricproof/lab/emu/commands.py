@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import firmware, hosttools, nvsmi, packages, services
+from . import firmware, hosttools, ibtools, nvsmi, packages, services
 from .tooling import Abort, Handler, HangRequested, Result
 
 HANDLERS: dict[str, Handler] = {
@@ -29,6 +29,7 @@ HANDLERS: dict[str, Handler] = {
     "mlxlink": firmware.mlxlink,
     "nvfwupd": firmware.nvfwupd,
     "nvidia-smi": nvsmi.nvidia_smi,
+    "ibstat": ibtools.ibstat,
 }
 
 
