@@ -19,12 +19,6 @@ HANG_LIMIT_S = 3600.0
 
 USAGE = {
     "nvidia-smi": ("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n", "", 2),
-    # rdma-core 44 (Debian): the usage on stdout, exit 255 (ibstat's own is in ibtools.py)
-    "ibv_devinfo": ("Usage: ibv_devinfo             print the ca attributes\n\nOptions:\n"
-                    "  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)\n"
-                    "  -i, --ib-port=<port>   use port <port> of IB device (default all ports)\n"
-                    "  -l, --list             print only the IB devices names\n"
-                    "  -v, --verbose          print all the attributes of the IB device(s)\n", "", 255),
     "lspci": ("", "lspci: Invalid option -- see lspci --help\n", 2),
     "nvidia-imex-ctl": ("", "Usage: nvidia-imex-ctl [-i <IP> <PORT>|-u <unix domain socket path>|-c <nvidia-imex "
                             "config.cfg path>] <-n|-N|-q|-s|-d|-m> [-t <timeout>]\n", 1),

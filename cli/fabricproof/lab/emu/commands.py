@@ -30,6 +30,8 @@ HANDLERS: dict[str, Handler] = {
     "nvfwupd": firmware.nvfwupd,
     "nvidia-smi": nvsmi.nvidia_smi,
     "ibstat": ibtools.ibstat,
+    "ibv_devinfo": ibtools.ibv_devinfo,
+    "ibv_devices": ibtools.ibv_devices,
 }
 
 

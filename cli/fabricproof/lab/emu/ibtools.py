@@ -80,3 +80,58 @@ def ibstat(node_dir: Path, args: list[str]) -> Result:
             + "\n", "", 0
     lines = [line for h in hcas for line in render_ib.ibstat_ca_lines(h, ports="-s" not in flags)]
     return "\n".join(lines) + "\n", "", 0
+
+
+# rdma-core 44's libibverbs/examples/devinfo.c: its usage goes to stdout, the getopt complaint to stderr, exit 255.
+DEVINFO_USAGE = ("Usage: ibv_devinfo             print the ca attributes\n\nOptions:\n"
+                 "  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)\n"
+                 "  -i, --ib-port=<port>   use port <port> of IB device (default all ports)\n"
+                 "  -l, --list             print only the IB devices names\n"
+                 "  -v, --verbose          print all the attributes of the IB device(s)\n")
+
+
+def ibv_devinfo(node_dir: Path, args: list[str]) -> Result:
+    """ibv_devinfo [-v] [-d DEV] [-i PORT] | -l (the plain `-v` form is pre-rendered)."""
+    view = faults.view(read(node_dir))
+    device: str | None = None
+    port: int | None = None
+    verbose = listing = False
+    it = iter(args)
+    for a in it:
+        if a in ("-d", "--ib-dev"):
+            device = next(it, "")
+        elif a.startswith("--ib-dev="):
+            device = a.split("=", 1)[1]
+        elif a.startswith("-d") and not a.startswith("--"):
+            device = a[2:]  # getopt's -dmlx5_0
+        elif a in ("-i", "--ib-port") or a.startswith("--ib-port="):
+            value = a.split("=", 1)[1] if "=" in a else next(it, "")
+            if not value.isdigit() or int(value) < 1:
+                return DEVINFO_USAGE, "", 255
+            port = int(value)
+        elif a in ("-v", "--verbose", "-vv"):
+            verbose = True
+        elif a in ("-l", "--list"):
+            listing = True
+        else:
+            bad = a.lstrip("-")[:1] if not a.startswith("--") else a
+            err = f"ibv_devinfo: invalid option -- '{bad}'\n" if not a.startswith("--") else \
+                f"ibv_devinfo: unrecognized option '{a}'\n"
+            return DEVINFO_USAGE, err, 255
+    hcas = view["hcas"]
+    if listing:
+        return f"{len(hcas)} HCA{'s' if len(hcas) != 1 else ''} found:\n" + "".join(f"\t{h['name']}\n" for h in hcas), \
+            "", 0
+    if device is not None and all(h["name"] != device for h in hcas):
+        return "", f"IB device '{device}' wasn't found\n", 255
+    return render_ib.render_ibv_devinfo(view, verbose, device, port), "", 0
+
+
+def ibv_devices(node_dir: Path, args: list[str]) -> Result:
+    """ibv_devices (libibverbs/examples/device_list.c): each device and its node GUID."""
+    if args:
+        return "", "Usage: ibv_devices\n", 1
+    view = faults.view(read(node_dir))
+    rows = [f"    {'device':<16}\t   node GUID", f"    {'------':<16}\t----------------"]
+    rows += [f"    {h['name']:<16}\t{h['node_guid']}" for h in view["hcas"]]
+    return "\n".join(rows) + "\n", "", 0

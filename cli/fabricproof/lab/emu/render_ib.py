@@ -211,24 +211,33 @@ _DEVICE_CAPS = """\tmax_mr_size:\t\t\t0xffffffffffffffff
 \tnum_comp_vectors:\t\t63"""
 
 
-def render_ibv_devinfo(view: Node) -> str:
-    """`ibv_devinfo -v` (layout of corpus ibv_devinfo-vv-cx6-4123-hdr-2port-one-down)."""
+def render_ibv_devinfo(view: Node, verbose: bool = True, device: str | None = None, port_num: int | None = None) -> str:
+    """`ibv_devinfo -v` (layout of corpus ibv_devinfo-vv-cx6-4123-hdr-2port-one-down); without verbose the plain
+    `ibv_devinfo` (corpus ibv_devinfo-8x-cx7-dell-*); device/port_num: -d DEV / -i PORT."""
     out: list[str] = []
     for hca in view["hcas"]:
+        if device is not None and hca["name"] != device:
+            continue
         out += [f"hca_id:\t{hca['name']}", "\ttransport:\t\t\tInfiniBand (0)", f"\tfw_ver:\t\t\t\t{hca['fw']}",
                 f"\tnode_guid:\t\t\t{_colon_guid(hca['node_guid'])}",
                 f"\tsys_image_guid:\t\t\t{_colon_guid(hca['node_guid'])}", "\tvendor_id:\t\t\t0x02c9",
                 f"\tvendor_part_id:\t\t\t{hca['ca_type'][2:]}", "\thw_ver:\t\t\t\t0x0",
-                f"\tboard_id:\t\t\t{hca['psid']}", f"\tphys_port_cnt:\t\t\t{len(hca['ports'])}", _DEVICE_CAPS]
+                f"\tboard_id:\t\t\t{hca['psid']}", f"\tphys_port_cnt:\t\t\t{len(hca['ports'])}"]
+        if verbose:
+            out.append(_DEVICE_CAPS)
         for port in hca["ports"]:
+            if port_num is not None and port["port"] != port_num:
+                continue
             mtu = port["active_mtu"]
             out += [f"\t\tport:\t{port['port']}",
                     f"\t\t\tstate:\t\t\t{_VERBS_STATE[port['state']]} ({_STATE_NUM[port['state']]})",
                     f"\t\t\tmax_mtu:\t\t{port['max_mtu']} ({_MTU_ENUM[port['max_mtu']]})",
                     f"\t\t\tactive_mtu:\t\t{mtu} ({_MTU_ENUM[mtu]})",
                     f"\t\t\tsm_lid:\t\t\t{port['sm_lid']}", f"\t\t\tport_lid:\t\t{port['base_lid']}",
-                    "\t\t\tport_lmc:\t\t0x00", f"\t\t\tlink_layer:\t\t{port['link_layer']}",
-                    "\t\t\tmax_msg_sz:\t\t0x40000000", "\t\t\tport_cap_flags:\t\t0xa259e848",
+                    "\t\t\tport_lmc:\t\t0x00", f"\t\t\tlink_layer:\t\t{port['link_layer']}"]
+            if not verbose:
+                continue
+            out += ["\t\t\tmax_msg_sz:\t\t0x40000000", "\t\t\tport_cap_flags:\t\t0xa259e848",
                     "\t\t\tport_cap_flags2:\t0x0032", "\t\t\tmax_vl_num:\t\t4 (3)", "\t\t\tbad_pkey_cntr:\t\t0x0",
                     "\t\t\tqkey_viol_cntr:\t\t0x0", "\t\t\tsm_sl:\t\t\t0", "\t\t\tpkey_tbl_len:\t\t128",
                     "\t\t\tgid_tbl_len:\t\t8", "\t\t\tsubnet_timeout:\t\t18", "\t\t\tinit_type_reply:\t0",
