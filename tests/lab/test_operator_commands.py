@@ -28,6 +28,8 @@ COMMANDS = [
     ("nvidia-smi -q -d FABRIC", 0, r"(?s)NVSMI LOG.*GPU 00000000:19:00.0\n    Fabric\n        State +: Completed"),
     ("nvidia-smi -q -d ECC -i 0", 0, r"Attached GPUs[^\n]*\nGPU 00000000:19:00.0\n    ECC Mode\n"),
     ("nvidia-smi --query-gpu=index,name,uuid --format=csv,noheader", 0, r"\A0, NVIDIA H100 80GB HBM3, GPU-"),
+    ("nvidia-smi --query-gpu=index,memory.used,utilization.gpu,power.draw,temperature.gpu --format=csv", 0,
+     r"\Aindex, memory.used \[MiB\], utilization.gpu \[%\], power.draw \[W\], temperature.gpu\n0, 0 MiB, 0 %, "),
     ("nvidia-smi nvlink -s -i 0", 0, r"\AGPU 0: [^\n]*\n\t Link 0: 26.562 GB/s"),
     ("nvidia-smi nvlink -e -i 0", 0, r"\AGPU 0: [^\n]*\n\t Link 0: Replay Errors: 0"),
     ("nvidia-smi nvlink -c -i 0", 0, r"\AGPU 0: "),

@@ -82,3 +82,25 @@ def test_nvlink_forms_with_i_and_unsupported_forms(make_node) -> None:
     for bad in (["--frobnicate"], ["topo", "-p2p", "x"], ["-q", "-d", "NOPE"]):
         r = node.run("nvidia-smi", *bad)
         assert (r.returncode, r.stdout) == (2, INVALID), bad
+
+
+def test_query_gpu_headers_and_value_units_match_the_real_csv(make_node) -> None:
+    """Every field the lab answers that the real all-fields CSV (590.48.01, H100) also has: the same header
+    (with its unit) and values with the same unit suffix, with and without nounits."""
+    import csv
+
+    from fabricproof.lab.emu.nvsmi import _QUERY_VALUES
+
+    real_rows = list(csv.reader((CORPUS / "misc" / "query-gpu-csv-allfields-incl-fabric-h100-80gb-hbm3-1gpu-vm-"
+                                 "590.48.01-idle.txt").read_text().splitlines(), skipinitialspace=True))
+    real = {h.split(" [")[0]: (h, v) for h, v in zip(real_rows[0], real_rows[1])}
+    fields = [f for f in _QUERY_VALUES if f in real and f != "count"]
+    assert len(fields) >= 25, fields
+    node = make_node("dgx-h100")
+    out = node.run("nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv").stdout.splitlines()
+    header, first = out[0].split(", "), out[1].split(", ")
+    assert header == [real[f][0] for f in fields]
+    unit = lambda v: re.sub(r"^[^ ]* ?", "", v) if v[:1].isdigit() else ""  # noqa: E731  "700.00 W" -> "W"
+    assert [unit(v) for v in first] == [unit(real[f][1]) for f in fields]
+    bare = node.run("nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits").stdout
+    assert bare.splitlines()[0].split(", ") == [v.rsplit(" ", 1)[0] if unit(v) else v for v in first]

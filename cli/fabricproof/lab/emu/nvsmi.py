@@ -38,7 +38,30 @@ _QUERY_VALUES: dict[str, Callable[[Node, dict[str, Any]], str]] = {
     "count": lambda v, g: str(len(v["gpus"])),
     "remapped_rows.pending": lambda v, g: "Yes" if g["remapped_rows"]["pending"] else "No",
     "remapped_rows.failure": lambda v, g: "Yes" if g["remapped_rows"]["failure"] else "No",
+    # what operators ask for by hand, with the idle values the plain table shows (corpus misc/query-gpu-csv-allfields-*)
+    "pci.domain": lambda v, g: "0x" + g["bus_id"].split(":")[0][-4:],
+    "pci.bus": lambda v, g: "0x" + g["bus_id"].split(":")[1],
+    "pstate": lambda v, g: "P0",
+    "fan.speed": lambda v, g: "[N/A]",
+    "memory.used": lambda v, g: "0 MiB",
+    "memory.free": lambda v, g: f"{profile_of(v)['gpu']['memory_mib'] - 478} MiB",
+    "utilization.gpu": lambda v, g: "0 %",
+    "utilization.memory": lambda v, g: "0 %",
+    "temperature.gpu": lambda v, g: "31",
+    "power.draw": lambda v, g: "69.00 W",
+    "enforced.power.limit": lambda v, g: f"{g['power_limit_w']:.2f} W",
+    "compute_mode": lambda v, g: "Default",
+    "mig.mode.current": lambda v, g: g.get("mig_mode", "Disabled"),
+    "ecc.errors.corrected.volatile.total": lambda v, g: "0",
+    "ecc.errors.uncorrected.volatile.total": lambda v, g: "0",
+    "clocks.current.sm": lambda v, g: "345 MHz",
+    "clocks.sm": lambda v, g: "345 MHz",
+    "clocks.max.sm": lambda v, g: "1980 MHz",
 }
+#: The unit a field's CSV header names ("power.draw [W]") and `nounits` drops from its values.
+_UNITS = {"power.limit": "W", "power.draw": "W", "enforced.power.limit": "W", "memory.total": "MiB",
+          "memory.used": "MiB", "memory.free": "MiB", "utilization.gpu": "%", "utilization.memory": "%",
+          "fan.speed": "%", "clocks.current.sm": "MHz", "clocks.sm": "MHz", "clocks.max.sm": "MHz"}
 
 
 def nvidia_smi(node_dir: Path, args: list[str]) -> Result:
@@ -79,12 +102,12 @@ def nvidia_smi(node_dir: Path, args: list[str]) -> Result:
         bad = [f for f in fields if f not in _QUERY_VALUES]
         if bad:
             return f'Field "{bad[0]}" is not a valid field to query.\n\n', "", 2
-        rows = [] if "noheader" in fmt else [", ".join(fields if "nounits" in fmt else
-                                                        [f + (" [W]" if f == "power.limit" else " [MiB]" if f == "memory.total" else "") for f in fields])]
+        rows = [] if "noheader" in fmt else [", ".join(f if "nounits" in fmt or f not in _UNITS else f"{f} [{_UNITS[f]}]"
+                                                        for f in fields)]
         for gpu in node["gpus"]:
             vals = [_QUERY_VALUES[f](node, gpu) for f in fields]
             if "nounits" in fmt:
-                vals = [v.removesuffix(" W").removesuffix(" MiB") for v in vals]
+                vals = [v.removesuffix(" " + _UNITS[f]) if f in _UNITS else v for f, v in zip(fields, vals)]
             rows.append(", ".join(vals))
         return "\n".join(rows) + "\n", "", 0
     simple: dict[tuple[str, ...], Callable[[Node], str]] = {
