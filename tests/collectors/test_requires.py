@@ -20,11 +20,13 @@ from fabricproof.paths import inventories_dir
 CONFIG_REASON = "no /etc/fabricproof/nvfwupd.yaml: NVSwitch firmware not checked"
 
 #: Every collector whose prerequisite may normally be absent: (kind, what). A missing nvidia-smi, ibstat or
-#: systemctl on a GPU node is a fault, so those stay unguarded and fail the collection.
+#: systemctl on a GPU node is a fault, so those stay unguarded and fail the collection (ibstat feeds the core IB
+#: checks; sminfo and perfquery ship with it in infiniband-diags, so their guard matters where it was split).
 GUARDED = {
     "nvswitch_firmware": ("file", "/etc/fabricproof/nvfwupd.yaml"),
     "ofed_info": ("command", "ofed_info"),
     "show_gids": ("command", "show_gids"),
+    "ibdev2netdev": ("command", "ibdev2netdev"),
     "sminfo": ("command", "sminfo"),
     "perfquery": ("command", "perfquery"),
     "mlxfwmanager": ("command", "mlxfwmanager"),
