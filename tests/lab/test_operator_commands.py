@@ -53,6 +53,9 @@ COMMANDS = [
     ("systemctl show nvidia-fabricmanager -p ActiveState", 0, r"\AActiveState=active\n\Z"),
     ("journalctl -u nvidia-fabricmanager --no-pager", 0, r"nv-fabricmanager\[\d+\]: "),
     ("journalctl -k --no-pager", 0, r"kernel: NVRM: loading NVIDIA UNIX"),
+    ("journalctl -xeu nvidia-fabricmanager", 0, r"systemd\[1\]: Started nvidia-fabricmanager.service"),
+    ("systemctl --bogus status nvidia-fabricmanager", 1, r"\Asystemctl: unrecognized option '--bogus'\n\Z"),
+    ("journalctl -k -z", 1, r"\Ajournalctl: invalid option -- 'z'\n\Z"),
 ]
 
 

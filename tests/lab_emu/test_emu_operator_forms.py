@@ -104,3 +104,24 @@ def test_query_gpu_headers_and_value_units_match_the_real_csv(make_node) -> None
     assert [unit(v) for v in first] == [unit(real[f][1]) for f in fields]
     bare = node.run("nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits").stdout
     assert bare.splitlines()[0].split(", ") == [v.rsplit(" ", 1)[0] if unit(v) else v for v in first]
+
+
+def test_systemctl_and_journalctl_refuse_unknown_options_as_the_real_ones_do(make_node) -> None:
+    """This machine's systemd 252 tools are the oracle: they refuse a bad option before talking to any manager."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if not (shutil.which("systemctl", path="/usr/bin:/bin") and shutil.which("journalctl", path="/usr/bin:/bin")):
+        pytest.skip("systemctl/journalctl (Debian's systemd) are not installed here")
+    node = make_node("dgx-h100")
+    for tool, args in (("systemctl", ["--bogus", "status", "x"]), ("systemctl", ["-z", "status", "x"]),
+                       ("journalctl", ["--bogus"]), ("journalctl", ["-k", "-z"])):
+        real = subprocess.run([tool, *args], capture_output=True, text=True, timeout=30,
+                              env={"PATH": "/usr/bin:/bin", "LANG": "C"})
+        emu = node.run(tool, *args)
+        assert (emu.returncode, emu.stdout, emu.stderr) == (real.returncode, real.stdout, real.stderr), (tool, args)
+    # the options runbooks use are accepted
+    assert node.run("journalctl", "-b", "-1", "-k", "--no-pager").returncode == 0
+    assert node.run("systemctl", "status", "nvidia-fabricmanager", "--no-pager", "-l").returncode == 0
