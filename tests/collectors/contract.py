@@ -9,7 +9,8 @@ from typing import Any
 from fabricproof.collectors.base import Collector
 from jsonschema import Draft202012Validator
 
-#: collector id -> (argv, facts pointer it provides, part of the default collection set)
+#: collector id -> (the tool's argv, facts pointer it provides, part of the default collection set); a guard for an
+#: optional prerequisite around the argv is the business of tests/collectors/test_requires.py
 CollectorTable = Mapping[str, tuple[tuple[str, ...], str, bool]]
 
 
@@ -44,7 +45,7 @@ def assert_closed_and_described(schema: Mapping[str, Any]) -> None:
 
 def assert_collector_table(collectors: Iterable[Collector], expected: CollectorTable) -> None:
     """Exactly these collector ids, each with this argv, facts pointer and default-set membership."""
-    actual = {c.id: (c.argv, c.provides, c.default) for c in collectors}
+    actual = {c.id: (c.tool_argv, c.provides, c.default) for c in collectors}
     # pytest does not rewrite asserts in this helper module, so the message spells out the difference
     ids = sorted(actual.keys() | expected.keys())
     wrong = {cid: actual.get(cid) for cid in ids if actual.get(cid) != expected.get(cid)}

@@ -19,10 +19,10 @@ from fabricproof.lab.errors import LabError
 def test_every_collector_command_the_lab_answers_has_a_realistic_delay_with_a_source():
     delays = latency.delays("realistic")
     for c in default_collectors():
-        key = key_for(c.argv[0], list(c.argv[1:]))
+        key = key_for(c.tool_argv[0], list(c.tool_argv[1:]))  # inside its prerequisite guard, if any
         if key is None:
             continue  # an `sh -c` file read: the lab's real cat/grep answer it
-        d = durations.of(c.argv)
+        d = durations.of(c.tool_argv)
         assert d is not None and d.source, f"{c.id}: {c.command} has no duration in fabricproof/durations.py"
         assert delays[key] == d.typical_s == c.typical_s
     # every value says where it comes from: a measurement (issue or document) or an estimate saying so

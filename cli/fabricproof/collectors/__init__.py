@@ -60,7 +60,7 @@ _MODULES = (
 
 def _timed(c: Collector) -> Collector:
     """A collector with its typical duration and default timeout from the durations measured on real nodes."""
-    d = durations.of(c.argv)
+    d = durations.of(c.tool_argv)  # a guard around the tool costs nothing
     return c if d is None else dataclasses.replace(c, typical_s=d.typical_s, timeout_s=d.timeout_s)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..base import Collector, ParseError
+from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import array, integer, mapping, obj, string
 from ..textutil import na_to_none
 from .values import text_lines
@@ -87,10 +87,14 @@ def parse_ibdev2netdev(text: str) -> dict[str, Any]:
     return {"entries": entries, "map": {f"{e['device']}/{e['port']}": e["netdev"] for e in entries}}
 
 
+# A MLNX_OFED script (mlnx-tools); a node on the distribution's inbox rdma-core has none, which is not a fault.
+IBDEV2NETDEV_REQUIRES = Requires("command", "ibdev2netdev", "RDMA port to netdev map not read")
+
 COLLECTORS = (
     Collector(
         id="ibdev2netdev",
-        argv=("ibdev2netdev",),
+        argv=guarded(IBDEV2NETDEV_REQUIRES, "ibdev2netdev"),
+        requires=IBDEV2NETDEV_REQUIRES,
         parse=parse_ibdev2netdev,
         provides="/ib/netdev",
         schema=NETDEV_SCHEMA,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..base import Collector, ParseError
+from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import array, boolean, integer, obj, string
 from ..textutil import na_to_none, split_kv, strip_ansi
 
@@ -173,10 +173,14 @@ def parse_mlxfwmanager(text: str) -> dict[str, Any]:
     }
 
 
+MFT_REQUIRES = Requires("command", "mlxfwmanager", "HCA firmware not checked (NVIDIA MFT)")
+
 COLLECTORS = (
     Collector(
         id="mlxfwmanager",
-        argv=("mlxfwmanager", "--query"),
+        # NVIDIA MFT is optional (as for mlxlink): without it the HCA firmware is not checked, nothing broke.
+        argv=guarded(MFT_REQUIRES, "mlxfwmanager", "--query"),
+        requires=MFT_REQUIRES,
         parse=parse_mlxfwmanager,
         provides="/ib/firmware",
         schema=FIRMWARE_SCHEMA,

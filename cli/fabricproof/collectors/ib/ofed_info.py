@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..base import Collector, ParseError
+from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import boolean, obj, string
 from .values import text_lines
 
@@ -42,10 +42,14 @@ def parse_ofed_info(text: str) -> dict[str, Any]:
     raise ParseError("no '<flavor>-<release>:' line: not ofed_info -s output")
 
 
+OFED_REQUIRES = Requires("command", "ofed_info", "MLNX_OFED/DOCA-OFED version not checked")
+
 COLLECTORS = (
     Collector(
         id="ofed_info",
-        argv=("ofed_info", "-s"),
+        # MLNX_OFED / DOCA-OFED is optional: a node on the distribution's inbox rdma-core has no ofed_info.
+        argv=guarded(OFED_REQUIRES, "ofed_info", "-s"),
+        requires=OFED_REQUIRES,
         parse=parse_ofed_info,
         provides="/ofed",
         schema=OFED_SCHEMA,

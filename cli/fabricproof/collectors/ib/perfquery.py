@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..base import Collector, ParseError
+from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import array, boolean, integer, mapping, obj
 from ..textutil import first_line
 from .values import int_any, text_lines
@@ -44,9 +44,12 @@ PERFQUERY_SCHEMA = obj(
     },
 )
 
+PERFQUERY_REQUIRES = Requires("command", "perfquery", "PMA port counters not checked")
+
 PERFQUERY = Collector(
     id="perfquery",
-    argv=("perfquery",),
+    argv=guarded(PERFQUERY_REQUIRES, "perfquery"),  # infiniband-diags, optional (ib_counters reads sysfs)
+    requires=PERFQUERY_REQUIRES,
     parse=parse_perfquery,
     provides="/ib/perfquery",
     schema=PERFQUERY_SCHEMA,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..base import Collector, ParseError
+from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import array, integer, obj, string
 from .values import int_any, text_lines
 
@@ -81,10 +81,14 @@ def parse_show_gids(text: str) -> dict[str, Any]:
     }
 
 
+SHOW_GIDS_REQUIRES = Requires("command", "show_gids", "RoCE GID table not checked")
+
 COLLECTORS = (
     Collector(
         id="show_gids",
-        argv=("show_gids",),
+        # show_gids is a MLNX_OFED script; inbox rdma-core has none (the GID table is then not read).
+        argv=guarded(SHOW_GIDS_REQUIRES, "show_gids"),
+        requires=SHOW_GIDS_REQUIRES,
         parse=parse_show_gids,
         provides="/roce/gids",
         schema=GIDS_SCHEMA,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..base import Collector, ParseError
+from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import boolean, integer, notes, obj, string
 from ..textutil import first_line
 from .values import int_any, text_lines
@@ -64,10 +64,14 @@ SMINFO_SCHEMA = obj(
     },
 )
 
+SMINFO_REQUIRES = Requires("command", "sminfo", "subnet manager not checked")
+
 SMINFO = Collector(
     id="sminfo",
     # sminfo prints its failures (ibwarn/iberror) on stderr and exits 255: both are the answer.
-    argv=("sh", "-c", "exec sminfo 2>&1"),
+    # infiniband-diags is optional on a node (sysfs already gives port state); without it the SM is not checked.
+    argv=guarded(SMINFO_REQUIRES, "sh", "-c", "exec sminfo 2>&1"),
+    requires=SMINFO_REQUIRES,
     parse=parse_sminfo,
     provides="/ib/sminfo",
     schema=SMINFO_SCHEMA,

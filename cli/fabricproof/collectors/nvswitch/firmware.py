@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from ..base import Collector, ParseError
+from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import array, boolean, choice, mapping, obj, string
 from ..textutil import natural_key, strip_ansi
 
@@ -160,9 +160,14 @@ NVSWITCH_FIRMWARE_SCHEMA: dict[str, Any] = obj(
 # FWUpdateFilePath makes show_version compare against a package and fill Pkg Version/Up-To-Date.
 NVFWUPD_CONFIG = "/etc/fabricproof/nvfwupd.yaml"
 
+NVFWUPD_REQUIRES = Requires("file", NVFWUPD_CONFIG, "NVSwitch firmware not checked")
+
 NVSWITCH_FIRMWARE = Collector(
     id="nvswitch_firmware",
-    argv=("nvfwupd", "-c", NVFWUPD_CONFIG, "show_version"),
+    # Most nodes have no BMC credentials provisioned: without the file the firmware is not checked (skip), which
+    # is not a collection failure (exit 3 stays for real ones).
+    argv=guarded(NVFWUPD_REQUIRES, "nvfwupd", "-c", NVFWUPD_CONFIG, "show_version"),
+    requires=NVFWUPD_REQUIRES,
     parse=parse_nvfwupd,
     provides="/nvswitch/firmware",
     schema=NVSWITCH_FIRMWARE_SCHEMA,

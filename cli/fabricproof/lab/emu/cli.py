@@ -19,8 +19,6 @@ HANG_LIMIT_S = 3600.0
 
 USAGE = {
     "nvidia-smi": ("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n", "", 2),
-    "ibstat": ("", "Usage: ibstat [-d(ebug) -l(ist_of_cas) -s(hort) -p(ort_list) -V(ersion)] <ca_name> [portnum]\n", 255),
-    "ibv_devinfo": ("", "Usage: ibv_devinfo             print the ca attributes\n", 255),
     "lspci": ("", "lspci: Invalid option -- see lspci --help\n", 2),
     "nvidia-imex-ctl": ("", "Usage: nvidia-imex-ctl [-i <IP> <PORT>|-u <unix domain socket path>|-c <nvidia-imex "
                             "config.cfg path>] <-n|-N|-q|-s|-d|-m> [-t <timeout>]\n", 1),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import firmware, hosttools, nvsmi, packages, probetools, services
+from . import firmware, hosttools, ibtools, nvsmi, packages, probetools, services
 from .tooling import Abort, Handler, HangRequested, Result
 
 HANDLERS: dict[str, Handler] = {
@@ -29,6 +29,9 @@ HANDLERS: dict[str, Handler] = {
     "mlxlink": firmware.mlxlink,
     "nvfwupd": firmware.nvfwupd,
     "nvidia-smi": nvsmi.nvidia_smi,
+    "ibstat": ibtools.ibstat,
+    "ibv_devinfo": ibtools.ibv_devinfo,
+    "ibv_devices": ibtools.ibv_devices,
     # load probes (issue 11): their figures come from the node model (perfmodel), their wait is slept
     "all_reduce_perf": probetools.nccl_tests("all_reduce_perf"),
     "all_gather_perf": probetools.nccl_tests("all_gather_perf"),

@@ -235,7 +235,13 @@ def nvfwupd(node_dir: Path, args: list[str]) -> Result:
     for a in it:
         if a in ("-t", "--target", "-o", "--os_target"):
             continue  # the ip=/user=/password= tokens that follow contain '=' and are skipped below
-        if a in ("-c", "--config", "-s", "--special"):
+        if a in ("-c", "--config"):
+            config = next(it, "")
+            # Its BMC address and credentials come from this file: without it there is no BMC to ask (the
+            # wording is the lab's; the collector's guard keeps a node without the file from getting here).
+            if not (node_dir / "root" / config.lstrip("/")).is_file():
+                return "", f"Error: config file {config} not found\n", 1
+        elif a in ("-s", "--special"):
             next(it, None)
         elif a in ("-p", "--package"):
             pkgs.append(next(it, ""))

@@ -16,6 +16,7 @@ from .model import Node, installed_driver, installed_fm, nvml_mismatch, profile_
 SHOW_PROPS = "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"
 QUERY_GPU = "--query-gpu=" + ",".join(render_gpu.QUERY_GPU_FIELDS) + " --format=csv"
 NVFWUPD_CONFIG = "/etc/fabricproof/nvfwupd.yaml"
+NVFWUPD_YAML = "BMC_IP: 127.0.0.1\nRF_USERNAME: lab\nRF_PASSWORD: lab\nTargetPlatform: HGX\n"
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,8 @@ def render_key(view: Node, key: str) -> Out:
     if key.startswith("mlxlink_"):
         hca = next((h for h in view["hcas"] if h["name"] == "mlx5_" + key.split("_", 1)[1]), None)
         return Out(render_ib.render_mlxlink(view, hca)) if hca is not None else Out(special="absent")
+    if key == "nvfwupd" and not view.get("nvfwupd_config", True):
+        return Out("", f"Error: config file {NVFWUPD_CONFIG} not found\n", 1)  # as firmware.nvfwupd says
     if key == "sminfo":
         stdout, stderr, rc = render_ib.render_sminfo(view)
         return Out(stdout, stderr, rc)
@@ -208,6 +211,9 @@ def root_files(view: Node) -> dict[str, str | None]:
         "etc/nvidia-imex/nodes_config.cfg": ("\n".join(view["imex_peers"] or [view["address"]]) + "\n")
         if p["imex"]["present"] else None,
         "etc/hostname": view["hostname"] + "\n",
+        # nvfwupd's BMC config (the lab's BMC needs no credentials); a node without it ("nvfwupd_config": false)
+        # is an unconfigured one, whose firmware collector is skipped, not failed.
+        NVFWUPD_CONFIG.lstrip("/"): NVFWUPD_YAML if view.get("nvfwupd_config", True) else None,
         # The IMEX channel device (a plain empty file in the lab: mknod needs root); gone after a reboot that did
         # not recreate it (fault imex-channel-missing).
         "dev/nvidia-caps-imex-channels/channel0": "" if p["imex"]["present"] and view.get("imex_channel0", True)

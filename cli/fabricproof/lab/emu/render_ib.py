@@ -36,20 +36,32 @@ def port_rate_text(port: dict[str, Any]) -> str:
     return f"{port['rate']} Gb/sec ({port['width']})"
 
 
+def capability_mask(port: dict[str, Any]) -> str:
+    """PortInfo CapabilityMask as ibstat and sysfs cap_mask print it (a ConnectX-7 IB port; a RoCE port's)."""
+    return "0xa751e848" if port["link_layer"] == "InfiniBand" else "0x00010000"
+
+
+def ibstat_port_lines(port: dict[str, Any], pre: str = "\t\t") -> list[str]:
+    """The lines ibstat prints for one port (indented under its CA, or bare for `ibstat CA PORT`)."""
+    return [f"{pre}State: {port['state']}", f"{pre}Physical state: {port['phys_state']}", f"{pre}Rate: {port['rate']}",
+            f"{pre}Base lid: {port['base_lid']}", f"{pre}LMC: 0", f"{pre}SM lid: {port['sm_lid']}",
+            f"{pre}Capability mask: {capability_mask(port)}", f"{pre}Port GUID: 0x{port['port_guid']}",
+            f"{pre}Link layer: {port['link_layer']}"]
+
+
+def ibstat_ca_lines(hca: dict[str, Any], ports: bool = True) -> list[str]:
+    """One CA of ibstat (-s: without its ports)."""
+    out = [f"CA '{hca['name']}'", f"\tCA type: {hca['ca_type']}", f"\tNumber of ports: {len(hca['ports'])}",
+           f"\tFirmware version: {hca['fw']}", "\tHardware version: 0", f"\tNode GUID: 0x{hca['node_guid']}",
+           f"\tSystem image GUID: 0x{hca['node_guid']}"]
+    for port in hca["ports"] if ports else ():
+        out += [f"\tPort {port['port']}:", *ibstat_port_lines(port)]
+    return out
+
+
 def render_ibstat(view: Node) -> str:
     """`ibstat` with its native TAB indentation."""
-    out: list[str] = []
-    for hca in view["hcas"]:
-        out += [f"CA '{hca['name']}'", f"\tCA type: {hca['ca_type']}", f"\tNumber of ports: {len(hca['ports'])}",
-                f"\tFirmware version: {hca['fw']}", "\tHardware version: 0", f"\tNode GUID: 0x{hca['node_guid']}",
-                f"\tSystem image GUID: 0x{hca['node_guid']}"]
-        for port in hca["ports"]:
-            ib = port["link_layer"] == "InfiniBand"
-            out += [f"\tPort {port['port']}:", f"\t\tState: {port['state']}", f"\t\tPhysical state: {port['phys_state']}",
-                    f"\t\tRate: {port['rate']}", f"\t\tBase lid: {port['base_lid']}", "\t\tLMC: 0",
-                    f"\t\tSM lid: {port['sm_lid']}", f"\t\tCapability mask: {'0xa751e848' if ib else '0x00010000'}",
-                    f"\t\tPort GUID: 0x{port['port_guid']}", f"\t\tLink layer: {port['link_layer']}"]
-    return "\n".join(out) + "\n"
+    return "\n".join(line for hca in view["hcas"] for line in ibstat_ca_lines(hca)) + "\n"
 
 
 #: Port GUID of the lab fabric's subnet manager (a switch of the lab; the LID every IB port names as SM lid).
@@ -199,24 +211,33 @@ _DEVICE_CAPS = """\tmax_mr_size:\t\t\t0xffffffffffffffff
 \tnum_comp_vectors:\t\t63"""
 
 
-def render_ibv_devinfo(view: Node) -> str:
-    """`ibv_devinfo -v` (layout of corpus ibv_devinfo-vv-cx6-4123-hdr-2port-one-down)."""
+def render_ibv_devinfo(view: Node, verbose: bool = True, device: str | None = None, port_num: int | None = None) -> str:
+    """`ibv_devinfo -v` (layout of corpus ibv_devinfo-vv-cx6-4123-hdr-2port-one-down); without verbose the plain
+    `ibv_devinfo` (corpus ibv_devinfo-8x-cx7-dell-*); device/port_num: -d DEV / -i PORT."""
     out: list[str] = []
     for hca in view["hcas"]:
+        if device is not None and hca["name"] != device:
+            continue
         out += [f"hca_id:\t{hca['name']}", "\ttransport:\t\t\tInfiniBand (0)", f"\tfw_ver:\t\t\t\t{hca['fw']}",
                 f"\tnode_guid:\t\t\t{_colon_guid(hca['node_guid'])}",
                 f"\tsys_image_guid:\t\t\t{_colon_guid(hca['node_guid'])}", "\tvendor_id:\t\t\t0x02c9",
                 f"\tvendor_part_id:\t\t\t{hca['ca_type'][2:]}", "\thw_ver:\t\t\t\t0x0",
-                f"\tboard_id:\t\t\t{hca['psid']}", f"\tphys_port_cnt:\t\t\t{len(hca['ports'])}", _DEVICE_CAPS]
+                f"\tboard_id:\t\t\t{hca['psid']}", f"\tphys_port_cnt:\t\t\t{len(hca['ports'])}"]
+        if verbose:
+            out.append(_DEVICE_CAPS)
         for port in hca["ports"]:
+            if port_num is not None and port["port"] != port_num:
+                continue
             mtu = port["active_mtu"]
             out += [f"\t\tport:\t{port['port']}",
                     f"\t\t\tstate:\t\t\t{_VERBS_STATE[port['state']]} ({_STATE_NUM[port['state']]})",
                     f"\t\t\tmax_mtu:\t\t{port['max_mtu']} ({_MTU_ENUM[port['max_mtu']]})",
                     f"\t\t\tactive_mtu:\t\t{mtu} ({_MTU_ENUM[mtu]})",
                     f"\t\t\tsm_lid:\t\t\t{port['sm_lid']}", f"\t\t\tport_lid:\t\t{port['base_lid']}",
-                    "\t\t\tport_lmc:\t\t0x00", f"\t\t\tlink_layer:\t\t{port['link_layer']}",
-                    "\t\t\tmax_msg_sz:\t\t0x40000000", "\t\t\tport_cap_flags:\t\t0xa259e848",
+                    "\t\t\tport_lmc:\t\t0x00", f"\t\t\tlink_layer:\t\t{port['link_layer']}"]
+            if not verbose:
+                continue
+            out += ["\t\t\tmax_msg_sz:\t\t0x40000000", "\t\t\tport_cap_flags:\t\t0xa259e848",
                     "\t\t\tport_cap_flags2:\t0x0032", "\t\t\tmax_vl_num:\t\t4 (3)", "\t\t\tbad_pkey_cntr:\t\t0x0",
                     "\t\t\tqkey_viol_cntr:\t\t0x0", "\t\t\tsm_sl:\t\t\t0", "\t\t\tpkey_tbl_len:\t\t128",
                     "\t\t\tgid_tbl_len:\t\t8", "\t\t\tsubnet_timeout:\t\t18", "\t\t\tinit_type_reply:\t0",
@@ -423,18 +444,29 @@ def sysfs_files(view: Node) -> dict[str, str]:
         files[f"{base}/board_id"] = hca["psid"] + "\n"
         files[f"{base}/hca_type"] = hca["ca_type"] + "\n"
         files[f"{base}/node_guid"] = _colon_guid(hca["node_guid"]) + "\n"
+        # What libibumad reads besides (ibstat, and so the real infiniband-diags ibstat can run over this tree)
+        files[f"{base}/node_type"] = "1: CA\n"
+        files[f"{base}/hw_rev"] = "0\n"
+        files[f"{base}/sys_image_guid"] = _colon_guid(hca["node_guid"]) + "\n"
         for p in hca["ports"]:
             pb = f"{base}/ports/{p['port']}"
+            files[f"{pb}/lid"] = f"0x{p['base_lid']:x}\n"
+            files[f"{pb}/lid_mask_count"] = "0\n"
+            files[f"{pb}/sm_lid"] = f"0x{p['sm_lid']:x}\n"
+            files[f"{pb}/sm_sl"] = "0\n"
+            files[f"{pb}/cap_mask"] = f"{capability_mask(p)}\n"
+            files[f"{pb}/gids/0"] = _gid(p["port_guid"]) + "\n"
             files[f"{pb}/state"] = f"{_STATE_NUM[p['state']]}: {p['state'].upper()}\n"
             files[f"{pb}/phys_state"] = f"{_PHYS_NUM[p['phys_state']]}: {p['phys_state']}\n"
             files[f"{pb}/rate"] = port_rate_text(p) + "\n"
             files[f"{pb}/link_layer"] = p["link_layer"] + "\n"
             # the first slots of the P_Key table (a real port has 128, the unused ones read 0x0000 and the collector
             # drops them); a fixed slot count, so a key a fault takes away reads 0x0000 instead of staying behind
-            if p["link_layer"] == "InfiniBand":
-                table = list(p.get("pkeys", DEFAULT_PKEYS))
-                for i in range(PKEY_SLOTS):
-                    files[f"{pb}/pkeys/{i}"] = (table[i] if i < len(table) else "0x0000") + "\n"
+            # A RoCE port has the table too (libibumad reads it; ibstat fails without it); the lab leaves its slots
+            # unused (0x0000), so the P_Key facts of an Ethernet port stay empty as before.
+            table = list(p.get("pkeys", DEFAULT_PKEYS)) if p["link_layer"] == "InfiniBand" else []
+            for i in range(PKEY_SLOTS):
+                files[f"{pb}/pkeys/{i}"] = (table[i] if i < len(table) else "0x0000") + "\n"
             counters = p["counters"]
             if any(v for k, v in counters.items() if not k.startswith("hw:")):
                 for name in IB_COUNTER_NAMES:

@@ -70,8 +70,51 @@ def _job_failed(name: str) -> str:
             f"See \"systemctl status {name}.service\" and \"journalctl -xeu {name}.service\" for details.\n")
 
 
+#: Options the real tools take (systemd 252); any other is refused as getopt_long refuses it, exit 1. Values: the
+#: options that take one (the next argument unless given as --opt=VALUE or glued to a short option).
+_SYSTEMCTL_OPTS = ({"-a", "--all", "-l", "--full", "-q", "--quiet", "--no-pager", "--no-block", "--system", "--user",
+                    "--now", "--value", "--no-legend", "--plain", "--failed", "-r", "--recursive", "-f", "--force",
+                    "--show-types", "--wait", "--no-ask-password", "--runtime", "--global", "-i",
+                    "--ignore-inhibitors", "--no-reload"},
+                   {"-p", "--property", "-t", "--type", "--state", "-n", "--lines", "-o", "--output", "--job-mode",
+                    "-H", "--host", "-M", "--machine", "--root", "-s", "--signal", "--kill-whom", "-P"})
+_JOURNALCTL_OPTS = ({"-k", "--dmesg", "-b", "--boot", "-e", "--pager-end", "-x", "--catalog", "-f", "--follow",
+                     "--no-pager", "-r", "--reverse", "-q", "--quiet", "--no-hostname", "-a", "--all", "--utc",
+                     "--system", "--user", "--list-boots", "-m", "--merge", "--no-full", "-l", "--full", "-n",
+                     "--lines"},
+                    {"-u", "--unit", "-o", "--output", "-p", "--priority", "-S", "--since", "-U", "--until", "-t",
+                     "--identifier", "-g", "--grep", "-D", "--directory", "--user-unit"})
+
+
+def _bad_option(tool: str, args: list[str], known: tuple[set[str], set[str]]) -> Result | None:
+    """The real refusal of the first option `tool` does not have, or None."""
+    flags, valued = known
+    it = iter(args)
+    for a in it:
+        if a == "--":
+            return None
+        if a.startswith("--"):
+            name = a.split("=", 1)[0]
+            if name not in flags | valued:
+                return "", f"{tool}: unrecognized option '{name}'\n", 1
+            if name in valued and "=" not in a:
+                next(it, None)
+        elif a.startswith("-") and len(a) > 1 and not a[1:].isdigit():  # `-b -1`: a boot offset, not options
+            for i, ch in enumerate(a[1:], 1):
+                if f"-{ch}" in valued:
+                    if i == len(a) - 1:
+                        next(it, None)
+                    break
+                if f"-{ch}" not in flags:
+                    return "", f"{tool}: invalid option -- '{ch}'\n", 1
+    return None
+
+
 def systemctl(node_dir: Path, args: list[str]) -> Result:
     """systemctl start/stop/restart/enable/disable/is-active/is-enabled/is-failed/show/status/daemon-reload/reboot."""
+    refused = _bad_option("systemctl", args, _SYSTEMCTL_OPTS)
+    if refused:
+        return refused
     props: list[str] = []
     now = value_only = False
     words: list[str] = []
@@ -278,6 +321,9 @@ def shutdown(node_dir: Path, args: list[str]) -> Result:
 
 def journalctl(node_dir: Path, args: list[str]) -> Result:
     """journalctl -u UNIT | -k, with -b, -n N, -e, -x, --no-pager (the forms runbooks use)."""
+    refused = _bad_option("journalctl", args, _JOURNALCTL_OPTS)
+    if refused:
+        return refused
     units = {"nvidia-fabricmanager": "fm", "nvidia-imex": "imex"}
     unit, lines = None, None
     it = iter(args)
