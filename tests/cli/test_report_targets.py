@@ -4,7 +4,10 @@ validate examples (README.md, section Validate) run exactly as printed."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import defusedxml.ElementTree as SafeET
@@ -114,3 +117,16 @@ def test_the_readme_validate_examples_run_as_printed_and_write_the_right_artifac
     assert res.returncode == 1, res.stderr
     assert "nvlink.recovery_errors  h100-0001  critical" in res.stdout
     assert "recovery errors grew by 2 (at most 0)" in res.stdout
+
+
+def test_a_long_report_path_is_printed_whole_at_80_columns(tmp_path):
+    """The 'wrote ... to PATH' line is a message, not a table: the terminal may fold it, fabricproof never cuts
+    the path with a newline (a CI log grep, or a copy and paste, must find it whole)."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    target = deep / "junit.xml"
+    res = subprocess.run([sys.executable, "-m", "fabricproof", "validate", "--facts", str(LAB / "facts"), "-b",
+                          str(LAB / "baseline.yaml"), "-f", f"junit={target}"],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
+    assert res.returncode == 0, res.stderr
+    assert f"wrote junit report to {target}" in res.stderr.splitlines()

@@ -21,7 +21,8 @@ from ..textsafe import for_terminal
 F = TypeVar("F", bound=Callable[..., Any])
 
 console = Console(highlight=False, soft_wrap=False)
-err_console = Console(stderr=True, highlight=False)
+# Messages soft-wrap: the terminal folds a long line, and a path or command in it is never cut by a newline.
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def shown(text: object) -> str:
