@@ -10,6 +10,7 @@ from typing import Any
 from . import documents
 from .platforms import platform_of
 from .collectors import COLLECTORS, Collector, ParseError
+from .collectors.base import not_run_reason
 from .errors import InputError, Problem
 from .model import CommandResult
 from .pointer import split_pointer
@@ -31,6 +32,10 @@ def parse_output(collector: Collector, result: CommandResult) -> tuple[dict[str,
         run["duration_s"] = round(result.duration_s, 3)
     if result.error:
         run.update(status="error", error=result.error)
+        return run, None
+    why = not_run_reason(result.exit_code, result.stdout)
+    if why is not None:  # it chose not to run (a probe on a busy node): skipped with its reason, not a failure
+        run.update(status="skipped", error=f"not run: {why}")
         return run, None
     if result.exit_code not in collector.ok_exit_codes and not result.stdout.strip():
         first = (result.stderr.strip().splitlines() or [f"exit status {result.exit_code}"])[0]

@@ -19,6 +19,23 @@ def read_host_file(path: str, *reader: str) -> tuple[str, ...]:
     return ("sh", "-c", f'exec {cmd} -- "${{{HOST_ROOT_ENV}:-}}{path}"')
 
 
+#: The exit status of a command that chose not to run (EX_TEMPFAIL), with one stdout line `fabricproof: not run: <why>`:
+#: the run records it as skipped with that reason, not as a failure (the probes' idle guard uses it).
+NOT_RUN_EXIT = 75
+NOT_RUN_MARKER = "fabricproof: not run: "
+
+
+
+def not_run_reason(exit_code: int | None, stdout: str) -> str | None:
+    """Why a command chose not to run (NOT_RUN_EXIT and its marker line), or None when it ran."""
+    if exit_code != NOT_RUN_EXIT:
+        return None
+    for line in stdout.splitlines():
+        if line.startswith(NOT_RUN_MARKER):
+            return line[len(NOT_RUN_MARKER):].strip() or "no reason given"
+    return None
+
+
 #: The lock every probe takes (Collector.lock).
 FABRIC_LOAD = "fabric-load"
 
