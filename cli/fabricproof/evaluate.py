@@ -124,10 +124,9 @@ def _collector_problem(facts: Facts, check: Check) -> tuple[Outcome, str] | None
     status = run.get("status")
     if status == "error":
         return Outcome.ERROR, f"collector {check.collector} failed: {run.get('error', 'no reason given')}"
-    if status == "skipped" and check.probe:  # the probe chose not to run here (a busy node, the budget spent)
-        return Outcome.SKIP, f"probe {check.collector} was {run.get('error') or 'not run'}"
     if status == "skipped":
-        return Outcome.UNKNOWN, f"collector {check.collector} was skipped: {run.get('error', '')}".rstrip(": ")
+        # Not run on purpose (prerequisite absent, platform not served): the check does not apply here.
+        return Outcome.SKIP, f"collector {check.collector} not run: {run.get('error', '')}".rstrip(": ")
     return None
 
 

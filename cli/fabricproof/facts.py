@@ -33,9 +33,10 @@ def parse_output(collector: Collector, result: CommandResult) -> tuple[dict[str,
     if result.error:
         run.update(status="error", error=result.error)
         return run, None
-    why = not_run_reason(result.exit_code, result.stdout)
-    if why is not None:  # it chose not to run (a probe on a busy node): skipped with its reason, not a failure
-        run.update(status="skipped", error=f"not run: {why}")
+    reason = not_run_reason(result.exit_code, result.stdout)
+    if reason is not None:
+        # Its prerequisite is absent (unconfigured, not broken): nothing ran, so nothing failed either.
+        run.update(status="skipped", error=reason)
         return run, None
     if result.exit_code not in collector.ok_exit_codes and not result.stdout.strip():
         first = (result.stderr.strip().splitlines() or [f"exit status {result.exit_code}"])[0]

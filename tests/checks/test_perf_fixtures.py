@@ -106,4 +106,4 @@ def test_a_probe_the_idle_guard_refused_is_skipped_with_its_reason():
     checks = {c.id: c for c in load()}
     (r,) = evaluate({"node1": doc}, base, [checks["perf.nccl_allreduce_busbw"]]).results
     assert r.outcome is Outcome.SKIP
-    assert r.reason == "probe nccl_all_reduce was not run: 1 GPU compute process(es) running: 4242, python3"
+    assert r.reason == "collector nccl_all_reduce not run: 1 GPU compute process(es) running: 4242, python3"

@@ -19,25 +19,31 @@ def read_host_file(path: str, *reader: str) -> tuple[str, ...]:
     return ("sh", "-c", f'exec {cmd} -- "${{{HOST_ROOT_ENV}:-}}{path}"')
 
 
-#: The exit status of a command that chose not to run (EX_TEMPFAIL), with one stdout line `fabricproof: not run: <why>`:
-#: the run records it as skipped with that reason, not as a failure (the probes' idle guard uses it).
+#: The lock every probe takes (Collector.lock).
+FABRIC_LOAD = "fabric-load"
+
+#: The exit status of a guard that found a prerequisite absent and ran nothing (EX_TEMPFAIL of sysexits.h: no tool
+#: failed). Shared by the collectors' `requires` and any other guard (the probes' idle guard) that declines to run.
 NOT_RUN_EXIT = 75
+#: The one line a declining guard prints on stdout, followed by its reason.
 NOT_RUN_MARKER = "fabricproof: not run: "
 
 
-
 def not_run_reason(exit_code: int | None, stdout: str) -> str | None:
-    """Why a command chose not to run (NOT_RUN_EXIT and its marker line), or None when it ran."""
+    """The reason a guard gave for running nothing (exit NOT_RUN_EXIT and a marker line), else None.
+
+    Both are needed: a real tool may exit 75 or print anything, but not both with the marker as a whole line."""
     if exit_code != NOT_RUN_EXIT:
         return None
     for line in stdout.splitlines():
         if line.startswith(NOT_RUN_MARKER):
-            return line[len(NOT_RUN_MARKER):].strip() or "no reason given"
+            return line[len(NOT_RUN_MARKER):].strip() or "prerequisite absent"
     return None
 
 
-#: The lock every probe takes (Collector.lock).
-FABRIC_LOAD = "fabric-load"
+def not_run_line(reason: str) -> str:
+    """The marker line a guard prints (newline-terminated): what not_run_reason reads back."""
+    return f"{NOT_RUN_MARKER}{' '.join(reason.split())}\n"
 
 
 class ParseError(ValueError):

@@ -25,6 +25,9 @@ TOOLS = {
     "scontrol": 'if [ -n "$SCONTROL_FAIL" ]; then echo "scontrol: error: slurm_load_ctl_conf error"; exit 1; fi\n'
                 'echo "PID      JOBID    STEPID   LOCALID GLOBALID"\n[ -n "$JOB_PIDS" ] && printf "%s\\n" "$JOB_PIDS"\n'
                 'exit 0\n',
+    # This machine may run slurmd for other tests: whether slurmd "runs here" is the test's to say.
+    "pgrep": 'if [ "$1" = -x ]; then [ -n "$SLURMD_RUNS" ] && [ "$2" = slurmd ] && echo 1 && exit 0; exit 1; fi\n'
+             'exec /usr/bin/pgrep "$@"\n',
 }
 
 
@@ -39,9 +42,9 @@ def node(tmp_path: Path) -> dict[str, str]:
     return {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
 
 
-def run(argv: tuple[str, ...], env: dict[str, str], timeout_s: float = 60.0):
+def run(argv: tuple[str, ...], env: dict[str, str], timeout_s: float = 60.0, check: bool = True):
     """The guarded argv as one framed command through /bin/sh, the way every transport runs it."""
-    cmd = Command(guard.guarded(argv), timeout_s, "probe", "fabric-load")
+    cmd = Command(guard.guarded(argv, check), timeout_s, "probe", "fabric-load")
     nonce = new_nonce()
     proc = subprocess.run(["/bin/sh", "-s"], input=build_script([cmd], nonce).encode(), capture_output=True,
                           timeout=120, env=env, check=False)
@@ -63,6 +66,13 @@ def test_a_gpu_compute_process_refuses_the_node_naming_it(node):
     assert why and "1 GPU compute process(es) running" in why and "4242, /usr/bin/python3" in why
 
 
+def test_watch_only_runs_the_probe_beside_gpu_work(node):
+    """The runs after an idle check made for them (an HCA probe's servers and clients) skip the checks."""
+    cmd = ("sh", "-c", "echo ran")
+    r = run(cmd, {**node, "GPU_APPS": "4242, ib_write_bw, 500 MiB"}, check=False)
+    assert (r.exit_code, r.stdout) == (0, "ran\n")
+
+
 def test_a_node_whose_gpus_cannot_be_seen_is_refused(node):
     r = run(("sh", "-c", "echo ran"), {**node, "NVSMI_FAIL": "1"})
     why = not_run_reason(r.exit_code, r.stdout)
@@ -81,6 +91,12 @@ def test_scontrol_without_slurmd_here_means_no_slurm_jobs(node):
     """A login or control node has scontrol but no slurmd: it cannot answer, and nothing of Slurm runs there."""
     r = run(("sh", "-c", "echo ran"), {**node, "SCONTROL_FAIL": "1"})
     assert (r.exit_code, r.stdout) == (0, "ran\n")
+
+
+def test_scontrol_failing_on_a_slurm_node_refuses_it(node):
+    r = run(("sh", "-c", "echo ran"), {**node, "SCONTROL_FAIL": "1", "SLURMD_RUNS": "1"})
+    why = not_run_reason(r.exit_code, r.stdout)
+    assert why and why.startswith("cannot tell whether Slurm jobs run here") and "slurm_load_ctl_conf" in why
 
 
 def test_the_probe_timeout_ends_the_probe_and_its_children(node, tmp_path):
@@ -136,14 +152,16 @@ def test_when_the_session_ends_the_probe_is_stopped(node, tmp_path):
 
 def test_guarded_argv_is_the_fixed_script_with_the_probe_as_arguments():
     argv = guard.guarded(("all_reduce_perf", "-g", "8"))
-    assert argv[:2] == ("sh", "-c") and argv[2] == guard.script() and argv[3:] == (guard.NAME, "all_reduce_perf",
-                                                                                   "-g", "8")
+    assert argv[:2] == ("sh", "-c") and argv[2] == guard.script()
+    assert argv[3:] == (guard.NAME, "check", "all_reduce_perf", "-g", "8")
+    assert guard.guarded(("x",), check=False)[3:] == (guard.NAME, "watch", "x")
     with pytest.raises(ValueError):
         guard.guarded(())
 
 
 @pytest.mark.parametrize(("code", "out", "why"), [
     (75, "fabricproof: not run: busy\n", "busy"),
+    (75, "fabricproof: not run: \n", "prerequisite absent"),
     (75, "some output\n", None),  # the tool's own 75, without the marker: it ran
     (0, "fabricproof: not run: busy\n", None),
     (None, "", None),

@@ -26,7 +26,8 @@ GPU_APPS = ("nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "
 # running until its own deadline: a shell blocked in `wait` does not notice its channel closing. A TERM to the
 # guard (the watchdog at the probe's timeout) ends the probe the same way.
 _SCRIPT = f"""\
-m='{NOT_RUN_MARKER}'
+m='{NOT_RUN_MARKER}' o=$1; shift
+[ "$o" = watch ] || {{
 q=$({" ".join(GPU_APPS)} 2>&1) || {{
   printf '%scannot tell whether the GPUs are idle: nvidia-smi --query-compute-apps failed: %.200s\\n' "$m" \\
     "$(printf '%s\\n' "$q" | head -n 1)"
@@ -52,6 +53,7 @@ if command -v scontrol >/dev/null 2>&1; then
     exit {NOT_RUN_EXIT}
   fi
 fi
+}}
 a= p=$PPID
 while [ "$p" -gt 1 ] && [ -r "/proc/$p/status" ]; do
   a="$a $p" n=0
@@ -79,8 +81,15 @@ def script() -> str:
     return _SCRIPT
 
 
-def guarded(argv: Sequence[str]) -> tuple[str, ...]:
-    """The probe's argv behind the idle guard: `sh -c <fixed script> fabricproof-probe <argv...>`."""
+def guarded(argv: Sequence[str], check: bool = True) -> tuple[str, ...]:
+    """The probe's argv behind the idle guard: `sh -c <fixed script> fabricproof-probe check|watch <argv...>`.
+
+    check=False only watches the session: for the runs that follow an idle check of the node made for them (the
+    servers and clients of one HCA probe would otherwise see each other's GPU buffers as work)."""
     if not argv:
         raise ValueError("empty probe argv")
-    return ("sh", "-c", _SCRIPT, NAME, *argv)
+    return ("sh", "-c", _SCRIPT, NAME, "check" if check else "watch", *argv)
+
+
+#: An idle check alone: NOT_RUN_EXIT with the reason on a busy node, 0 on an idle one.
+IDLE_CHECK = guarded(("true",))
