@@ -134,7 +134,8 @@ def test_inventory_groups_hosts_by_profile_and_rack_with_connection_vars() -> No
     assert len(groups["gb200_nvl72"]["hosts"]) == 20
     assert list(groups["rack_02"]["hosts"]) == ["gb200-0019", "gb200-0020"]
     assert groups["gb200_nvl72"]["hosts"]["gb200-0019"] == {
-        "ansible_host": "127.10.0.19", "fabricproof_lab_profile": "gb200-nvl72", "rack": 2}
+        "ansible_host": "127.10.0.19", "fabricproof_lab_profile": "gb200-nvl72",
+        "fabricproof_data_address": "127.10.0.19", "rack": 2}
 
 
 def test_mixed_inventory_has_one_group_per_profile() -> None:

@@ -49,6 +49,9 @@ EFFECTS = {
     "imex-channel-missing": {"root:dev/nvidia-caps-imex-channels/channel0"},
     "ib-pkey-missing": {"root:sys/class/infiniband/mlx5_0/ports/1/pkeys/0", "root:sys/class/infiniband/mlx5_0/ports/1/pkeys/1"}, "ib-guid-duplicate": {"ibstat"},
     "ib-ber-high": {"mlxlink_3"},
+    # probe-only and idle-state faults: the collectors' outputs stay healthy (test_emu_probes.py proves their effect)
+    "gpu-busy": set(), "slurm-job": set(), "nvlink-degraded": set(), "hca-degraded": set(),
+    "pcie-x8": {"nvsmi_q", "nvsmi_query", "lspci_vvv"},
 }
 # Outputs that carry the lab clock or boot logs: they move on every event and are not compared.
 CLOCKED = re.compile(r'^(Timestamp|\s*<timestamp>|\s*"timestamp")')

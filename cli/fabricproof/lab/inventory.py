@@ -22,11 +22,14 @@ def ssh_common_args(known_hosts: Path) -> str:
 def render_inventory(hosts: Sequence[LabHost], *, port: int, user: str, client_key: Path,
                      known_hosts: Path) -> dict[str, Any]:
     """The inventory as data: group `lab` (all hosts, connection vars), one group per profile and,
-    for racked profiles (GB200), one group per rack. Host vars: address, profile, rack."""
+    for racked profiles (GB200), one group per rack. Host vars: address, profile, data address, rack."""
     by_profile: dict[str, dict[str, Any]] = {}
     by_rack: dict[int, dict[str, Any]] = {}
     for host in hosts:
-        hostvars: dict[str, Any] = {"ansible_host": host.address, "fabricproof_lab_profile": host.profile}
+        # fabricproof_data_address: where a pairwise probe's client dials this host's server (its own 127.x address:
+        # the emulated perftest server listens there).
+        hostvars: dict[str, Any] = {"ansible_host": host.address, "fabricproof_lab_profile": host.profile,
+                                    "fabricproof_data_address": host.address}
         if host.rack is not None:
             hostvars["rack"] = host.rack
             by_rack.setdefault(host.rack, {})[host.name] = None

@@ -16,7 +16,10 @@ PACKAGE = "fabricproof_lab_emu"
 
 #: Tools that only ever go through Python (they change the node or read their arguments).
 PYTHON_TOOLS = ("apt-get", "apt", "dpkg-query", "dpkg", "reboot", "poweroff", "shutdown", "modprobe", "rmmod",
-                "mlxfwreset", "mlxlink", "setpci", "scontrol", "flint", "mstflint")
+                "mlxfwreset", "mlxlink", "setpci", "scontrol", "flint", "mstflint",
+                # load probes: every run computes its figures (and perftest rendezvous over TCP)
+                "all_reduce_perf", "all_gather_perf", "alltoall_perf", "nvbandwidth", "ib_write_bw", "ib_write_lat",
+                "dcgmi")
 
 #: Host files the lab's `cat` and `tail` read from the node's fake root instead of this machine.
 MAPPED_PATHS = tuple("/" + p for p in ROOT_FILES)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import firmware, hosttools, nvsmi, packages, services
+from . import firmware, hosttools, nvsmi, packages, probetools, services
 from .tooling import Abort, Handler, HangRequested, Result
 
 HANDLERS: dict[str, Handler] = {
@@ -29,6 +29,14 @@ HANDLERS: dict[str, Handler] = {
     "mlxlink": firmware.mlxlink,
     "nvfwupd": firmware.nvfwupd,
     "nvidia-smi": nvsmi.nvidia_smi,
+    # load probes (issue 11): their figures come from the node model (perfmodel), their wait is slept
+    "all_reduce_perf": probetools.nccl_tests("all_reduce_perf"),
+    "all_gather_perf": probetools.nccl_tests("all_gather_perf"),
+    "alltoall_perf": probetools.nccl_tests("alltoall_perf"),
+    "nvbandwidth": probetools.nvbandwidth,
+    "ib_write_bw": probetools.perftest("ib_write_bw"),
+    "ib_write_lat": probetools.perftest("ib_write_lat"),
+    "dcgmi": probetools.dcgmi,
 }
 
 

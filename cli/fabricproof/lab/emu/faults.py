@@ -12,7 +12,10 @@ Three kinds of fault:
 profile's baseline, on every profile the fault applies to; `catches_by_profile` gives the exact list per
 profile where it differs (fabric checks do not exist on A100). `catches_over_time` are the counter-delta
 checks (two snapshots). `catches_fleet` are the fleet checks that fail once the faulty node is compared
-with healthy peers. `breaks` names collectors whose command hangs or prints garbage.
+with healthy peers. `breaks` names collectors whose command hangs or prints garbage. `catches_probes` are the
+perf.* checks (probes: NCCL, nvbandwidth, perftest, DCGM) that fail on the node once the probes run on it: a fault
+with no `catches` but some `catches_probes` is one only a load test finds. `blocks_probes` marks a node that is
+not idle (a GPU process, a Slurm job step): a probe must not start there.
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ class Fault:
     catches_fleet: tuple[str, ...] = ()
     catches_fleet_by_profile: dict[str, tuple[str, ...]] = field(default_factory=dict)
     breaks: tuple[str, ...] = ()
+    catches_probes: tuple[str, ...] = ()
+    catches_probes_by_profile: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    blocks_probes: bool = False
     apply: Callable[[Node], None] | None = None  # overlay: change the render view
     inject: Callable[[Node], None] | None = None  # state: change the stored node
     clear: Callable[[Node], None] | None = None  # state: put the healthy value back
@@ -61,6 +67,10 @@ class Fault:
     def catches_fleet_for(self, profile: str) -> tuple[str, ...]:
         """Fleet checks that fail when a node of `profile` with this fault is compared with healthy peers."""
         return self.catches_fleet_by_profile.get(profile, self.catches_fleet)
+
+    def catches_probes_for(self, profile: str) -> tuple[str, ...]:
+        """perf.* checks that fail on a node of `profile` with this fault once the probes run on it."""
+        return self.catches_probes_by_profile.get(profile, self.catches_probes)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form for `lab fault list --format json`."""
@@ -75,6 +85,8 @@ class Fault:
             "catches_fleet": list(self.catches_fleet),
             "catches_fleet_by_profile": {p: list(self.catches_fleet_for(p)) for p in self.profiles},
             "breaks": list(self.breaks),
+            "catches_probes_by_profile": {p: list(self.catches_probes_for(p)) for p in self.profiles},
+            "blocks_probes": self.blocks_probes,
         }
 
 
@@ -589,6 +601,43 @@ def _iommu_clear(node: Node) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Only a load test sees these (the probes read the hidden factors; collectors see a healthy node)
+# ---------------------------------------------------------------------------------------------
+
+DEGRADED_GPU = 5
+DEGRADED_HCA = 0  # mlx5_0: the device a pairwise perftest without -d uses, so every pair it is in slows too
+X8_GPU = 6
+
+
+def _nvlink_degraded(view: Node) -> None:
+    """Every link of GPU 5 Active at full rate, yet it carries half (a marginal link retraining under load)."""
+    view["gpus"][DEGRADED_GPU % len(view["gpus"])]["nvlink_bw"] = 0.5
+
+
+def _hca_degraded(view: Node) -> None:
+    """mlx5_0 reports Active at its full rate but moves half the data (a bad cable or a PCIe-starved adapter)."""
+    _compute_ib(view)[DEGRADED_HCA]["bw_factor"] = 0.5
+
+
+def _pcie_x8(view: Node) -> None:
+    """GPU 6 trained at x8 at its normal generation: its GPUDirect traffic to its rail NIC halves."""
+    view["gpus"][X8_GPU % len(view["gpus"])]["pcie_width"] = 8
+
+
+def _gpu_busy(view: Node) -> None:
+    """A training job holds every GPU: one python3 process each, most of the memory in use."""
+    mem = _profile(view)["gpu"]["memory_mib"]
+    view["gpu_procs"] = [{"gpu": g["index"], "pid": 12345 + g["index"], "name": "/usr/bin/python3",
+                          "used_mib": int(mem * 0.87)} for g in view["gpus"]]
+
+
+def _slurm_job(view: Node) -> None:
+    """Slurm job 4242 runs step 0 on the node: one task per GPU under its slurmstepd."""
+    view["slurm_steps"] = [{"job": 4242, "step": "0", "stepd_pid": 23001,
+                            "pids": [23010 + g["index"] for g in view["gpus"]]}]
+
+
+# ---------------------------------------------------------------------------------------------
 # tools
 # ---------------------------------------------------------------------------------------------
 
@@ -610,6 +659,11 @@ def _noop(_: Node) -> None:
 # ---------------------------------------------------------------------------------------------
 # the catalog
 # ---------------------------------------------------------------------------------------------
+
+#: What a GPU with less NVLink bandwidth costs the probes: the all-reduce busbw and the nvbandwidth pairs it is in
+#: (its pairs fall below the weakest-pair gate and the median). A100 baselines set no pair minimum (no published figure).
+_NVLINK_PROBES = ("perf.nccl_allreduce_busbw", "perf.nvbandwidth_pair_min", "perf.nvbandwidth_spread")
+_NVLINK_PROBES_BY = {"dgx-a100": ("perf.nccl_allreduce_busbw", "perf.nvbandwidth_spread")}
 
 _FM_MISMATCH = ("fm.service_active", "fm.version_matches_driver", "fm.version", "fm.log_version_mismatch")
 
@@ -735,6 +789,20 @@ CATALOG: tuple[Fault, ...] = (
           catches=("gpu.persistence",), inject=_persistence_off, clear=_persistence_on),
     Fault("pcie-downtrained", "GPU 3's PCIe link trained one generation lower at x8.", "overlay",
           catches=("gpu.pcie_link_gen", "gpu.pcie_link_width"), apply=_pcie_down),
+    Fault("gpu-busy", "A training job runs on the node: one /usr/bin/python3 compute process per GPU "
+          "(`nvidia-smi --query-compute-apps` lists them); no probe may start here.", "overlay",
+          blocks_probes=True, apply=_gpu_busy),
+    Fault("slurm-job", "Slurm job 4242 step 0 runs on the node (`scontrol listpids` lists its tasks); no probe may "
+          "start here.", "overlay", blocks_probes=True, apply=_slurm_job),
+    Fault("nvlink-degraded", "GPU 5's NVLinks are all Active at full rate, yet carry half the bandwidth: only load "
+          "shows it (NCCL busbw, GPU 5's nvbandwidth pairs).", "overlay",
+          catches_probes=_NVLINK_PROBES, catches_probes_by_profile=_NVLINK_PROBES_BY, apply=_nvlink_degraded),
+    Fault("hca-degraded", "mlx5_0 is Active at its full rate but moves half the data: its GPUDirect run and every "
+          "host pair it is in fall below the gate.", "overlay",
+          catches_probes=("perf.ib_gdr_bw", "perf.ib_pair_bw"), apply=_hca_degraded),
+    Fault("pcie-x8", "GPU 6's PCIe link trained at x8 (same generation): GPUDirect RDMA through its rail NIC halves, "
+          "and DCGM's PCIe test flags the width.", "overlay", catches=("gpu.pcie_link_width",),
+          catches_probes=("perf.ib_gdr_bw", "perf.dcgm_diag"), apply=_pcie_x8),
     Fault("iommu-translated", "Kernel command line lost iommu=pt: the IOMMU translates (can force ACS on).", "state",
           X86, catches=("iommu.mode",), inject=_iommu, clear=_iommu_clear),
 )

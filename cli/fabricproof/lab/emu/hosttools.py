@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import render_sys
+from . import faults, render_perf, render_sys
 from .model import Node, installed_driver
 from .profiles import KERNEL_MODULES
 from .store import transaction
@@ -115,10 +115,12 @@ def _lab_node_dir(node_dir: Path, name: str) -> Path | None:
 
 
 def scontrol(node_dir: Path, args: list[str]) -> Result:
-    """scontrol show node [NAME] | update NodeName=NAME State=DRAIN|RESUME|DOWN|UNDRAIN Reason=TEXT."""
+    """scontrol listpids [JOB[.STEP]] | show node [NAME] | update NodeName=NAME State=DRAIN|RESUME|DOWN|UNDRAIN Reason=TEXT."""
     if not args:
         return "", "scontrol: error: no command given\n", 1
     op = args[0].lower()
+    if op == "listpids":
+        return render_perf.render_listpids(faults.view(read(node_dir)), args[1] if len(args) > 1 else None)
     if op == "show":
         what = args[1].lower() if len(args) > 1 else ""
         if what not in ("node", "nodes") and not what.startswith("node="):

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import faults, model, render_gpu, render_links
+from . import faults, model, render_gpu, render_links, render_perf
 from .model import Node, installed_driver, profile_of
 from .outputs import not_found
 from .profiles import CUDA_BY_BRANCH
@@ -70,6 +70,9 @@ def nvidia_smi(node_dir: Path, args: list[str]) -> Result:
         return "".join(f"Enabled persistence mode for GPU {g['bus_id']}.\n" for g in node["gpus"]) + "All done.\n", "", 0
     if rest in (["-r"], ["--gpu-reset"]):
         return _reset(node_dir, {g["index"] for g in node["gpus"]})
+    apps = next((a for a in rest if a.startswith("--query-compute-apps=")), None)
+    if apps:
+        return _compute_apps(node, apps, rest)
     query = next((a for a in rest if a.startswith("--query-gpu=")), None)
     if query:
         fmt = next((a.split("=", 1)[1] for a in rest if a.startswith("--format=")), "")
@@ -99,6 +102,19 @@ def nvidia_smi(node_dir: Path, args: list[str]) -> Result:
     if not rest:
         return _default_table(node), "", 0
     return "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n", "", 2
+
+
+def _compute_apps(node: Node, query: str, rest: list[str]) -> Result:
+    """`--query-compute-apps=pid,process_name,used_memory --format=csv[,noheader][,nounits]`: the GPU compute
+    processes (fault gpu-busy); an idle node prints the header alone, or nothing with noheader."""
+    fmt = next((a.split("=", 1)[1] for a in rest if a.startswith("--format=")), "")
+    if "csv" not in fmt:
+        return "--format must be specified with --query-compute-apps\n", "", 2
+    fields = [f.strip() for f in query.split("=", 1)[1].split(",") if f.strip()]
+    bad = [f for f in fields if f not in render_perf.COMPUTE_APP_FIELDS]
+    if bad or not fields:
+        return f'Field "{bad[0] if bad else ""}" is not a valid field to query.\n\n', "", 2
+    return render_perf.render_compute_apps(node, fields, "noheader" not in fmt, "nounits" not in fmt), "", 0
 
 
 def _reset(node_dir: Path, indexes: set[int]) -> Result:

@@ -1,0 +1,359 @@
+"""The emulated load probes: nccl-tests, nvbandwidth, perftest (a real TCP rendezvous between nodes) and dcgmi diag.
+
+Each reads the node's fault view, sleeps its real duration scaled down (seconds, not minutes; a sleep costs no CPU)
+and prints the real tool's format with figures from perfmodel. perftest's server listens for real on the node's own
+127.x address and waits, bounded, for its client; the client dials the address it is given (a node's 127.0.0.1 is
+the node itself, so a loopback run dials the node's own address).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import faults, perfmodel, render_perf
+from .model import Node, installed_driver
+from .outputs import not_found
+from .tooling import Result, read
+
+#: Lab seconds per real second of a probe (nccl 8 B..8 GiB: ~60 s real, 1.5 s here; dcgmi -r 2: ~2 min, 3 s).
+#: $FABRICPROOF_LAB_PROBE_SCALE overrides it (0: no wait), for tests that call the tools directly.
+PROBE_SCALE = 1.0 / 40
+PROBE_MAX_S = 15.0
+#: How long an emulated perftest server waits for its client, and either side for the other's answer.
+SERVER_WAIT_S = 60.0
+EXCHANGE_WAIT_S = 60.0
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "ip6-localhost"}
+
+
+def lab_seconds(real_s: float) -> float:
+    """The lab's duration of a probe whose real run takes real_s."""
+    try:
+        scale = float(os.environ.get("FABRICPROOF_LAB_PROBE_SCALE", PROBE_SCALE))
+    except ValueError:
+        scale = PROBE_SCALE
+    return max(0.0, min(PROBE_MAX_S, real_s * scale))
+
+
+def _sleep(real_s: float) -> None:
+    time.sleep(lab_seconds(real_s))
+
+
+def _view(node_dir: Path) -> Node:
+    return faults.view(read(node_dir))
+
+
+def parse_size(text: str) -> int:
+    """nccl-tests' size arguments: bytes with an optional K, M or G (powers of 1024)."""
+    t = text.strip().upper()
+    mult = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(t[-1:], 1)
+    digits = t[:-1] if t[-1:] in "KMG" else t
+    if not digits.isdigit():
+        raise ValueError(text)
+    return int(digits) * mult
+
+
+def _opts(args: list[str], with_value: set[str]) -> tuple[dict[str, str], list[str]]:
+    """Options (with '--x=v' and '-x v' forms) and positionals."""
+    opts: dict[str, str] = {}
+    pos: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("-") and "=" in a:
+            k, v = a.split("=", 1)
+            opts[k] = v
+        elif a in with_value:
+            opts[a] = args[i + 1] if i + 1 < len(args) else ""
+            i += 1
+        elif a.startswith("-"):
+            opts[a] = ""
+        else:
+            pos.append(a)
+        i += 1
+    return opts, pos
+
+
+def _no_gpu_driver(view: Node, tool: str) -> Result | None:
+    if installed_driver(view) is None:
+        out = not_found(tool)
+        return out.stdout, out.stderr, out.rc
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# nccl-tests
+# ---------------------------------------------------------------------------------------------
+
+def nccl_tests(test: str):
+    def handler(node_dir: Path, args: list[str]) -> Result:
+        """`<test> -b MIN -e MAX -f FACTOR -g GPUS` (one process driving GPUS GPUs)."""
+        view = _view(node_dir)
+        missing = _no_gpu_driver(view, test)
+        if missing:
+            return missing
+        opts, _pos = _opts(args, {"-b", "-e", "-f", "-g", "-n", "-w", "-c", "-d", "-o", "-t"})
+        try:
+            lo = parse_size(opts.get("-b", "32M"))
+            hi = parse_size(opts.get("-e", "32M"))
+            factor = int(opts.get("-f", "2"))
+            ngpus = int(opts.get("-g", "1"))
+        except ValueError:
+            return "", f"{test}: invalid argument\n", 1
+        if ngpus > len(view["gpus"]) or ngpus < 1:
+            # nccl-tests' CUDACHECK line (common.h) as a node with fewer GPUs prints it
+            return (f"{view['hostname']}: Test CUDA failure common.cu:1044 'invalid device ordinal'\n"
+                    f" .. {view['hostname']} pid {4000000 + view['index']}: Test failure common.cu:1203\n", "", 1)
+        _sleep(render_perf.nccl_real_s(hi))
+        return render_perf.render_nccl(view, test, lo, hi, factor, ngpus), "", 0
+
+    return handler
+
+
+# ---------------------------------------------------------------------------------------------
+# nvbandwidth
+# ---------------------------------------------------------------------------------------------
+
+def nvbandwidth(node_dir: Path, args: list[str]) -> Result:
+    """`nvbandwidth [-t TESTCASE...]` (every known testcase without -t)."""
+    view = _view(node_dir)
+    missing = _no_gpu_driver(view, "nvbandwidth")
+    if missing:
+        return missing
+    cases: list[str] = []
+    take = False
+    for a in args:
+        if a in ("-t", "--testcase"):
+            take = True
+        elif a.startswith("-"):
+            take = False
+        elif take:
+            cases.append(a)
+    cases = cases or list(render_perf.NVBANDWIDTH)
+    for tc in cases:
+        if tc not in render_perf.NVBANDWIDTH:
+            return render_perf.nvbandwidth_unknown(tc), "", 1
+    _sleep(render_perf.NVBANDWIDTH_TESTCASE_REAL_S * len(cases))
+    return render_perf.render_nvbandwidth(view, cases), "", 0
+
+
+# ---------------------------------------------------------------------------------------------
+# dcgmi
+# ---------------------------------------------------------------------------------------------
+
+DCGM_DOWN = ("Error: unable to establish a connection to the specified host: localhost\n"
+             "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n")
+
+
+def dcgmi(node_dir: Path, args: list[str]) -> Result:
+    """`dcgmi diag -r LEVEL [-p pcie.gpu_nvlinks_expected_up=N]`; needs the nvidia-dcgm host engine running."""
+    view = _view(node_dir)
+    opts, pos = _opts(args, {"-r", "-p", "-i", "-g", "-j"})
+    if pos[:1] != ["diag"] or "-r" not in opts:
+        return "", "dcgmi: lab node emulates only `dcgmi diag -r LEVEL`\n", 2
+    try:
+        level = int(opts["-r"])
+    except ValueError:
+        return "Error: Invalid run level specified.\n", "", 255
+    if level not in render_perf.DCGM_REAL_S:
+        return "Error: Invalid run level specified.\n", "", 255
+    if view["services"].get("nvidia-dcgm", {}).get("active") != "active":
+        return DCGM_DOWN, "", 255
+    expected = None
+    for param in opts.get("-p", "").split(";"):
+        key, _, value = param.partition("=")
+        if key.strip() == "pcie.gpu_nvlinks_expected_up" and value.strip().isdigit():
+            expected = int(value)
+    _sleep(render_perf.DCGM_REAL_S[level])
+    return render_perf.render_dcgmi_diag(view, level, expected), "", 0
+
+
+# ---------------------------------------------------------------------------------------------
+# perftest
+# ---------------------------------------------------------------------------------------------
+
+_PERFTEST_VALUES = {"-d", "--ib-dev", "-p", "--port", "-s", "--size", "-x", "--gid-index", "-n", "--iters", "-i",
+                    "--ib-port", "-m", "--mtu", "-q", "--qp", "-D", "--duration", "-t", "--tx-depth", "-u",
+                    "--use_cuda", "-S", "--sl", "-R"}
+
+
+def _lab_address(node_dir: Path, target: str, own: str) -> str:
+    """Where a client dials: the node itself for loopback names, a lab node by its host name, else the address."""
+    if target in LOOPBACK:
+        return own
+    link = node_dir.parent / "by-name" / target
+    if link.exists():
+        return link.resolve().name
+    return target
+
+
+def _send(conn: socket.socket, msg: dict[str, Any]) -> None:
+    conn.sendall((json.dumps(msg) + "\n").encode())
+
+
+def _recv(conn: socket.socket, timeout: float) -> dict[str, Any] | None:
+    conn.settimeout(timeout)
+    buf = b""
+    try:
+        while not buf.endswith(b"\n"):
+            chunk = conn.recv(4096)
+            if not chunk:
+                return None
+            buf += chunk
+    except OSError:
+        return None
+    try:
+        return json.loads(buf.decode())
+    except ValueError:
+        return None
+
+
+def _emit(text: str) -> None:
+    """Print now: the runner watches a server's banner to know it may start the client."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+class _Side:
+    """One end of a perftest run: its node, device, GPU and what it can carry."""
+
+    def __init__(self, view: Node, dev: dict[str, Any], gpu: dict[str, Any] | None, kind: str, size: int) -> None:
+        self.view, self.dev, self.gpu, self.kind, self.size = view, dev, gpu, kind, size
+
+    def error(self) -> tuple[str, str] | None:
+        """The side's own failure as perftest prints it (stdout, stderr): a GPU buffer nobody can register for RDMA
+        (its CUDA lines, then the MR error), or a port that is not Active."""
+        if self.gpu is not None and not perfmodel.peermem(self.view):
+            return render_perf.cuda_lines(self.view, self.gpu, self.size), render_perf.MR_FAILURE
+        if perfmodel.hca_gbps(self.view, self.dev) is None:
+            qpn = render_perf.qp(self.view, self.dev, 0, "x")["qpn"]
+            return "", render_perf.LINK_FAILURE.format(qpn=int(qpn, 16))
+        return None
+
+    def capability(self) -> float:
+        if self.gpu is not None:
+            return perfmodel.gdr_gbps(self.view, self.dev, self.gpu) or 0.0
+        return perfmodel.hca_gbps(self.view, self.dev) or 0.0
+
+    def prelude(self) -> str:
+        return render_perf.cuda_lines(self.view, self.gpu, self.size) if self.gpu is not None else ""
+
+
+def perftest(tool: str):
+    kind = "bw" if tool.endswith("_bw") else "lat"
+
+    def handler(node_dir: Path, args: list[str]) -> Result:
+        """`ib_write_bw|ib_write_lat [-d DEV] [-p PORT] [--use_cuda=GPU] [-s SIZE] [-F] [--report_gbits] [SERVER]`:
+        without SERVER a server on the node's own address; with it, a client of that server."""
+        view = _view(node_dir)
+        opts, pos = _opts(args, _PERFTEST_VALUES)
+        dev = perfmodel.hca(view, opts.get("-d") or opts.get("--ib-dev"))
+        if dev is None:
+            return "", " Unable to find the Infiniband/RoCE device\n", 1
+        try:
+            port = int(opts.get("-p") or opts.get("--port") or 18515)
+            size = int(opts.get("-s") or opts.get("--size") or (65536 if kind == "bw" else 2))
+        except ValueError:
+            return "", f" Invalid argument for {tool}\n", 1
+        gpu = None
+        if "--use_cuda" in opts:
+            try:
+                gpu = view["gpus"][int(opts["--use_cuda"] or 0)]
+            except (ValueError, IndexError):
+                return "", f"No CUDA device {opts['--use_cuda']}\n", 1
+        side = _Side(view, dev, gpu, kind, size)
+        gbits = "--report_gbits" in opts
+        if pos:
+            return _client(node_dir, view, side, _lab_address(node_dir, pos[-1], view["address"]), pos[-1], port,
+                           gbits)
+        return _server(view, side, port, gbits)
+
+    return handler
+
+
+def _hello(side: _Side, port: int, role: str) -> dict[str, Any]:
+    return {"host": side.view["hostname"], "address": side.view["address"], "dev": side.dev["name"],
+            "qp": render_perf.qp(side.view, side.dev, port, role), "cap": side.capability(),
+            "error": side.error() is not None}
+
+
+def _figure(kind: str, server: dict[str, Any], client: dict[str, Any], port: int) -> float:
+    n = perfmodel.noise(server["host"], server["dev"], client["host"], client["dev"], port, kind)
+    if kind == "lat":
+        return perfmodel.IB_LAT_US * n
+    return min(server["cap"], client["cap"]) * n
+
+
+def _report(side: _Side, local: dict[str, Any], remote: dict[str, Any], figure: float, gbits: bool,
+            tx_depth: bool) -> str:
+    table = (render_perf.bw_table(side.size, figure, gbits) if side.kind == "bw"
+             else render_perf.lat_table(side.size, figure))
+    return render_perf.perftest_header(side.kind, side.dev, tx_depth) + \
+        render_perf.perftest_addresses(local["qp"], remote["qp"]) + table
+
+
+def _server(view: Node, side: _Side, port: int, gbits: bool) -> Result:
+    try:
+        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lsock.bind((view["address"], port))
+        lsock.listen(1)
+    except OSError:
+        return "", f"Couldn't listen to port {port}\n Unable to init the socket connection\n", 1
+    _emit(side.prelude() if side.gpu is not None and side.error() is None else "")
+    _emit(render_perf.BANNER)
+    lsock.settimeout(SERVER_WAIT_S)
+    try:
+        conn, _peer = lsock.accept()
+    except OSError:
+        lsock.close()
+        return "", render_perf.ACCEPT_FAILURE, 1
+    lsock.close()
+    with conn:
+        client = _recv(conn, EXCHANGE_WAIT_S)
+        mine = _hello(side, port, "server")
+        if client is None:
+            return "", render_perf.EXCHANGE_FAILURE, 1
+        _send(conn, mine)
+        own = side.error()
+        if own is not None:
+            return own[0], own[1], 1
+        if client["error"]:
+            return "", render_perf.EXCHANGE_FAILURE, 1
+        result = _recv(conn, EXCHANGE_WAIT_S + lab_seconds(10.0))
+        if result is None or "figure" not in result:
+            return "", render_perf.EXCHANGE_FAILURE, 1
+        report = _report(side, mine, client, float(result["figure"]), gbits, tx_depth=False)
+        _send(conn, {"done": True})
+    return report, "", 0
+
+
+def _client(node_dir: Path, view: Node, side: _Side, address: str, shown: str, port: int, gbits: bool) -> Result:
+    prelude = side.prelude() if side.gpu is not None and side.error() is None else ""
+    try:
+        conn = socket.create_connection((address, port), timeout=EXCHANGE_WAIT_S, source_address=(view["address"], 0))
+    except OSError:
+        return prelude, render_perf.CONNECT_FAILURE.format(host=shown, port=port), 1
+    with conn:
+        mine = _hello(side, port, "client")
+        _send(conn, mine)
+        server = _recv(conn, EXCHANGE_WAIT_S)
+        if server is None:
+            return prelude, render_perf.EXCHANGE_FAILURE, 1
+        own = side.error()
+        if own is not None:
+            return own[0], own[1], 1
+        if server["error"]:
+            return prelude, render_perf.EXCHANGE_FAILURE, 1
+        figure = _figure(side.kind, server, mine, port)
+        # the transfer itself: 5000 iterations of the message (bw) or 1000 ping-pongs (lat), plus QP setup
+        real = 2.0 + (5000 * side.size * 8 / (figure * 1e9) if side.kind == "bw" and figure else 0.0)
+        _sleep(real)
+        _send(conn, {"figure": figure})
+        _recv(conn, EXCHANGE_WAIT_S)
+    return prelude + _report(side, mine, server, figure, gbits, tx_depth=True), "", 0
