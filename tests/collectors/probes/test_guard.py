@@ -23,8 +23,8 @@ TOOLS = {
     "nvidia-smi": 'if [ -n "$NVSMI_FAIL" ]; then echo "NVIDIA-SMI has failed because it couldn\'t communicate with '
                   'the NVIDIA driver."; exit 9; fi\n[ -n "$GPU_APPS" ] && printf "%s\\n" "$GPU_APPS"\nexit 0\n',
     "scontrol": 'if [ -n "$SCONTROL_FAIL" ]; then echo "scontrol: error: slurm_load_ctl_conf error"; exit 1; fi\n'
-                'echo "PID      JOBID    STEPID   LOCALID GLOBALID"\n[ -n "$JOB_PIDS" ] && printf "%s\\n" "$JOB_PIDS"\n'
-                'exit 0\n',
+                'if [ -z "$JOB_PIDS" ]; then echo "No job steps exist on this node."; exit 1; fi\n'
+                'echo "PID      JOBID    STEPID   LOCALID GLOBALID"\nprintf "%s\\n" "$JOB_PIDS"\n',
     # This machine may run slurmd for other tests: whether slurmd "runs here" is the test's to say.
     "pgrep": 'if [ "$1" = -x ]; then [ -n "$SLURMD_RUNS" ] && [ "$2" = slurmd ] && echo 1 && exit 0; exit 1; fi\n'
              'exec /usr/bin/pgrep "$@"\n',
@@ -85,6 +85,11 @@ def test_slurm_job_steps_refuse_the_node(node):
     why = not_run_reason(r.exit_code, r.stdout)
     assert why and "Slurm job steps run on this node (scontrol listpids: 2 processes)" in why
     assert "31337" in why
+
+
+def test_no_job_steps_is_idle_even_where_slurmd_runs(node):
+    r = run(("sh", "-c", "echo ran"), {**node, "SLURMD_RUNS": "1"})
+    assert (r.exit_code, r.stdout) == (0, "ran\n")
 
 
 def test_scontrol_without_slurmd_here_means_no_slurm_jobs(node):

@@ -15,14 +15,16 @@ GPU_APPS = ("nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "
 #
 # GPU work: any compute process refuses the node; so does an nvidia-smi that cannot answer (safety first: a node
 # whose GPUs cannot be seen cannot be shown idle). Slurm: where scontrol exists, any job step process on the node
-# (`scontrol listpids` rows start with a pid) refuses it; if scontrol cannot answer while slurmd or a slurmstepd
-# runs here, the node cannot be shown idle either; without slurmd and slurmstepd Slurm runs nothing here.
+# (`scontrol listpids` rows start with a pid) refuses it; "No job steps exist on this node." (exit 1) is idle; if
+# scontrol cannot answer otherwise while slurmd or a slurmstepd runs here, the node cannot be shown idle either;
+# without slurmd and slurmstepd Slurm runs nothing here.
 # A drain held by this run does not bypass any of this: a DRAINING node still runs its jobs' steps, and a drained
 # one can still hold a stray GPU process. The drain is what keeps new jobs off the node while the probe runs.
 #
-# Then the probe runs as a child, and the guard watches the processes it was started under (the transport's shell,
-# the sshd session, ...): when one of them is gone, the session has ended and nobody will read the probe's output,
-# so the guard ends the probe and its descendants (TERM, then KILL). The transport's watchdog alone would leave it
+# Then the probe runs as a child, and the guard watches its session: the session leader (the shell sshd started
+# for the command, after setsid) and that leader's parent (sshd's session process, which ends with the connection).
+# When one of them is gone, nobody will read the probe's output, so the guard ends the probe and its descendants
+# (TERM, then KILL). Nearer ancestors are no sign: the transport's lanes outlive the subshell that started them. The transport's watchdog alone would leave it
 # running until its own deadline: a shell blocked in `wait` does not notice its channel closing. A TERM to the
 # guard (the watchdog at the probe's timeout) ends the probe the same way.
 _SCRIPT = f"""\
@@ -47,6 +49,8 @@ if command -v scontrol >/dev/null 2>&1; then
         "$(printf '%s\\n' "$j" | wc -l)" "$(printf '%s\\n' "$j" | head -n 3 | tr -s ' \\n' ' ;')"
       exit {NOT_RUN_EXIT}
     fi
+  elif case $j in *"No job steps exist on this node"*) true ;; *) false ;; esac; then
+    :  # slurmd's own answer when nothing of Slurm runs here (exit 1)
   elif pgrep -x slurmd >/dev/null 2>&1 || pgrep -x slurmstepd >/dev/null 2>&1; then
     printf '%scannot tell whether Slurm jobs run here: scontrol listpids failed: %.200s\\n' "$m" \\
       "$(printf '%s\\n' "$j" | head -n 1)"
@@ -54,12 +58,9 @@ if command -v scontrol >/dev/null 2>&1; then
   fi
 fi
 }}
-a= p=$PPID
-while [ "$p" -gt 1 ] && [ -r "/proc/$p/status" ]; do
-  a="$a $p" n=0
-  while read -r f v; do [ "$f" = PPid: ] && {{ n=$v; break; }}; done <"/proc/$p/status"
-  p=$n
-done
+f() {{ read -r l <"/proc/$1/stat" || return 1; l=${{l##*) }}; set -- $l; echo "$2 $4"; }}
+a=$(f $$) && a=${{a#* }} && p=$(f "$a") && p=${{p%% *}} || a=
+[ "${{p:-0}}" -gt 1 ] && a="$a $p"
 k() {{ for x in $(pgrep -P "$1" 2>/dev/null); do k "$x" "$2"; done; kill "-$2" "$1" 2>/dev/null; }}
 "$@" & c=$!
 trap 'k "$c" TERM; sleep 2; k "$c" KILL; exit 143' TERM INT HUP
