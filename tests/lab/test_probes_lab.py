@@ -5,9 +5,11 @@ process on a node."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -95,12 +97,27 @@ def test_pairing_16_nodes_names_the_node_with_the_degraded_hca(lab_factory, tmp_
 
 
 def test_ctrl_c_stops_every_remote_probe_process(lab_factory, tmp_path):
+    """SIGINT to `validate --probes` while the probe runs on both nodes: it exits 130 and no probe process is left.
+    The probe is a real process that never ends by itself (the lab's emulated tools exit with their session on
+    their own, which would prove nothing): perf.probes.dcgmi.path points at a loop in a directory the lab user
+    can read."""
     lab_dir = lab_factory.new_dir()
     lab_factory.up(lab_dir, nodes=2, profile="dgx-h100")
-    base = yaml.safe_load((REPO / "inventories/lab/baseline.yaml").read_text())
-    base["spec"]["defaults"]["perf"] = {"probes": {"dcgmi": {"level": 4}}}  # 90 s on the lab: long enough to cut
-    (tmp_path / "baseline.yaml").write_text(yaml.safe_dump(base))
-    marker = str(lab_dir)  # the lab's tools run from under its directory: only this lab's processes match
+    bin_dir = Path(tempfile.mkdtemp(prefix="fp-bin-", dir="/tmp"))  # not under a 0700 TMPDIR
+    try:
+        bin_dir.chmod(0o755)
+        fake = bin_dir / "dcgmi-forever"
+        fake.write_text("#!/bin/sh\nwhile :; do sleep 1; done\n")
+        fake.chmod(0o755)
+        base = yaml.safe_load((REPO / "inventories/lab/baseline.yaml").read_text())
+        base["spec"]["defaults"]["perf"] = {"probes": {"dcgmi": {"path": str(fake)}}}
+        (tmp_path / "baseline.yaml").write_text(yaml.safe_dump(base))
+        _interrupt_and_look(lab_dir, tmp_path, str(fake))
+    finally:
+        shutil.rmtree(bin_dir, ignore_errors=True)
+
+
+def _interrupt_and_look(lab_dir: Path, tmp_path: Path, marker: str) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "fabricproof", "validate", "-i", str(lab_dir / "inventory.yml"),
                              "-b", str(tmp_path / "baseline.yaml"), "--probes", "dcgm_diag", "--run-dir",
                              str(tmp_path / "run"), "-q"], cwd=tmp_path, env={**os.environ},
@@ -108,14 +125,14 @@ def test_ctrl_c_stops_every_remote_probe_process(lab_factory, tmp_path):
 
     def probes_running() -> list[str]:
         out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-        return [line for line in out.splitlines() if "diag -r 4" in line and "fabricproof-probe" not in line
-                and "ps -eo" not in line]
+        # The probe itself (its shell reading the script), not the guard whose argv also names it.
+        return [line for line in out.splitlines() if line.split(None, 1)[-1].startswith(f"/bin/sh {marker}")]
 
     try:
-        end = time.monotonic() + 120
+        end = time.monotonic() + 180
         while len(probes_running()) < 2 and time.monotonic() < end and proc.poll() is None:
             time.sleep(0.3)
-        assert len(probes_running()) >= 2, "dcgmi never started on both nodes"
+        assert len(probes_running()) >= 2, "the probe never started on both nodes"
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 130, out
@@ -126,3 +143,5 @@ def test_ctrl_c_stops_every_remote_probe_process(lab_factory, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+        for line in probes_running():  # never leave one behind, even when the test failed
+            os.kill(int(line.split()[0]), signal.SIGKILL)

@@ -27,6 +27,7 @@ from ..model import Command, CommandResult, Host
 from ..runstore import RunStore, check_host_names, manifest_document
 from ..timeutil import utc_now
 from ..transport import HostError, RunContext
+from ..transport.fanout import STOP_GRACE_S
 from ..transport.fanout import guarded as run_guarded
 
 #: A probe is not started with less of the budget left than this: it could not finish.
@@ -133,6 +134,7 @@ class _Runner:
         self.errors: dict[str, str] = {}
         self.lock = threading.Lock()
         self.budget_hit = False
+        self.stopping = threading.Event()  # Ctrl-C: start nothing more
 
     # ---------------------------------------------------------------------------------------- plumbing
 
@@ -150,6 +152,8 @@ class _Runner:
 
     def run(self, host: str, commands: list[Command]) -> list[CommandResult] | None:
         """The commands on one host, or None (recorded as the host's error) when it could not be reached."""
+        if self.stopping.is_set():
+            return None
         outcome = run_guarded(self.link, self.hosts[host], commands,
                               time.monotonic() + sum(c.timeout_s + 5 for c in commands) + 30)
         if isinstance(outcome, HostError):
@@ -376,7 +380,8 @@ def run_probes(hosts: Sequence[Host], run_dir: Path, probes: Sequence[str], *, v
     runner = _Runner(hosts, values, facts or {}, link, settings, progress)
     result = ProbeRun(store.root, tuple(probes))
     names = [h.name for h in hosts]
-    try:
+
+    def probe_all() -> None:
         for pid in probes:
             probe = spec.PROBES[pid]
             reachable = [n for n in names if n not in runner.errors]
@@ -388,10 +393,31 @@ def run_probes(hosts: Sequence[Host], run_dir: Path, probes: Sequence[str], *, v
                 idle = runner.idle(reachable, pid, "pairs")
                 result.rounds[pid], result.pairs[pid] = runner.pair_probe(probe, idle)
                 result.blame[pid] = pairing.blame(idle, result.pairs[pid])
+
+    # The probes run in a thread of their own so that Ctrl-C reaches this one at once, not after the running
+    # probes end: closing the transport cuts every probe's channel, each guard then ends its probe on the node.
+    failure: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            probe_all()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
+            failure.append(exc)
+
+    worker = threading.Thread(target=body, name="probes", daemon=True)
+    try:
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.2)
+        if failure:
+            raise failure[0]
         result.stopped = "budget" if runner.budget_hit else ""
     except BaseException:
-        result.stopped = "interrupted"
-        link.close()  # cuts every running probe's channel: each guard then ends its probe
+        if worker.is_alive():
+            result.stopped = "interrupted"
+            runner.stopping.set()
+            link.close()
+            worker.join(STOP_GRACE_S)
         raise
     finally:
         link.close()
