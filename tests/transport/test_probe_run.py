@@ -97,3 +97,43 @@ def test_probe_names_and_settings_are_checked_before_anything_runs(node):
     with pytest.raises(InputError, match="reaches one host at a time"):
         run_probes([Host("n")], node["run"], ["nccl_all_reduce"], values=lambda h: {}, via="ansible",
                    options=None)
+
+
+def _baseline(tmp_path: Path, node: dict) -> Path:
+    import yaml
+
+    path = tmp_path / "baseline.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "fabricproof/v1", "kind": "Baseline", "metadata": {"name": "t"},
+                                    "spec": {"defaults": {**node["values"],
+                                                          "perf": {**node["values"]["perf"],
+                                                                   "nccl": {"all_reduce_busbw_gbps": 460}}}}}))
+    return path
+
+
+def test_check_local_runs_the_probe_on_this_node_and_judges_its_figure(node, tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from fabricproof.cli import app
+
+    monkeypatch.setenv("PATH", node["env"]["PATH"])
+    result = CliRunner().invoke(app, ["check", "--local", "-b", str(_baseline(tmp_path, node)), "--node-name", "node1",
+                                      "--probes", "nccl_all_reduce", "-c", "perf.nccl_allreduce_busbw", "-f", "json",
+                                      "--run-dir", str(node["run"])])
+    report = json.loads(result.stdout)
+    (r,) = [r for r in report["results"] if r["check_id"] == "perf.nccl_allreduce_busbw"]
+    assert r["outcome"] == "pass", r
+    assert (node["run"] / "probes" / "raw" / "node1" / "nccl_all_reduce.txt").is_file()
+    facts = json.loads((node["run"] / "facts" / "node1.json").read_text())
+    assert facts["collectors"]["nccl_all_reduce"]["evidence"] == "probes/raw/node1/nccl_all_reduce.txt"
+
+
+def test_check_local_refuses_a_pairwise_probe(node, tmp_path):
+    from typer.testing import CliRunner
+
+    from fabricproof.cli import app
+
+    result = CliRunner().invoke(app, ["check", "--local", "-b", str(_baseline(tmp_path, node)), "--probes",
+                                      "ib_pair_bw"])
+    assert result.exit_code == 2 and "needs two hosts" in result.output
