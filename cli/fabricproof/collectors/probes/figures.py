@@ -67,3 +67,45 @@ def worst_first(figures: list[Figure]) -> list[Figure]:
     """Figures ranked worst first within each (probe, figure name): the lowest bandwidth, the highest latency."""
     return sorted(figures, key=lambda f: (f.probe, f.name, f.value if f.higher_is_better else -f.value, f.host,
                                           f.target))
+
+
+@dataclass(frozen=True)
+class Regression:
+    """One figure of one host that dropped beyond the tolerance between two probe runs (a regression gate)."""
+
+    before: Figure
+    after: Figure
+    tolerance_pct: float
+
+    @property
+    def text(self) -> str:
+        f = self.before
+        where = f"{f.probe}{f' {f.target}' if f.target else ''} {f.name}"
+        return (f"{where} {self.after.value:g} {f.unit} is {100 * ratio(self.before, self.after):.1f}% of "
+                f"{f.value:g} {f.unit} before the change (at least {100 - self.tolerance_pct:g}%)")
+
+
+def regressions(before: list[Figure], after: list[Figure], tolerance_pct: float | Mapping[str, float],
+                missing_fails: bool = True) -> dict[str, list[str]]:
+    """Per host, what is worse after the change than the same host's own figure before it, beyond the tolerance
+    (percent; one for all, or per "probe.figure" with "*" as the default). A figure measured before but not after
+    fails too (the probe did not run or measured nothing), unless missing_fails is False."""
+
+    def tol(f: Figure) -> float:
+        if isinstance(tolerance_pct, Mapping):
+            return float(tolerance_pct.get(f"{f.probe}.{f.name}", tolerance_pct.get("*", 0.0)))
+        return float(tolerance_pct)
+
+    now = {(f.host, *f.key): f for f in after}
+    out: dict[str, list[str]] = {}
+    for b in before:
+        a = now.get((b.host, *b.key))
+        if a is None:
+            if missing_fails:
+                out.setdefault(b.host, []).append(f"{b.probe} {b.name} measured {b.value:g} {b.unit} before the "
+                                                  "change and nothing after it")
+            continue
+        t = tol(b)
+        if ratio(b, a) < 1 - t / 100:
+            out.setdefault(b.host, []).append(Regression(b, a, t).text)
+    return out
