@@ -124,6 +124,12 @@ def test_check_local_runs_the_probe_on_this_node_and_judges_its_figure(node, tmp
     report = json.loads(result.stdout)
     (r,) = [r for r in report["results"] if r["check_id"] == "perf.nccl_allreduce_busbw"]
     assert r["outcome"] == "pass", r
+    assert {"host": "node1", "probe": "nccl_all_reduce", "target": "", "figure": "busbw", "value": 482.195,
+            "unit": "GB/s", "higher_is_better": True} in report["figures"]
+    from fabricproof.reporters.json_report import report_from_json, validate_document
+
+    validate_document(report)
+    assert report_from_json(result.stdout).figures == tuple(report["figures"])
     assert (node["run"] / "probes" / "raw" / "node1" / "nccl_all_reduce.txt").is_file()
     facts = json.loads((node["run"] / "facts" / "node1.json").read_text())
     assert facts["collectors"]["nccl_all_reduce"]["evidence"] == "probes/raw/node1/nccl_all_reduce.txt"

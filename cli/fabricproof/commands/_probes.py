@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,7 +15,7 @@ from ..baseline import Baseline
 from ..collect.probes import DEFAULT_RENDEZVOUS_S, ProbeEvent, ProbeRun, ProbeSettings, merge_into, run_probes, select_probes
 from ..collectors.probes.figures import worst_first
 from ..errors import InputError
-from ..model import Host
+from ..model import Host, Report
 from ..rollout.plan import parse_duration
 from ..runstore import PROBES_DIR, RunStore
 from ._common import err_console, shown
@@ -71,6 +72,15 @@ def run(hosts: Sequence[Host], run_dir: Path, ids: Sequence[str], base: Baseline
 def merged(facts_by_host: Mapping[str, dict[str, Any]], probe_run: ProbeRun) -> dict[str, dict[str, Any]]:
     """Each host's facts with its probe facts in them (evidence paths relative to the main run directory)."""
     return {h: merge_into(doc, probe_run.facts_by_host.get(h, {}), PROBES_DIR) for h, doc in facts_by_host.items()}
+
+
+def with_figures(report: Report, probe_run: ProbeRun | None) -> Report:
+    """The report carrying every probe figure with its unit, worst first (the JSON report's `figures`)."""
+    if probe_run is None:
+        return report
+    rows = tuple({"host": f.host, "probe": f.probe, "target": f.target, "figure": f.name, "value": f.value,
+                  "unit": f.unit, "higher_is_better": f.higher_is_better} for f in worst_first(probe_run.figures()))
+    return dataclasses.replace(report, figures=rows)
 
 
 def figures_table(probe_run: ProbeRun) -> Table:

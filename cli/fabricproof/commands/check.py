@@ -88,11 +88,12 @@ def _previous(path: Path) -> dict | None:
 
 
 def _collect_here(host: Host, run_dir: Path | None, command_timeout: float | None,
-                  probes: tuple[str, tuple[str, ...], Any, Any] | None = None) -> dict:
+                  probes: tuple[str, tuple[str, ...], Any, Any] | None = None, figures: list | None = None) -> dict:
     """This node's facts, collected with the local transport into `run_dir` (kept) or a temporary run directory
     (removed once the facts are read); `probes` (ids, settings, baseline) run after the collection, into
     RUNDIR/probes, and their facts are merged in."""
     keep = run_dir is not None
+    figures = figures if figures is not None else []
     target = run_dir if keep else Path(tempfile.mkdtemp(prefix="fabricproof-check-")) / "run"
     try:
         result = collect([host], target, via="local", collectors=select_collectors(None),
@@ -105,6 +106,7 @@ def _collect_here(host: Host, run_dir: Path | None, command_timeout: float | Non
             if keep:
                 RunStore(result.run_dir).write_facts(host.name, result.facts_by_host[host.name])
             _probes.show(probe_run)
+            figures.append(probe_run)
     finally:
         if not keep:
             shutil.rmtree(target.parent, ignore_errors=True)
@@ -182,8 +184,10 @@ def check(
     selected = catalog.select(catalog.load(), checks)
     host = this_node(inventory, node_name, group)
     node, groups = host.name, list(host.groups)
+    probe_runs: list = []
     doc = _collect_here(host, run_dir, command_timeout,
-                        (probe_ids, probe_settings, base, fmt != "nhc" and output is None) if probe_ids else None)
+                        (probe_ids, probe_settings, base, fmt != "nhc" and output is None) if probe_ids else None,
+                        probe_runs)
     previous = None
     if facts_dir is not None:
         target = facts_dir / f"{node}.json"
@@ -191,6 +195,7 @@ def check(
         atomic_write_text(target, facts_mod.dump(doc), mode=file_mode)
     report = evaluate({node: doc}, base, selected, groups={node: groups},
                       previous={node: previous} if previous else None, created_at=utc_now(), tool_version=__version__)
+    report = _probes.with_figures(report, probe_runs[0] if probe_runs else None)
     code = exit_code(report, fail_on)
 
     lines = nhc_lines(report, node, fail_on)

@@ -141,6 +141,7 @@ def validate(
         report = evaluate(facts_by_host, base, selected, groups={h.name: h.groups for h in hosts}, previous=before,
                           collection_errors=errors, run_id=result.run_id, created_at=utc_now(),
                           tool_version=__version__)
+        report = _probes.with_figures(report, probe_run)
         evidence_dir = result.run_dir
     elif live:
         # Judged as hosts finish: memory stays flat with fleet size (the facts are on disk, in the run).
