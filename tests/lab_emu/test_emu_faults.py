@@ -81,6 +81,9 @@ def test_catalog_is_large_stable_and_names_real_checks() -> None:
         for p in fault.profiles:
             used |= set(fault.catches_for(p)) | set(fault.catches_fleet_for(p))
         assert used <= check_ids, (name, sorted(used - check_ids))
+        probes = set(fault.catches_probes).union(*(fault.catches_probes_for(p) for p in fault.profiles))
+        assert probes <= check_ids and all(c.startswith("perf.") for c in probes), (name, sorted(probes))
+        assert not (fault.blocks_probes and probes), name  # a node that is not idle is skipped, never measured
         doc = json.loads(json.dumps(fault.to_dict()))
         assert {"name", "description", "catches", "catches_over_time"} <= doc.keys()
     assert set(EFFECTS) == set(FAULTS), "every fault needs an expected effect in this test"

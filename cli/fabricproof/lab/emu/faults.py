@@ -85,6 +85,7 @@ class Fault:
             "catches_fleet": list(self.catches_fleet),
             "catches_fleet_by_profile": {p: list(self.catches_fleet_for(p)) for p in self.profiles},
             "breaks": list(self.breaks),
+            "catches_probes": list(self.catches_probes),
             "catches_probes_by_profile": {p: list(self.catches_probes_for(p)) for p in self.profiles},
             "blocks_probes": self.blocks_probes,
         }
@@ -632,9 +633,11 @@ def _gpu_busy(view: Node) -> None:
 
 
 def _slurm_job(view: Node) -> None:
-    """Slurm job 4242 runs step 0 on the node: one task per GPU under its slurmstepd."""
-    view["slurm_steps"] = [{"job": 4242, "step": "0", "stepd_pid": 23001,
+    """Slurm job 4242 runs step 0 on the node: one task per GPU, and a helper one of them forked."""
+    view["slurm_steps"] = [{"job": 4242, "step": "0", "child_pid": 23001,
                             "pids": [23010 + g["index"] for g in view["gpus"]]}]
+    # slurmctld sees the node allocated to the job (a drained node keeps the flag: DRAINING until the job ends)
+    view["slurm"]["state"] = view["slurm"]["state"].replace("IDLE", "ALLOCATED")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -665,6 +668,15 @@ def _noop(_: Node) -> None:
 _NVLINK_PROBES = ("perf.nccl_allreduce_busbw", "perf.nvbandwidth_pair_min", "perf.nvbandwidth_spread")
 _NVLINK_PROBES_BY = {"dgx-a100": ("perf.nccl_allreduce_busbw", "perf.nvbandwidth_spread")}
 
+#: A fabric that is not ready (GPUs In Progress, or FM never up on A100): CUDA does not start, so NCCL and
+#: nvbandwidth fail (their checks error) while host-memory perftest runs on.
+_NOT_READY = ("perf.nccl_allreduce_busbw", "perf.nccl_wrong", "perf.nvbandwidth_pair_min", "perf.nvbandwidth_spread")
+_NOT_READY_A100 = ("perf.nccl_allreduce_busbw", "perf.nccl_wrong", "perf.nvbandwidth_spread")
+#: GB200 trays see every NIC as SYS from every GPU, so ib_gdr_bw (HCAs from `topo -m`'s nearest NIC) covers mlx5_0 only.
+_GDR = ("perf.ib_gdr_bw",)
+_GDR_BUT_GB200 = {"gb200-nvl72": ()}
+_PCIE_PROBES = ("perf.dcgm_diag", "perf.ib_gdr_bw")
+
 _FM_MISMATCH = ("fm.service_active", "fm.version_matches_driver", "fm.version", "fm.log_version_mismatch")
 
 CATALOG: tuple[Fault, ...] = (
@@ -676,7 +688,10 @@ CATALOG: tuple[Fault, ...] = (
           "state", FM_PROFILES, catches=_FM_MISMATCH,
           catches_by_profile={"dgx-h100": _FM_MISMATCH + ("fabric.state_completed",),
                               "hgx-h200": _FM_MISMATCH + ("fabric.state_completed",)},
-          catches_fleet=("fm.version_consistent",), inject=_fm_mismatch, clear=_fm_mismatch_clear),
+          catches_fleet=("fm.version_consistent",),
+          catches_probes=_NOT_READY,
+          catches_probes_by_profile={"dgx-a100": _NOT_READY_A100},
+          inject=_fm_mismatch, clear=_fm_mismatch_clear),
     Fault("fm-restarts", "systemd restarted nvidia-fabricmanager 3 times since boot (NRestarts=3).",
           "state", FM_PROFILES, catches=("fm.restarts",), inject=_fm_restarts, clear=_fm_restarts_clear),
     Fault("fm-config-drift", "fabricmanager.cfg edited: FABRIC_MODE=1 (shared NVSwitch) and "
@@ -684,7 +699,8 @@ CATALOG: tuple[Fault, ...] = (
           catches=("fm.config_fabric_mode", "fm.config_stay_resident"), inject=_fm_config_drift,
           clear=_fm_config_clear),
     Fault("fabric-in-progress", "GPU fabric registration stuck: every GPU shows State In Progress, Status N/A.",
-          "overlay", FABRIC_PROFILES, catches=("fabric.state_completed",), apply=_fabric_in_progress),
+          "overlay", FABRIC_PROFILES, catches=("fabric.state_completed",), catches_probes=_NOT_READY,
+          apply=_fabric_in_progress),
     Fault("fabric-insufficient-resources", "GB200 tray completed registration with an error: Status Insufficient "
           "Resources, CliqueId 0, all-zero ClusterUUID (Azure GB node sample).", "overlay", ("gb200-nvl72",),
           catches=("fabric.status_success", "fabric.clique_id_set", "fabric.cluster_uuid_set"),
@@ -693,9 +709,14 @@ CATALOG: tuple[Fault, ...] = (
           "comparison within the rack can see it.", "overlay", ("gb200-nvl72",),
           catches_fleet=("fabric.cluster_uuid_consistent",), apply=_cluster_mismatch),
     Fault("nvlink-inactive", "GPU 1 has NVLinks 3 and 7 <inactive>; its GPU pairs drop below the baseline NV#.",
-          "overlay", catches=("nvlink.links_active", "nvlink.topology"), apply=_nvlink_inactive),
+          "overlay", catches=("nvlink.links_active", "nvlink.topology"),
+          catches_probes=("perf.dcgm_diag",) + _NVLINK_PROBES,
+          catches_probes_by_profile={"dgx-a100": ("perf.dcgm_diag",) + _NVLINK_PROBES_BY["dgx-a100"],
+              "gb200-nvl72": ("perf.dcgm_diag", "perf.nvbandwidth_pair_min", "perf.nvbandwidth_spread")},
+          apply=_nvlink_inactive),
     Fault("nvlink-speed-degraded", "Every NVLink of GPU 2 trained at half the platform rate.", "overlay",
-          catches=("nvlink.speed",), apply=_nvlink_slow),
+          catches=("nvlink.speed",), catches_probes=_NVLINK_PROBES, catches_probes_by_profile=_NVLINK_PROBES_BY,
+          apply=_nvlink_slow),
     Fault("nvlink-errors-growing", "GPU 0 link 4: replay, recovery and CRC counters grow on every read of "
           "`nvidia-smi nvlink -e` (only counter deltas between two snapshots show it).", "overlay", FM_PROFILES,
           catches_over_time=("nvlink.recovery_errors", "nvlink.crc_errors", "nvlink.crc_errors_burst",
@@ -708,6 +729,8 @@ CATALOG: tuple[Fault, ...] = (
           catches=("nvswitch.count", "fm.service_active", "nvlink.links_active", "nvlink.topology"),
           catches_by_profile={p: ("nvswitch.count", "fm.service_active", "nvlink.links_active", "nvlink.topology",
                                   "fabric.state_completed") for p in ("dgx-h100", "hgx-h200")},
+          catches_probes=("perf.dcgm_diag",) + _NOT_READY,
+          catches_probes_by_profile={"dgx-a100": ("perf.dcgm_diag",) + _NOT_READY_A100},
           inject=_nvswitch_missing, clear=_nvswitch_missing_clear),
     Fault("nvswitch-fw-drift", "NVSwitch 1 runs an older firmware than its peers (nvfwupd show_version). "
           "HGX H100/H200 only: A100 NVSwitch firmware ships in the DGX firmware container.", "state",
@@ -717,14 +740,22 @@ CATALOG: tuple[Fault, ...] = (
           "state", FM_PROFILES, catches=("nvswitch.sxid_fatal", "fm.log_nvswitch_fatal"), inject=_sxid_fatal,
           clear=_sxid_clear),
     Fault("ib-port-down", "mlx5_2 port 1: State Down, Physical state Disabled (no LID, SM lid 0, rate falls back to 10).",
-          "overlay", catches=("ib.port_active", "ib.phys_linkup", "ib.rate"), apply=_ib_down),
+          "overlay", catches=("ib.port_active", "ib.phys_linkup", "ib.rate"),
+          catches_probes=_GDR,
+          catches_probes_by_profile=_GDR_BUT_GB200,
+          apply=_ib_down),
     Fault("ib-port-polling", "mlx5_2 port 1: State Down, Physical state Polling (no peer: cable or switch port).",
-          "overlay", catches=("ib.port_active", "ib.phys_linkup", "ib.rate"), apply=_ib_polling),
+          "overlay", catches=("ib.port_active", "ib.phys_linkup", "ib.rate"),
+          catches_probes=_GDR,
+          catches_probes_by_profile=_GDR_BUT_GB200,
+          apply=_ib_polling),
     Fault("ib-no-sm", "No subnet manager: every InfiniBand port is Initializing/LinkUp with SM lid 0, and sminfo's "
           "query goes unanswered.", "overlay", catches=("ib.port_active", "ib.sm_present", "ib.sm_master"),
+          catches_probes=("perf.ib_gdr_bw", "perf.ib_pair_bw"),
           apply=_ib_no_sm),
     Fault("ib-rate-degraded", "mlx5_1 trained at half rate (200 on a 400 fabric; 100 on HDR).", "overlay",
-          catches=("ib.rate",), apply=_ib_slow),
+          catches=("ib.rate",), catches_probes=_GDR, catches_probes_by_profile=_GDR_BUT_GB200,
+          apply=_ib_slow),
     Fault("ib-link-flap", "ib1 lost carrier three times since boot (kernel log).", "state",
           catches=("ib.link_flap",), inject=_link_flap, clear=_link_flap_clear),
     Fault("hca-fw-drift", "mlx5_3 runs an older ConnectX firmware than the baseline; fix with mlxfwmanager -u "
@@ -742,12 +773,14 @@ CATALOG: tuple[Fault, ...] = (
     Fault("mtu-wrong", "Every compute port runs active_mtu 2048 instead of 4096.", "overlay", catches=("ib.mtu",),
           apply=_mtu),
     Fault("peermem-missing", "nvidia_peermem is not loaded (GPUDirect RDMA off); `modprobe nvidia_peermem` fixes it.",
-          "state", catches=("rdma.peermem_loaded",), inject=_peermem_missing, clear=_peermem_restore),
+          "state", catches=("rdma.peermem_loaded",), catches_probes=_GDR,
+          inject=_peermem_missing, clear=_peermem_restore),
     Fault("legacy-peermem", "The deprecated nv_peer_mem module is loaded.", "state",
           catches=("rdma.legacy_peer_mem_absent",), inject=_legacy_peermem, clear=_legacy_clear),
     Fault("acs-enabled", "ACS is on (SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+) on the bridge above GPU 0, in the "
           "BIOS default too: `setpci ... ECAP_ACS+0x6.w=0000` fixes it until the next reboot.", "state",
-          catches=("pcie.acs_disabled",), inject=_acs_on, clear=_acs_off),
+          catches=("pcie.acs_disabled",), catches_probes=_GDR,
+          inject=_acs_on, clear=_acs_off),
     Fault("gpu-nic-affinity", "Rail 0's NIC sits in a slot of the other socket: GPU 0's nearest NIC is NODE, not PIX.",
           "overlay", X86, catches=("topo.gpu_nic_affinity",), apply=_affinity),
     Fault("driver-drift", "This node runs the next driver release of the branch (with matching FM/IMEX).", "state",
@@ -772,7 +805,8 @@ CATALOG: tuple[Fault, ...] = (
           catches=("nvlink.xid_nvlink5_fatal", "gpu.xid_recovery_action", "gpu.recovery_action"),
           inject=_netir_fatal, clear=_netir_clear),
     Fault("remapped-rows-pending", "GPU 5 has a row remapping pending (reset required).", "overlay",
-          catches=("gpu.remapped_rows_pending",), apply=_remap_pending),
+          catches=("gpu.remapped_rows_pending",), catches_probes=("perf.dcgm_diag",),
+          apply=_remap_pending),
     Fault("ecc-uncorrectable", "GPU 6 counted two uncorrectable DRAM ECC errors since the driver loaded (volatile and "
           "aggregate).", "overlay", catches=("gpu.ecc_uncorrectable",), apply=_ecc_uncorrectable),
     Fault("fabric-route-unhealthy", "GB200 GPU 1: fabric Health Summary Unhealthy, Route Recovery in progress True, Route "
@@ -786,9 +820,13 @@ CATALOG: tuple[Fault, ...] = (
     Fault("gpu-throttle", "The last GPU is held by HW Slowdown / HW Power Brake.", "overlay",
           catches=("gpu.throttle",), apply=_throttle),
     Fault("persistence-off", "nvidia-persistenced stopped: persistence mode Disabled on every GPU.", "state",
-          catches=("gpu.persistence",), inject=_persistence_off, clear=_persistence_on),
+          catches=("gpu.persistence",), catches_probes=("perf.dcgm_diag",),
+          inject=_persistence_off, clear=_persistence_on),
     Fault("pcie-downtrained", "GPU 3's PCIe link trained one generation lower at x8.", "overlay",
-          catches=("gpu.pcie_link_gen", "gpu.pcie_link_width"), apply=_pcie_down),
+          catches=("gpu.pcie_link_gen", "gpu.pcie_link_width"),
+          catches_probes=_PCIE_PROBES,
+          catches_probes_by_profile={"gb200-nvl72": ("perf.dcgm_diag",)},
+          apply=_pcie_down),
     Fault("gpu-busy", "A training job runs on the node: one /usr/bin/python3 compute process per GPU "
           "(`nvidia-smi --query-compute-apps` lists them); no probe may start here.", "overlay",
           blocks_probes=True, apply=_gpu_busy),
@@ -802,7 +840,7 @@ CATALOG: tuple[Fault, ...] = (
           catches_probes=("perf.ib_gdr_bw", "perf.ib_pair_bw"), apply=_hca_degraded),
     Fault("pcie-x8", "GPU 6's PCIe link trained at x8 (same generation): GPUDirect RDMA through its rail NIC halves, "
           "and DCGM's PCIe test flags the width.", "overlay", catches=("gpu.pcie_link_width",),
-          catches_probes=("perf.ib_gdr_bw", "perf.dcgm_diag"), apply=_pcie_x8),
+          catches_probes=_PCIE_PROBES, catches_probes_by_profile={"gb200-nvl72": ("perf.dcgm_diag",)}, apply=_pcie_x8),
     Fault("iommu-translated", "Kernel command line lost iommu=pt: the IOMMU translates (can force ACS on).", "state",
           X86, catches=("iommu.mode",), inject=_iommu, clear=_iommu_clear),
 )

@@ -128,7 +128,17 @@ def gdr_gbps(view: Node, dev: dict[str, Any], gpu: dict[str, Any]) -> float | No
     if ib is None:
         return None
     bw = min(ib, pcie_gbps(view, gpu) * 0.97)
-    return bw * (ACS_FACTOR if acs_redirects(view, gpu, dev) else 1.0)
+    return bw * (ACS_FACTOR if acs_redirects(view, gpu, dev) or cross_socket(view, gpu, dev) else 1.0)
+
+
+def cross_socket(view: Node, gpu: dict[str, Any], dev: dict[str, Any]) -> bool:
+    """x86: the GPU and the NIC hang off different sockets, so GPUDirect traffic crosses the CPU interconnect
+    (about the same loss as a trip through the root complex). Grace puts every device on its own root port."""
+    if profile_of(view)["arch"] != "x86_64":
+        return False
+    by = {d["bdf"]: d for d in view["pcie"]}
+    g, n = by.get(_gpu_bdf(gpu)), by.get(dev["bdf"])
+    return g is not None and n is not None and g["numa"] != n["numa"]
 
 
 def peermem(view: Node) -> bool:

@@ -90,27 +90,46 @@ def _no_gpu_driver(view: Node, tool: str) -> Result | None:
 # nccl-tests
 # ---------------------------------------------------------------------------------------------
 
+def nccl_answer(view: Node, test: str, args: list[str]) -> tuple[Result, float]:
+    """`<test> -b MIN -e MAX -f FACTOR -g GPUS` (one process driving GPUS GPUs): (result, real seconds)."""
+    missing = _no_gpu_driver(view, test)
+    if missing:
+        return missing, 0.0
+    opts, _pos = _opts(args, {"-b", "-e", "-f", "-g", "-n", "-w", "-c", "-d", "-o", "-t"})
+    try:
+        lo = parse_size(opts.get("-b", "32M"))
+        hi = parse_size(opts.get("-e", "32M"))
+        factor = int(opts.get("-f", "2"))
+        ngpus = int(opts.get("-g", "1"))
+    except ValueError:
+        return ("", f"{test}: invalid argument\n", 1), 0.0
+    if ngpus > len(view["gpus"]) or ngpus < 1:
+        # nccl-tests' CUDACHECK line (common.h) as a node with fewer GPUs prints it
+        return (f"{view['hostname']}: Test CUDA failure common.cu:1044 'invalid device ordinal'\n"
+                f" .. {view['hostname']} pid {4000000 + view['index']}: Test failure common.cu:1203\n", "", 1), 2.0
+    not_ready = _fabric_not_ready(view)
+    if not_ready:
+        return (f"{view['hostname']}: Test CUDA failure common.cu:1044 'system not yet initialized'\n"
+                f" .. {view['hostname']} pid {4000000 + view['index']}: Test failure common.cu:1203\n", "", 1), 5.0
+    return (render_perf.render_nccl(view, test, lo, hi, factor, ngpus), "", 0), render_perf.nccl_real_s(hi)
+
+
+def _fabric_not_ready(view: Node) -> bool:
+    """CUDA refuses to start on an NVSwitch system whose GPUs have not completed fabric registration
+    (cudaErrorSystemNotReady): registration In Progress, or on A100 (no registration state) a Fabric Manager
+    that never came up since boot (it failed to start; one killed later leaves the fabric configured)."""
+    if any(g["fabric"]["state"] not in (None, "Completed") for g in view["gpus"]):
+        return True
+    fm = view["services"].get("nvidia-fabricmanager")
+    return (fm is not None and fm["active"] != "active" and fm.get("result") == "exit-code"
+            and all(g["fabric"]["state"] is None for g in view["gpus"]))
+
+
 def nccl_tests(test: str):
     def handler(node_dir: Path, args: list[str]) -> Result:
-        """`<test> -b MIN -e MAX -f FACTOR -g GPUS` (one process driving GPUS GPUs)."""
-        view = _view(node_dir)
-        missing = _no_gpu_driver(view, test)
-        if missing:
-            return missing
-        opts, _pos = _opts(args, {"-b", "-e", "-f", "-g", "-n", "-w", "-c", "-d", "-o", "-t"})
-        try:
-            lo = parse_size(opts.get("-b", "32M"))
-            hi = parse_size(opts.get("-e", "32M"))
-            factor = int(opts.get("-f", "2"))
-            ngpus = int(opts.get("-g", "1"))
-        except ValueError:
-            return "", f"{test}: invalid argument\n", 1
-        if ngpus > len(view["gpus"]) or ngpus < 1:
-            # nccl-tests' CUDACHECK line (common.h) as a node with fewer GPUs prints it
-            return (f"{view['hostname']}: Test CUDA failure common.cu:1044 'invalid device ordinal'\n"
-                    f" .. {view['hostname']} pid {4000000 + view['index']}: Test failure common.cu:1203\n", "", 1)
-        _sleep(render_perf.nccl_real_s(hi))
-        return render_perf.render_nccl(view, test, lo, hi, factor, ngpus), "", 0
+        result, real = nccl_answer(_view(node_dir), test, args)
+        _sleep(real)
+        return result
 
     return handler
 
@@ -119,12 +138,11 @@ def nccl_tests(test: str):
 # nvbandwidth
 # ---------------------------------------------------------------------------------------------
 
-def nvbandwidth(node_dir: Path, args: list[str]) -> Result:
-    """`nvbandwidth [-t TESTCASE...]` (every known testcase without -t)."""
-    view = _view(node_dir)
+def nvbandwidth_answer(view: Node, args: list[str]) -> tuple[Result, float]:
+    """`nvbandwidth [-t TESTCASE...]` (every known testcase without -t): (result, real seconds)."""
     missing = _no_gpu_driver(view, "nvbandwidth")
     if missing:
-        return missing
+        return missing, 0.0
     cases: list[str] = []
     take = False
     for a in args:
@@ -137,9 +155,18 @@ def nvbandwidth(node_dir: Path, args: list[str]) -> Result:
     cases = cases or list(render_perf.NVBANDWIDTH)
     for tc in cases:
         if tc not in render_perf.NVBANDWIDTH:
-            return render_perf.nvbandwidth_unknown(tc), "", 1
-    _sleep(render_perf.NVBANDWIDTH_TESTCASE_REAL_S * len(cases))
-    return render_perf.render_nvbandwidth(view, cases), "", 0
+            return (render_perf.nvbandwidth_unknown(tc), "", 1), 0.0
+    if _fabric_not_ready(view):
+        # nvbandwidth's CU_ASSERT on the first CUDA call (the corpus shows its ASSERT form)
+        return ("nvbandwidth Version: " + render_perf.NVBANDWIDTH_VERSION + "\n\n"
+                "ASSERT: cuInit(0) == CUDA_SUCCESS: CUDA_ERROR_SYSTEM_NOT_READY\n", "", 1), 5.0
+    return (render_perf.render_nvbandwidth(view, cases), "", 0), render_perf.NVBANDWIDTH_TESTCASE_REAL_S * len(cases)
+
+
+def nvbandwidth(node_dir: Path, args: list[str]) -> Result:
+    result, real = nvbandwidth_answer(_view(node_dir), args)
+    _sleep(real)
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,27 +177,28 @@ DCGM_DOWN = ("Error: unable to establish a connection to the specified host: loc
              "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n")
 
 
-def dcgmi(node_dir: Path, args: list[str]) -> Result:
+def dcgmi_answer(view: Node, args: list[str]) -> tuple[Result, float]:
     """`dcgmi diag -r LEVEL [-p pcie.gpu_nvlinks_expected_up=N]`; needs the nvidia-dcgm host engine running."""
-    view = _view(node_dir)
     opts, pos = _opts(args, {"-r", "-p", "-i", "-g", "-j"})
     if pos[:1] != ["diag"] or "-r" not in opts:
-        return "", "dcgmi: lab node emulates only `dcgmi diag -r LEVEL`\n", 2
-    try:
-        level = int(opts["-r"])
-    except ValueError:
-        return "Error: Invalid run level specified.\n", "", 255
+        return ("", "dcgmi: lab node emulates only `dcgmi diag -r LEVEL`\n", 2), 0.0
+    level = int(opts["-r"]) if opts["-r"].isdigit() else 0
     if level not in render_perf.DCGM_REAL_S:
-        return "Error: Invalid run level specified.\n", "", 255
+        return ("Error: Invalid run level specified.\n", "", 255), 0.0
     if view["services"].get("nvidia-dcgm", {}).get("active") != "active":
-        return DCGM_DOWN, "", 255
+        return (DCGM_DOWN, "", 255), 0.0
     expected = None
     for param in opts.get("-p", "").split(";"):
         key, _, value = param.partition("=")
         if key.strip() == "pcie.gpu_nvlinks_expected_up" and value.strip().isdigit():
             expected = int(value)
-    _sleep(render_perf.DCGM_REAL_S[level])
-    return render_perf.render_dcgmi_diag(view, level, expected), "", 0
+    return (render_perf.render_dcgmi_diag(view, level, expected), "", 0), render_perf.DCGM_REAL_S[level]
+
+
+def dcgmi(node_dir: Path, args: list[str]) -> Result:
+    result, real = dcgmi_answer(_view(node_dir), args)
+    _sleep(real)
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,34 +272,81 @@ class _Side:
         return render_perf.cuda_lines(self.view, self.gpu, self.size) if self.gpu is not None else ""
 
 
-def perftest(tool: str):
-    kind = "bw" if tool.endswith("_bw") else "lat"
+class _Args:
+    """A perftest command line: device, port, size, GPU, units and the server to dial (None: be the server)."""
 
-    def handler(node_dir: Path, args: list[str]) -> Result:
-        """`ib_write_bw|ib_write_lat [-d DEV] [-p PORT] [--use_cuda=GPU] [-s SIZE] [-F] [--report_gbits] [SERVER]`:
-        without SERVER a server on the node's own address; with it, a client of that server."""
-        view = _view(node_dir)
+    def __init__(self, tool: str, view: Node, args: list[str]) -> None:
+        self.kind = "bw" if tool.endswith("_bw") else "lat"
         opts, pos = _opts(args, _PERFTEST_VALUES)
+        self.error: Result | None = None
+        self.target = pos[-1] if pos else None
+        self.gbits = "--report_gbits" in opts
+        self.port = 18515
+        self.side: _Side | None = None
         dev = perfmodel.hca(view, opts.get("-d") or opts.get("--ib-dev"))
         if dev is None:
-            return "", " Unable to find the Infiniband/RoCE device\n", 1
+            self.error = ("", " Unable to find the Infiniband/RoCE device\n", 1)
+            return
         try:
-            port = int(opts.get("-p") or opts.get("--port") or 18515)
-            size = int(opts.get("-s") or opts.get("--size") or (65536 if kind == "bw" else 2))
+            self.port = int(opts.get("-p") or opts.get("--port") or 18515)
+            size = int(opts.get("-s") or opts.get("--size") or (65536 if self.kind == "bw" else 2))
         except ValueError:
-            return "", f" Invalid argument for {tool}\n", 1
+            self.error = ("", f" Invalid argument for {tool}\n", 1)
+            return
         gpu = None
         if "--use_cuda" in opts:
             try:
                 gpu = view["gpus"][int(opts["--use_cuda"] or 0)]
             except (ValueError, IndexError):
-                return "", f"No CUDA device {opts['--use_cuda']}\n", 1
-        side = _Side(view, dev, gpu, kind, size)
-        gbits = "--report_gbits" in opts
-        if pos:
-            return _client(node_dir, view, side, _lab_address(node_dir, pos[-1], view["address"]), pos[-1], port,
-                           gbits)
-        return _server(view, side, port, gbits)
+                self.error = ("", f"No CUDA device {opts['--use_cuda']}\n", 1)
+                return
+        self.side = _Side(view, dev, gpu, self.kind, size)
+
+
+def _outcome(run: _Args, mine: dict[str, Any], peer: dict[str, Any], figure: float, role: str) -> Result:
+    """What one side prints once both know each other: its own failure, the peer's, or its report."""
+    side = run.side
+    assert side is not None
+    own = side.error()
+    if own is not None:
+        return own[0], own[1], 1
+    prelude = side.prelude() if role == "client" else ""
+    if peer["error"]:
+        return prelude, render_perf.EXCHANGE_FAILURE, 1
+    return prelude + _report(side, mine, peer, figure, run.gbits, tx_depth=role == "client"), "", 0
+
+
+def _transfer_real_s(side: _Side, figure: float) -> float:
+    """The real run: QP setup, then 5000 iterations of the message (bw) or 1000 ping-pongs (lat)."""
+    return 2.0 + (5000 * side.size * 8 / (figure * 1e9) if side.kind == "bw" and figure else 0.0)
+
+
+def perftest_pair(tool: str, server_view: Node, server_args: list[str], client_view: Node,
+                  client_args: list[str]) -> tuple[Result, Result]:
+    """Both ends of one run without sockets or waiting (the tests' pure form of what the TCP rendezvous does)."""
+    srv, cli = _Args(tool, server_view, server_args), _Args(tool, client_view, client_args)
+    if srv.error or cli.error:
+        return srv.error or ("", render_perf.EXCHANGE_FAILURE, 1), cli.error or ("", render_perf.EXCHANGE_FAILURE, 1)
+    assert srv.side is not None and cli.side is not None
+    s_hello, c_hello = _hello(srv.side, srv.port, "server"), _hello(cli.side, cli.port, "client")
+    figure = _figure(srv.kind, s_hello, c_hello, srv.port)
+    server = _outcome(srv, s_hello, c_hello, figure, "server")
+    if server[2] == 0:
+        server = (srv.side.prelude() + render_perf.BANNER + server[0], server[1], 0)
+    return server, _outcome(cli, c_hello, s_hello, figure, "client")
+
+
+def perftest(tool: str):
+    def handler(node_dir: Path, args: list[str]) -> Result:
+        """`ib_write_bw|ib_write_lat [-d DEV] [-p PORT] [--use_cuda=GPU] [-s SIZE] [-F] [--report_gbits] [SERVER]`:
+        without SERVER a server on the node's own address; with it, a client of that server."""
+        view = _view(node_dir)
+        run = _Args(tool, view, args)
+        if run.error:
+            return run.error
+        if run.target is not None:
+            return _client(view, run, _lab_address(node_dir, run.target, view["address"]))
+        return _server(view, run)
 
     return handler
 
@@ -283,6 +358,7 @@ def _hello(side: _Side, port: int, role: str) -> dict[str, Any]:
 
 
 def _figure(kind: str, server: dict[str, Any], client: dict[str, Any], port: int) -> float:
+    """A pair's figure: the weaker end's capability (a degraded HCA slows every pair it is in), with noise."""
     n = perfmodel.noise(server["host"], server["dev"], client["host"], client["dev"], port, kind)
     if kind == "lat":
         return perfmodel.IB_LAT_US * n
@@ -297,17 +373,25 @@ def _report(side: _Side, local: dict[str, Any], remote: dict[str, Any], figure: 
         render_perf.perftest_addresses(local["qp"], remote["qp"]) + table
 
 
-def _server(view: Node, side: _Side, port: int, gbits: bool) -> Result:
+def _server(view: Node, run: _Args) -> Result:
+    side = run.side
+    assert side is not None
     try:
         lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        lsock.bind((view["address"], port))
+        lsock.bind((view["address"], run.port))
         lsock.listen(1)
     except OSError:
-        return "", f"Couldn't listen to port {port}\n Unable to init the socket connection\n", 1
+        return "", f"Couldn't listen to port {run.port}\n Unable to init the socket connection\n", 1
+    # The CUDA set-up lines come before the banner here: the perftest parser tells a server's run by the banner
+    # within the 8 lines above its title.
     _emit(side.prelude() if side.gpu is not None and side.error() is None else "")
     _emit(render_perf.BANNER)
-    lsock.settimeout(SERVER_WAIT_S)
+    try:  # tests shorten the wait of a server nobody dials
+        wait = float(os.environ.get("FABRICPROOF_LAB_PERFTEST_WAIT_S", SERVER_WAIT_S))
+    except ValueError:
+        wait = SERVER_WAIT_S
+    lsock.settimeout(wait)
     try:
         conn, _peer = lsock.accept()
     except OSError:
@@ -316,44 +400,37 @@ def _server(view: Node, side: _Side, port: int, gbits: bool) -> Result:
     lsock.close()
     with conn:
         client = _recv(conn, EXCHANGE_WAIT_S)
-        mine = _hello(side, port, "server")
         if client is None:
             return "", render_perf.EXCHANGE_FAILURE, 1
+        mine = _hello(side, run.port, "server")
         _send(conn, mine)
-        own = side.error()
-        if own is not None:
-            return own[0], own[1], 1
-        if client["error"]:
-            return "", render_perf.EXCHANGE_FAILURE, 1
-        result = _recv(conn, EXCHANGE_WAIT_S + lab_seconds(10.0))
+        if side.error() is not None or client["error"]:
+            return _outcome(run, mine, client, 0.0, "server")
+        result = _recv(conn, EXCHANGE_WAIT_S + PROBE_MAX_S)
         if result is None or "figure" not in result:
             return "", render_perf.EXCHANGE_FAILURE, 1
-        report = _report(side, mine, client, float(result["figure"]), gbits, tx_depth=False)
         _send(conn, {"done": True})
-    return report, "", 0
+        return _outcome(run, mine, client, float(result["figure"]), "server")
 
 
-def _client(node_dir: Path, view: Node, side: _Side, address: str, shown: str, port: int, gbits: bool) -> Result:
-    prelude = side.prelude() if side.gpu is not None and side.error() is None else ""
+def _client(view: Node, run: _Args, address: str) -> Result:
+    side = run.side
+    assert side is not None and run.target is not None
     try:
-        conn = socket.create_connection((address, port), timeout=EXCHANGE_WAIT_S, source_address=(view["address"], 0))
+        conn = socket.create_connection((address, run.port), timeout=EXCHANGE_WAIT_S,
+                                        source_address=(view["address"], 0))
     except OSError:
-        return prelude, render_perf.CONNECT_FAILURE.format(host=shown, port=port), 1
+        return "", render_perf.CONNECT_FAILURE.format(host=run.target, port=run.port), 1
     with conn:
-        mine = _hello(side, port, "client")
+        mine = _hello(side, run.port, "client")
         _send(conn, mine)
         server = _recv(conn, EXCHANGE_WAIT_S)
         if server is None:
-            return prelude, render_perf.EXCHANGE_FAILURE, 1
-        own = side.error()
-        if own is not None:
-            return own[0], own[1], 1
-        if server["error"]:
-            return prelude, render_perf.EXCHANGE_FAILURE, 1
-        figure = _figure(side.kind, server, mine, port)
-        # the transfer itself: 5000 iterations of the message (bw) or 1000 ping-pongs (lat), plus QP setup
-        real = 2.0 + (5000 * side.size * 8 / (figure * 1e9) if side.kind == "bw" and figure else 0.0)
-        _sleep(real)
+            return "", render_perf.EXCHANGE_FAILURE, 1
+        if side.error() is not None or server["error"]:
+            return _outcome(run, mine, server, 0.0, "client")
+        figure = _figure(side.kind, server, mine, run.port)
+        _sleep(_transfer_real_s(side, figure))
         _send(conn, {"figure": figure})
         _recv(conn, EXCHANGE_WAIT_S)
-    return prelude + _report(side, mine, server, figure, gbits, tx_depth=True), "", 0
+    return _outcome(run, mine, server, figure, "client")

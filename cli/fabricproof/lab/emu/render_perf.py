@@ -208,8 +208,8 @@ def cuda_lines(view: Node, gpu: dict[str, Any], size: int) -> str:
     """What perftest prints while it sets up a --use_cuda buffer (corpus ib_write_bw-use_cuda-dmabuf-h200-...,
     without the DMA-BUF lines: the classic nvidia-peermem path)."""
     addr = 0x594CA7000000 + view["index"] * 0x1000 + gpu["index"] * 0x100
-    return (f"Perftest doesn't supports CUDA tests with inline messages: inline size set to 0\n"
-            f"initializing CUDA\nListing all CUDA devices in system:\n"
+    return ("Perftest doesn't supports CUDA tests with inline messages: inline size set to 0\n"
+            "initializing CUDA\nListing all CUDA devices in system:\n"
             + "".join(f"CUDA device {g['index']}: PCIe address is {g['bus_id'].split(':', 1)[1][:5]}\n"
                       for g in view["gpus"])
             + f"\nPicking device No. {gpu['index']}\n"
@@ -302,7 +302,7 @@ def dcgm_findings(view: Node, expected_links: int | None) -> dict[str, list[str]
     """Test name -> its warnings: the PCIe test checks NVLinks up per GPU against -p pcie.gpu_nvlinks_expected_up
     (DCGM_FR_NVLINK_DOWN's message text) and the GPU's PCIe link width; the memory test fails on pending row
     remaps."""
-    found: dict[str, list[str]] = {"PCIe": [], "GPU Memory": []}
+    found: dict[str, list[str]] = {"PCIe": [], "GPU Memory": [], "Persistence Mode": []}
     width = profile_of(view)["gpu"]["pcie_width"]
     for gpu in view["gpus"]:
         if expected_links is not None:
@@ -312,6 +312,11 @@ def dcgm_findings(view: Node, expected_links: int | None) -> dict[str, list[str]
         if int(gpu["pcie_width"]) < width:
             found["PCIe"].append(f"GPU {gpu['index']}: PCIe link width x{gpu['pcie_width']} is below the maximum "
                                  f"x{width}")
+        if gpu["persistence_mode"] != "Enabled":
+            # DCGM_FR_PERSISTENCE_MODE's message (its own spelling)
+            found["Persistence Mode"].append(f"Persistence mode for GPU {gpu['index']} is currently disabled. The "
+                                             "DCGM diagnostic requires peristence mode to be enabled. Enable "
+                                             "persistence mode by running \"nvidia-smi -i <gpuId> -pm 1 \" as root.")
         if gpu["remapped_rows"]["pending"]:
             found["GPU Memory"].append(f"GPU {gpu['index']} has pending row remappings: reset the GPU")
     return found
@@ -328,12 +333,9 @@ def render_dcgmi_diag(view: Node, level: int, expected_links: int | None) -> str
            _dcgm_row("DCGM Version", DCGM_VERSION), _dcgm_row("Driver Version Detected", drv),
            _dcgm_row("GPU Device IDs Detected", ids),
            "|-----  Deployment  --------+------------------------------------------------|"]
-    for name in ("Denylist", "NVML Library", "CUDA Main Library", "Permissions and OS Blocks", "Persistence Mode",
-                 "Environment Variables", "Page Retirement/Row Remap", "Graphics Processes", "Inforom"):
-        out.append(_dcgm_row(name, "Pass"))
     found = dcgm_findings(view, expected_links)
 
-    def test(name: str) -> None:
+    def test(name: str, passed: str = "Pass - All") -> None:
         if found.get(name):
             out.append(_dcgm_row(name, "Fail"))
             for msg in found[name]:
@@ -341,7 +343,11 @@ def render_dcgmi_diag(view: Node, level: int, expected_links: int | None) -> str
                 out.append(_dcgm_row("Warning", chunks[0]))
                 out.extend(_dcgm_row("", c) for c in chunks[1:])
         else:
-            out.append(_dcgm_row(name, "Pass - All"))
+            out.append(_dcgm_row(name, passed))
+
+    for name in ("Denylist", "NVML Library", "CUDA Main Library", "Permissions and OS Blocks", "Persistence Mode",
+                 "Environment Variables", "Page Retirement/Row Remap", "Graphics Processes", "Inforom"):
+        test(name, "Pass")
 
     if level >= 2:
         out.append("+-----  Integration  -------+------------------------------------------------+")
@@ -409,5 +415,6 @@ def render_listpids(view: Node, job: str | None) -> tuple[str, str, int]:
     for step in steps:
         for local, pid in enumerate(step["pids"]):
             rows.append(f"{pid:<8d} {step['job']:<8d} {step['step']:<8} {local:<7d} {local:<8d} \n")
-        rows.append(f"{step['stepd_pid']:<8d} {step['job']:<8d} {step['step']:<8} {'-':<7} {'-':<8} \n")
+        # a process of the step that is no task (a child a task forked): listed without task ids
+        rows.append(f"{step['child_pid']:<8d} {step['job']:<8d} {step['step']:<8} {'-':<7} {'-':<8} \n")
     return "".join(rows), "", 0
