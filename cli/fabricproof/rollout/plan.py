@@ -485,6 +485,7 @@ def describe(plan: Plan, waves: Sequence[Wave], inventory: str, gate_checks: Seq
         "gates": {"checks": [c.id for c in gate_checks], "fail_on": g.fail_on, "retry_interval_s": g.retry_interval_s,
                   "timeout_s": g.timeout_s, "max_failed_hosts": g.budget.max_failed_hosts,
                   "max_failed_percent": g.budget.max_failed_percent,
+                  **({"probes": list(g.probes), "regression_tolerance_pct": g.tolerance_pct} if g.probes else {}),
                   "boundary": "a wave proceeds when its failed hosts <= max_failed_hosts and, if set, failed * 100 "
                               "<= max_failed_percent * hosts in the wave (both inclusive)"},
         "soak": ({"duration_s": plan.soak.duration_s, "interval_s": plan.soak.interval_s,
