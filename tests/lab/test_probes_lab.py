@@ -145,3 +145,35 @@ def _interrupt_and_look(lab_dir: Path, tmp_path: Path, marker: str) -> None:
             proc.kill()
         for line in probes_running():  # never leave one behind, even when the test failed
             os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+def test_validate_probes_reports_figures_with_units_and_skips_the_busy_node(lab_factory, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from fabricproof.cli import app
+    from fabricproof.lab import manager
+
+    lab_dir = lab_factory.new_dir()
+    lab_factory.up(lab_dir, nodes=2, profile="dgx-h100")
+    manager.fault_inject(lab_dir, "h100-0002", "gpu-busy")
+    base = yaml.safe_load((REPO / "inventories/lab/baseline.yaml").read_text())
+    base["spec"]["defaults"]["perf"] = GATES
+    (tmp_path / "baseline.yaml").write_text(yaml.safe_dump(base))
+    result = CliRunner().invoke(app, ["validate", "-i", str(lab_dir / "inventory.yml"), "-b",
+                                      str(tmp_path / "baseline.yaml"), "--probes", "nccl_all_reduce", "-c",
+                                      "perf.nccl_allreduce_busbw", "-f", "json", "--run-dir", str(tmp_path / "run"),
+                                      "-q"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    got = {r["host"]: (r["outcome"], r["reason"]) for r in report["results"]}
+    assert got["h100-0001"][0] == "pass"
+    assert got["h100-0002"][0] == "skip" and "GPU compute process(es) running" in got["h100-0002"][1]
+    (fig,) = [f for f in report["figures"] if f["figure"] == "busbw"]
+    assert fig["host"] == "h100-0001" and fig["unit"] == "GB/s" and fig["value"] > 460
+    # the probes' facts are in the run's facts: validate --facts judges them again, offline
+    again = CliRunner().invoke(app, ["validate", "--facts", str(tmp_path / "run"), "-b", str(tmp_path / "baseline.yaml"),
+                                     "-c", "perf.nccl_allreduce_busbw", "-f", "json"])
+    assert {r["host"]: r["outcome"] for r in json.loads(again.stdout)["results"]} == {"h100-0001": "pass",
+                                                                                       "h100-0002": "skip"}
