@@ -150,6 +150,8 @@ class Report:
     collection_errors: dict[str, str] = field(default_factory=dict)  # host -> reason (unreachable, ...)
     tool_version: str = ""
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # host -> its inventory groups (heatmap rows)
+    #: Every probe figure: {host, probe, target, figure, value, unit, higher_is_better}; empty when no probe ran.
+    figures: tuple[dict[str, Any], ...] = ()
 
     @property
     def summary(self) -> Summary:

@@ -69,7 +69,7 @@ def localisation_round(slow: Sequence[Pair], passed: Sequence[str]) -> Round:
     host and each host in one pair: the round that tells a bad host from a bad pairing. Suspects left without a
     reference (too few good hosts) are not paired."""
     suspects = sorted({h for pair in slow for h in pair})
-    references = [h for h in sorted(passed) if h not in suspects]
+    references = [h for h in sorted(set(passed)) if h not in suspects]  # a host passes many pairs: one pair each
     return tuple((ref, suspect) for ref, suspect in zip(references, suspects, strict=False))
 
 

@@ -31,6 +31,7 @@ from .model import CommandResult
 RUN_FILE = "run.json"
 RAW_DIR = "raw"
 FACTS_DIR = "facts"
+PROBES_DIR = "probes"
 META_FILE = "meta.json"
 REPORT_FILE = "report.json"
 STDOUT_SUFFIX = ".txt"
@@ -141,6 +142,11 @@ class RunStore:
     @property
     def manifest_path(self) -> Path:
         return self.root / RUN_FILE
+
+    @property
+    def probes_root(self) -> Path:
+        """Where the run's probes keep a run store of their own (raw/, facts/, run.json), next to its collection."""
+        return self.root / PROBES_DIR
 
     @property
     def report_path(self) -> Path:

@@ -89,3 +89,21 @@ def test_example_baselines_set_the_published_gates(platform):
     assert (perf["nccl"]["all_reduce_busbw_gbps"], perf["ib"]["gdr_bw_gbps"]) == gates[platform]
     assert perf["regression_tolerance_pct"] == 5 and perf["nvbandwidth"]["min_over_median_pct"] == 97
     assert spec.config(values)["perftest"]["port"] == 18515  # defaults fill what the file leaves out
+
+
+def test_a_probe_the_idle_guard_refused_is_skipped_with_its_reason():
+    """The guard's NOT_RUN_EXIT and marker line become a skipped collector run, and its checks skip, saying why."""
+    from fabricproof import facts as facts_mod
+    from fabricproof.collectors.base import NOT_RUN_EXIT
+    from fabricproof.model import CommandResult
+
+    out = CommandResult(("sh",), "fabricproof: not run: 1 GPU compute process(es) running: 4242, python3\n",
+                        exit_code=NOT_RUN_EXIT)
+    doc = facts_mod.build("node1", {"nccl_all_reduce": out}, via="ssh")
+    assert doc["collectors"]["nccl_all_reduce"]["status"] == "skipped"
+    assert "perf" not in doc
+    base = Baseline("b", {"platform": "h100", "perf": {"nccl": {"all_reduce_busbw_gbps": 460}}})
+    checks = {c.id: c for c in load()}
+    (r,) = evaluate({"node1": doc}, base, [checks["perf.nccl_allreduce_busbw"]]).results
+    assert r.outcome is Outcome.SKIP
+    assert r.reason == "collector nccl_all_reduce not run: 1 GPU compute process(es) running: 4242, python3"

@@ -131,6 +131,13 @@ def test_select_collectors():
         select_collectors(["nvlinq_*"])
 
 
+@pytest.mark.parametrize("probe", ["nccl_all_reduce", "ib_pair_bw", "lsmod,dcgm_diag"])
+def test_a_probe_is_refused_as_a_plain_collector(probe):
+    """--collectors would run it unguarded on a node that may be busy: only the probe path (idle guard) runs it."""
+    with pytest.raises(InputError, match=r"is a probe: run it with `validate --probes"):
+        select_collectors([probe])
+
+
 def test_run_directories_are_never_reused(tmp_path):
     run = prepare_run_dir(tmp_path / "r")
     prepare_run_dir(run)  # still empty: fine

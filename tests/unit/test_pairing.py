@@ -52,3 +52,25 @@ def test_a_slow_path_between_two_good_hosts_is_the_pairs_not_a_hosts():
     verdicts = blame(hosts(16), run_rounds(plan_rounds(hosts(16)), measure))
     assert {h for h, b in verdicts.items() if b.verdict == "pair only"} == slow_pair
     assert not [h for h, b in verdicts.items() if b.verdict == "at fault"]
+
+
+def test_the_localisation_round_puts_each_host_in_one_pair_even_when_it_passed_many():
+    """A reference host passed several pairs: it still serves one suspect only (two at once would share its HCA and
+    port; on the lab the extra ones measured nothing)."""
+    from fabricproof.pairing import localisation_round
+
+    r = localisation_round([("n0005", "n0006"), ("n0006", "n0007")], ["n0001", "n0001", "n0002", "n0002", "n0003"])
+    members = [h for p in r for h in p]
+    assert len(members) == len(set(members))
+    assert r == (("n0001", "n0005"), ("n0002", "n0006"), ("n0003", "n0007"))
+
+    seen = []
+
+    def measure(rnd):
+        members = [h for p in rnd for h in p]
+        assert len(members) == len(set(members)), rnd
+        seen.append(rnd)
+        return {pair: "n0006" not in pair for pair in rnd}
+
+    verdicts = blame(hosts(16), run_rounds(plan_rounds(hosts(16)), measure))
+    assert {h for h, b in verdicts.items() if b.verdict != "ok"} == {"n0006"}

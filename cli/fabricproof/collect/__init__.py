@@ -46,6 +46,11 @@ def select_collectors(patterns: Sequence[str] | None = None) -> list[Collector]:
     terms = [t.strip() for p in patterns for t in p.split(",") if t.strip()]
     chosen: dict[str, Collector] = {}
     for term in terms:
+        if term in COLLECTORS and COLLECTORS[term].loads_fabric:
+            # A probe loads the GPUs and links: it runs only through the guarded probe path (idle guard, budget,
+            # its host's own argv), never as a plain collector on a node that may be doing work.
+            raise InputError(f"--collectors {term!r} is a probe: run it with `validate --probes {term}` (or "
+                             f"`check --local --probes {term}`), which runs it only on idle nodes")
         if term in COLLECTORS:
             chosen[term] = COLLECTORS[term]
             continue

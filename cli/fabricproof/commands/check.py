@@ -7,7 +7,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -23,6 +23,9 @@ from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now
 from ..reporters import REPORTERS
 from ..reporters._common import found_lines
+from ..collectors.probes.spec import PROBES, Layout
+from ..runstore import RunStore
+from . import _probes
 from ._common import (OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, console, err_console, input_errors, output_mode,
                       report_targets, shown)
 
@@ -84,14 +87,26 @@ def _previous(path: Path) -> dict | None:
     return doc if isinstance(doc, dict) and doc.get("kind") == "Facts" else None
 
 
-def _collect_here(host: Host, run_dir: Path | None, command_timeout: float | None) -> dict:
+def _collect_here(host: Host, run_dir: Path | None, command_timeout: float | None,
+                  probes: tuple[str, tuple[str, ...], Any, Any] | None = None, figures: list | None = None) -> dict:
     """This node's facts, collected with the local transport into `run_dir` (kept) or a temporary run directory
-    (removed once the facts are read)."""
+    (removed once the facts are read); `probes` (ids, settings, baseline) run after the collection, into
+    RUNDIR/probes, and their facts are merged in."""
     keep = run_dir is not None
+    figures = figures if figures is not None else []
     target = run_dir if keep else Path(tempfile.mkdtemp(prefix="fabricproof-check-")) / "run"
     try:
         result = collect([host], target, via="local", collectors=select_collectors(None),
                          command_timeout_s=command_timeout)
+        if probes is not None and host.name in result.facts_by_host:
+            ids, probe_settings, base, quiet = probes
+            probe_run = _probes.run([host], result.run_dir, ids, base, result.facts_by_host, "local", None,
+                                    probe_settings, quiet)
+            result.facts_by_host = _probes.merged(result.facts_by_host, probe_run)
+            if keep:
+                RunStore(result.run_dir).write_facts(host.name, result.facts_by_host[host.name])
+            _probes.show(probe_run)
+            figures.append(probe_run)
     finally:
         if not keep:
             shutil.rmtree(target.parent, ignore_errors=True)
@@ -146,6 +161,9 @@ def check(
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Keep this run's raw evidence and facts here "
                                                  "(default: a temporary directory, removed afterwards).")] = None,
     mode: Annotated[str, typer.Option("--output-mode", help=OUTPUT_MODE_HELP)] = "600",
+    probes: _probes.ProbesOpt = [],  # noqa: B006
+    probe_budget: _probes.BudgetOpt = None,
+    require_idle: _probes.RequireIdleOpt = False,
 ) -> None:
     """Check this node against a baseline (node-local mode)."""
     if not local:
@@ -158,11 +176,18 @@ def check(
     output = output or path
     if output is not None and fmt == "nhc":
         raise InputError("--output needs a report --format (json, prometheus, ...); nhc lines go to stdout")
+    probe_ids, probe_settings = _probes.settings(probes, probe_budget, require_idle, None, 1)
+    pairwise = [p for p in probe_ids if PROBES[p].layout is Layout.PAIR]
+    if pairwise:
+        raise InputError(f"--probes {pairwise[0]}: a pairwise probe needs two hosts; run it with `validate --probes`")
     base = baseline_mod.load(baseline)
     selected = catalog.select(catalog.load(), checks)
     host = this_node(inventory, node_name, group)
     node, groups = host.name, list(host.groups)
-    doc = _collect_here(host, run_dir, command_timeout)
+    probe_runs: list = []
+    doc = _collect_here(host, run_dir, command_timeout,
+                        (probe_ids, probe_settings, base, fmt != "nhc" and output is None) if probe_ids else None,
+                        probe_runs)
     previous = None
     if facts_dir is not None:
         target = facts_dir / f"{node}.json"
@@ -170,6 +195,7 @@ def check(
         atomic_write_text(target, facts_mod.dump(doc), mode=file_mode)
     report = evaluate({node: doc}, base, selected, groups={node: groups},
                       previous={node: previous} if previous else None, created_at=utc_now(), tool_version=__version__)
+    report = _probes.with_figures(report, probe_runs[0] if probe_runs else None)
     code = exit_code(report, fail_on)
 
     lines = nhc_lines(report, node, fail_on)

@@ -21,6 +21,7 @@ from ..runstore import RunStore
 from ..timeutil import utc_now
 from ._common import (FORMAT_HELP, OUTPUT_GONE, OUTPUT_MODE_HELP, SEVERITIES, WORKERS_HELP, check_fail_on,
                       emit_report, err_console, input_errors, output_mode, pair_outputs)
+from . import _probes
 from ._progress import collect_with_progress
 
 EPILOG = """\
@@ -30,6 +31,9 @@ Three sources of facts:
             (collects first; the evidence is kept under --run-dir, default runs/<run id>)
 
   offline   fabricproof validate --facts runs/2026-11-30 -b baseline.yaml [-i inventory.yml for groups]
+
+  probes    fabricproof validate -i inventory.yml -b baseline.yaml --probes nccl_all_reduce,ib_pair_bw --probe-budget 10m
+            (after the collection, each probe only on idle nodes; evidence under RUNDIR/probes)
 
   re-parse  fabricproof validate --raw runs/2026-11-30 -b baseline.yaml   (after a parser fix, or for incident review)
 
@@ -91,6 +95,10 @@ def validate(
     require_all: Annotated[bool, typer.Option("--require-all", help="Fail when a selected check applied to no host.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No collection progress.")] = False,
     mode: Annotated[str, typer.Option("--output-mode", help=OUTPUT_MODE_HELP)] = "600",
+    probes: _probes.ProbesOpt = [],  # noqa: B006
+    probe_budget: _probes.BudgetOpt = None,
+    require_idle: _probes.RequireIdleOpt = False,
+    pairing_shuffles: _probes.RoundsOpt = None,
 ) -> None:
     """Prove hosts against a baseline and the check catalog: live over SSH/Ansible/local, or from saved evidence."""
     check_fail_on(fail_on)
@@ -106,6 +114,9 @@ def validate(
     base = baseline_mod.load(baseline)
     selected = catalog.select(catalog.load(), checks)
     before = facts_mod.load_dir(previous) if previous else None
+    probe_ids, probe_settings = _probes.settings(probes, probe_budget, require_idle, pairing_shuffles, forks)
+    if probe_ids and not live:
+        raise InputError("--probes runs probes on live hosts: not with --facts or --raw")
 
     evidence_dir: Path | None = None
     if live:
@@ -113,6 +124,26 @@ def validate(
         hosts = select_hosts(inventory, limit, via)
         options = transport.configure(via, inventory_path=inventory, accept_new_host_keys=accept_new_host_keys)
         run_id = new_run_id()
+    if live and probe_ids:
+        # The probes need every host's facts (the HCAs nearest each GPU) and merge theirs in: no streaming here.
+        result = collect_with_progress(hosts, run_dir or Path("runs") / run_id, quiet=quiet, via=via, options=options,
+                                       forks=forks, run_id=run_id, inventory=inventory, limit=limit, workers=workers)
+        reachable = [h for h in hosts if h.name in result.facts_by_host]
+        probe_run = _probes.run(reachable, result.run_dir, probe_ids, base, result.facts_by_host, via, options,
+                                probe_settings, quiet)
+        facts_by_host = _probes.merged(result.facts_by_host, probe_run)
+        store = RunStore(result.run_dir)
+        for host, doc in facts_by_host.items():
+            store.write_facts(host, doc)
+        _probes.show(probe_run)
+        errors = {**result.collection_errors, **{h: f"probes: {e}" for h, e in probe_run.errors.items()
+                                                 if h not in result.collection_errors}}
+        report = evaluate(facts_by_host, base, selected, groups={h.name: h.groups for h in hosts}, previous=before,
+                          collection_errors=errors, run_id=result.run_id, created_at=utc_now(),
+                          tool_version=__version__)
+        report = _probes.with_figures(report, probe_run)
+        evidence_dir = result.run_dir
+    elif live:
         # Judged as hosts finish: memory stays flat with fleet size (the facts are on disk, in the run).
         stream = StreamingEvaluation(base, selected, groups={h.name: h.groups for h in hosts}, previous=before)
         result = collect_with_progress(hosts, run_dir or Path("runs") / run_id, quiet=quiet, via=via, options=options,

@@ -59,6 +59,8 @@ def _envelope(report: Report) -> tuple[dict[str, Any], dict[str, Any]]:
         "unapplied": [{"check_id": c.check_id, "reason": c.reason} for c in report.unapplied],
         "collection_errors": dict(report.collection_errors),
     }
+    if report.figures:
+        after["figures"] = [dict(f) for f in report.figures]
     return before, after
 
 
@@ -143,6 +145,7 @@ def report_from_json(text: str) -> Report:
         unapplied=tuple(CheckCoverage(check_id=c["check_id"], reason=c["reason"]) for c in doc["unapplied"]),
         collection_errors=dict(doc["collection_errors"]),
         tool_version=meta["tool_version"],
+        figures=tuple(dict(f) for f in doc.get("figures", ())),
     )
 
 

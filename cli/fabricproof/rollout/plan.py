@@ -14,6 +14,7 @@ from typing import Any
 from .. import baseline as baseline_mod
 from .. import documents
 from ..catalog import Check
+from ..collectors.probes.spec import PROBES
 from ..errors import InputError, Problem
 from ..inventory import Inventory, limit
 from ..paths import playbooks_dir
@@ -98,6 +99,8 @@ class Gates:
     retry_interval_s: int = DEFAULT_RETRY_INTERVAL_S
     timeout_s: int = DEFAULT_GATE_TIMEOUT_S
     budget: Budget = Budget()
+    probes: tuple[str, ...] = ()  # run in the pre-gate and the post-gate of every wave
+    tolerance_pct: float | dict[str, float] | None = None  # a regression gate: no worse than the host's own before
 
 
 @dataclass(frozen=True)
@@ -292,7 +295,15 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
     budget = Budget(g.get("max_failed_hosts", 0), g.get("max_failed_percent"))
     gates = Gates(checks=tuple(g.get("checks") or ()), fail_on=g.get("fail_on", "critical"),
                   retry_interval_s=parse_duration(g.get("retry_interval", DEFAULT_RETRY_INTERVAL_S)),
-                  timeout_s=parse_duration(g.get("timeout", DEFAULT_GATE_TIMEOUT_S)), budget=budget)
+                  timeout_s=parse_duration(g.get("timeout", DEFAULT_GATE_TIMEOUT_S)), budget=budget,
+                  probes=tuple(g.get("probes") or ()), tolerance_pct=(g.get("regression") or {}).get("tolerance_pct"))
+    for i, pid in enumerate(gates.probes):
+        if pid not in PROBES:
+            problems.append(doc.problem(("spec", "gates", "probes", i), f"unknown probe {pid!r}; probes: "
+                                        f"{', '.join(PROBES)}"))
+    if gates.tolerance_pct is not None and not gates.probes:
+        problems.append(doc.problem(("spec", "gates", "regression"), "a regression gate compares probe figures: "
+                                    "name the probes in gates.probes"))
     if gates.retry_interval_s == 0 and gates.timeout_s > 0:
         problems.append(doc.problem(("spec", "gates", "retry_interval"), "retry_interval must be at least 1s"))
 
@@ -474,6 +485,7 @@ def describe(plan: Plan, waves: Sequence[Wave], inventory: str, gate_checks: Seq
         "gates": {"checks": [c.id for c in gate_checks], "fail_on": g.fail_on, "retry_interval_s": g.retry_interval_s,
                   "timeout_s": g.timeout_s, "max_failed_hosts": g.budget.max_failed_hosts,
                   "max_failed_percent": g.budget.max_failed_percent,
+                  **({"probes": list(g.probes), "regression_tolerance_pct": g.tolerance_pct} if g.probes else {}),
                   "boundary": "a wave proceeds when its failed hosts <= max_failed_hosts and, if set, failed * 100 "
                               "<= max_failed_percent * hosts in the wave (both inclusive)"},
         "soak": ({"duration_s": plan.soak.duration_s, "interval_s": plan.soak.interval_s,

@@ -8,6 +8,7 @@ import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import baseline as baseline_mod
 from .. import catalog as catalog_mod
@@ -75,6 +76,31 @@ def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id
     return collect
 
 
+def live_probe(inventory: Inventory, via: str, inv_path: str, probes: Sequence[str], forks: int = DEFAULT_FORKS):
+    """The gate probes over a remote transport, each proof's probes a probe run of its own (idle guard included):
+    hosts -> their figures, and why the others have none."""
+    from ..collect.probes import ProbeSettings, run_probes
+
+    options = transport.configure(via, inventory_path=inv_path)
+
+    def probe(hosts: Sequence[str], evidence_dir: Path, baseline: baseline_mod.Baseline):
+        run = run_probes([inventory.hosts[h] for h in hosts], evidence_dir, list(probes),
+                         values=lambda h: baseline.for_groups(h.groups), via=via, options=options,
+                         settings=ProbeSettings(forks=forks))
+        figures: dict[str, list[dict]] = {}
+        for f in run.figures():
+            figures.setdefault(f.host, []).append({"probe": f.probe, "target": f.target, "figure": f.name,
+                                                   "value": f.value, "unit": f.unit,
+                                                   "higher_is_better": f.higher_is_better})
+        why = {h: run.errors.get(h) or "; ".join(f"{cid}: {r.get('error', r.get('status'))}" for cid, r in
+                                                  (run.facts_by_host.get(h, {}).get("collectors") or {}).items()
+                                                  if r.get("status") != "ok") or "no figure measured"
+               for h in hosts if h not in figures}
+        return figures, why
+
+    return probe
+
+
 @dataclass(frozen=True)
 class Seams:
     """What a run talks to: collection, playbooks and the clock. Tests replace them; defaults are the real ones."""
@@ -82,6 +108,7 @@ class Seams:
     collect_factory: Callable[..., Collect] | None = None  # (inventory, checks, via, run id, inventory path, forks)
     run_playbook: RunPlaybook | None = None
     clock: Clock | None = None
+    probe_factory: Callable[..., Any] | None = None  # (inventory, via, inventory path, probes, forks)
 
 
 @dataclass
@@ -115,7 +142,9 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
                    before=baseline_mod.load(plan.before), after=baseline_mod.load(plan.after),
                    gate_checks=gate_checks, soak_checks=soak_checks, collect=collect,
                    run_playbook=seams.run_playbook or run_playbook, clock=seams.clock or RealClock(),
-                   progress=progress, forks=forks)
+                   progress=progress, forks=forks,
+                   probe=(seams.probe_factory or live_probe)(prep.inventory, via, prep.inventory_path,
+                                                             plan.gates.probes, forks) if plan.gates.probes else None)
 
 
 def reservations(runs_dir: Path) -> list[tuple[str, str, list[str]]]:

@@ -20,6 +20,8 @@ from .playbook import PlaybookResult
 
 ABORT_FILE = "abort-requested"
 RunPlaybook = Callable[..., PlaybookResult]
+#: (hosts, evidence directory, baseline) -> (figures of each host measured, why each other host has none)
+Probe = Callable[[Sequence[str], Path, Baseline], tuple[dict[str, list[dict[str, Any]]], dict[str, str]]]
 
 
 @dataclass
@@ -39,6 +41,8 @@ class Context:
     clock: Clock = field(default_factory=RealClock)
     progress: Callable[[str], None] = lambda _msg: None
     forks: int = DEFAULT_FORKS  # hosts a playbook changes at once
+    #: Runs the plan's gate probes: (hosts, evidence dir, baseline) -> figures per host. None: the plan has none.
+    probe: Probe | None = None
 
 
 class Stopped(Exception):

@@ -3,6 +3,7 @@ before and after it acts, so a run resumes from the step it was in."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..model import ExitCode
@@ -62,6 +63,10 @@ class WaveRunner:
             self.s.drain(f"{p}.drain", w, self.s.state.hosts_in(st.PENDING, wave=w.index))
             self.s.check_stop()
 
+        if self.s.ctx.probe is not None and not self.s.state.step_done(f"{p}.pre_probes"):
+            self._pre_probes(w)
+            self.s.check_stop()
+
         for j, batch in enumerate(w.batches):
             sid = f"{p}.apply.b{j}"
             if self.s.state.step_done(sid):
@@ -114,8 +119,69 @@ class WaveRunner:
                f"attempt(s)" + (f"; failed: {listing(result.failed)}"
                                 if result.failed else ""))
         self.s.log.record("POST_GATE", why, step=sid, wave=w.name, hosts=result.failed, evidence=result.evidence)
-        self.s.state.finish(sid, failed=result.failed, attempts=result.attempts, evidence=list(result.evidence))
+        failed = dict(result.failed)
+        evidence = list(result.evidence)
+        if self.s.ctx.probe is not None and result.passed:
+            regressed, probe_evidence = self._post_probes(sid, w, result.passed)
+            failed.update(regressed)
+            evidence.append(probe_evidence)
+        self.s.state.finish(sid, failed=failed, attempts=result.attempts, evidence=evidence)
         self.s.say(f"  post-gate: {why}")
+
+    def _pre_probes(self, w: Wave) -> None:
+        """The gate probes on the wave's hosts before the change (after the drain): each host's own figures, kept
+        in the run state for its post-gate. A host with no figure cannot be compared: it is left out of the change."""
+        sid = f"w{w.index}.pre_probes"
+        hosts = self.s.state.hosts_in(st.PENDING, wave=w.index)
+        self.s.state.begin(sid, hosts=hosts)
+        evidence = fresh_dir(self.s.wave_dir(w, "pre-gate") / "probes")
+        assert self.s.ctx.probe is not None
+        figures, missing = self.s.ctx.probe(hosts, evidence, self.s.ctx.before) if hosts else ({}, {})
+        for h in hosts:
+            if h in figures:
+                self.s.state.hosts[h]["probe_before"] = figures[h]
+            else:
+                self.s.state.set_hosts([h], st.EXCLUDED, reason=f"pre-gate probes: {missing.get(h, 'no figure')}")
+        why = (f"{len(figures)} of {len(hosts)} host(s) probed before the change ({', '.join(self.s.plan.gates.probes)})"
+               + (f"; left out (nothing to compare with): {listing(missing)}" if missing else ""))
+        self.s.log.record("PRE_PROBES", why, step=sid, wave=w.name, hosts=missing, evidence=[evidence],
+                          figures=figures)
+        self.s.state.finish(sid, failed=missing, evidence=[str(evidence)])
+        self.s.say(f"  pre-gate probes: {why}")
+
+    def _post_probes(self, sid: str, w: Wave, hosts: Sequence[str]) -> tuple[dict[str, str], str]:
+        """The gate probes again after the change; with a regression gate, a host whose figure dropped beyond the
+        tolerance below its own pre-change figure fails, and the decision record holds both figures."""
+        from ..collectors.probes.figures import Figure, regressions
+
+        evidence = fresh_dir(self.s.wave_dir(w, "post-gate") / "probes")
+        assert self.s.ctx.probe is not None
+        after, missing = self.s.ctx.probe(list(hosts), evidence, self.s.ctx.after)
+        tol = self.s.plan.gates.tolerance_pct
+
+        def figs(host: str, rows: Sequence[dict]) -> list[Figure]:
+            return [Figure(host, r["probe"], r["target"], r["figure"], r["value"], r["unit"], r["higher_is_better"])
+                    for r in rows]
+
+        before = {h: self.s.state.hosts[h].get("probe_before") or [] for h in hosts}
+        failed: dict[str, str] = {}
+        if tol is not None:
+            found = regressions([f for h in hosts for f in figs(h, before[h])],
+                                [f for h in hosts for f in figs(h, after.get(h, []))], tol)
+            failed = {h: "regression gate: " + summarize(r, 2) for h, r in found.items()}
+        self.s.state.set_hosts(list(failed), st.FAILED)
+        for h, why in failed.items():
+            self.s.state.hosts[h]["reason"] = why
+        why = (f"{len(hosts) - len(failed)} of {len(hosts)} host(s) no worse than before the change"
+               + (f" (tolerance {tol}%)" if tol is not None else "")
+               + (f"; regressed: {listing(failed)}" if failed else ""))
+        self.s.log.record("REGRESSION_GATE" if tol is not None else "POST_PROBES", why, step=sid, wave=w.name,
+                          hosts=failed, evidence=[evidence, *self.s.state.step(f"w{w.index}.pre_probes")
+                                                  .get("evidence", [])],
+                          before={h: before[h] for h in hosts}, after={h: after.get(h, []) for h in hosts},
+                          not_measured=missing)
+        self.s.say(f"  post-gate probes: {why}")
+        return failed, str(evidence)
 
     def _prove_broken(self, sid: str, w: Wave, broken: list[str]) -> None:
         """Hosts whose apply failed are failed already; one proof (no retries) shows the state the playbook left."""
