@@ -4,6 +4,7 @@ process on a node."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -140,6 +141,8 @@ def _interrupt_and_look(lab_dir: Path, tmp_path: Path, marker: str) -> None:
         while probes_running() and time.monotonic() < end:
             time.sleep(0.5)
         assert not probes_running(), f"probe processes left after Ctrl-C: {probes_running()}"
+        manifest = json.loads((tmp_path / "run" / "probes" / "run.json").read_text())
+        assert manifest["status"] == "interrupted"  # the record says the probes were cut short, not complete
     finally:
         if proc.poll() is None:
             proc.kill()

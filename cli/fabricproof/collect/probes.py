@@ -398,26 +398,32 @@ def run_probes(hosts: Sequence[Host], run_dir: Path, probes: Sequence[str], *, v
     # probes end: closing the transport cuts every probe's channel, each guard then ends its probe on the node.
     failure: list[BaseException] = []
 
+    # Waits are on an event, not Thread.join: a join interrupted by Ctrl-C marks the running thread stopped
+    # (CPython 3.11), and the run would then be recorded complete while its probes still run.
+    finished = threading.Event()
+
     def body() -> None:
         try:
             probe_all()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
             failure.append(exc)
+        finally:
+            finished.set()
 
     worker = threading.Thread(target=body, name="probes", daemon=True)
     try:
         worker.start()
-        while worker.is_alive():
-            worker.join(0.2)
+        while not finished.wait(0.2):
+            pass
         if failure:
             raise failure[0]
         result.stopped = "budget" if runner.budget_hit else ""
     except BaseException:
-        if worker.is_alive():
+        if not finished.is_set():
             result.stopped = "interrupted"
             runner.stopping.set()
             link.close()
-            worker.join(STOP_GRACE_S)
+            finished.wait(STOP_GRACE_S)
         raise
     finally:
         link.close()
