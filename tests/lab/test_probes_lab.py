@@ -19,7 +19,11 @@ import yaml
 
 from fabricproof import inventory as inventory_mod
 from fabricproof import transport
+from fabricproof.baseline import Baseline
+from fabricproof.catalog import load
 from fabricproof.collect.probes import ProbeSettings, run_probes
+from fabricproof.evaluate import evaluate
+from fabricproof.model import Outcome
 
 pytestmark = pytest.mark.lab
 
@@ -94,6 +98,12 @@ def test_pairing_16_nodes_names_the_node_with_the_degraded_hca(lab_factory, tmp_
         members = [h for p in r for h in p]
         assert len(members) == len(set(members))
     assert [e.stage for e in events if e.stage == "localise"]
+    # The verdict is in each host's facts, and the at-fault check fails that host alone (perf.ib_pair_bw fails
+    # every host that was in a slow pair).
+    checks = [c for c in load() if c.id == "perf.ib_pair_at_fault"]
+    report = evaluate(run.facts_by_host, Baseline("b", {"platform": "h100"}), checks)
+    assert {r.host for r in report.results if r.outcome is Outcome.FAIL} == {"h100-0006"}
+    assert {r.host for r in report.results if r.outcome is Outcome.PASS} == set(blame) - {"h100-0006"}
     print(f"\n16 nodes: {len(rounds)} rounds, {len(run.pairs['ib_pair_bw'])} pairs, {took:.1f} s")
 
 

@@ -428,7 +428,7 @@ def run_probes(hosts: Sequence[Host], run_dir: Path, probes: Sequence[str], *, v
     finally:
         link.close()
         result.errors = dict(runner.errors)
-        result.facts_by_host = _record(store, hosts, runner, via, settings.require_idle)
+        result.facts_by_host = _record(store, hosts, runner, via, settings.require_idle, result)
         result.duration_s = time.monotonic() - runner.t0
         store.sync()
         store.write_manifest(manifest_document(
@@ -443,8 +443,9 @@ def run_probes(hosts: Sequence[Host], run_dir: Path, probes: Sequence[str], *, v
 
 
 def _record(store: RunStore, hosts: Sequence[Host], runner: _Runner, via: str,
-            require_idle: bool) -> dict[str, dict[str, Any]]:
-    """Each host's probe evidence and facts; with require_idle, a probe the guard refused is an error."""
+            require_idle: bool, result: ProbeRun) -> dict[str, dict[str, Any]]:
+    """Each host's probe evidence and facts; with require_idle, a probe the guard refused is an error. A pair
+    probe's facts carry the pairing's verdict on the host, so a check (and the report) names the host at fault."""
     out: dict[str, dict[str, Any]] = {}
     for host in hosts:
         outputs = runner.outputs.get(host.name) or {}
@@ -458,6 +459,12 @@ def _record(store: RunStore, hosts: Sequence[Host], runner: _Runner, via: str,
                 if (host.name, pid) in runner.refused and run.get("status") == "skipped":
                     run["status"] = "error"
                     run["error"] = f"--require-idle: {run.get('error', 'not idle')}"
+        for pid, verdicts in result.blame.items():
+            b = verdicts.get(host.name)
+            fragment = (doc.get("perf") or {}).get(pid)
+            if b is not None and isinstance(fragment, dict):
+                fragment["pairing"] = {"verdict": b.verdict, "slow_with": list(b.slow_with),
+                                       "good_with": list(b.good_with), "rounds": len(result.rounds.get(pid, ()))}
         store.write_facts(host.name, doc)
         out[host.name] = doc
     return out

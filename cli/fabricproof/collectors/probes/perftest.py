@@ -228,10 +228,26 @@ _TARGET = obj(
               "t_stdev_us", "p99_us", "p99_9_us"),
 )
 
+#: What the pairing rounds say about one host (pair probes run by fabricproof; absent from a single pasted output).
+PAIRING_VERDICTS = ("ok", "at fault", "pair only", "untested")
+_PAIRING = obj(
+    "The pairing's verdict on this host, from every pair it was in (the localisation round included).",
+    {
+        "verdict": choice("at fault: slow with every partner; pair only: slow with a partner that is fine elsewhere "
+                          "(the path between the two); ok: never slow, or slow only with partners at fault; "
+                          "untested: in no measured pair.", PAIRING_VERDICTS),
+        "slow_with": array("Partners of the slow pairs.", string("A host.")),
+        "good_with": array("Partners of the pairs that were fast enough.", string("A host.")),
+        "rounds": integer("Rounds the probe ran (the localisation round included)."),
+    },
+)
+
 SCHEMA = obj(
     "A perftest probe's results per target: the HCA (ib_gdr_bw) or the peer host (pair probes).",
     {"targets": mapping("Per target name (or the local device, for an output without '==> name <==' titles).",
-                        _TARGET)},
+                        _TARGET),
+     "pairing": _PAIRING},
+    optional=("pairing",),
 )
 
 
