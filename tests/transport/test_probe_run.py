@@ -4,7 +4,6 @@ answer for the GPU tools (the corpus's real all_reduce_perf output); the lab tes
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
