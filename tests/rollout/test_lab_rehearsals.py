@@ -169,6 +169,9 @@ def test_d_a_second_concurrent_run_on_the_same_hosts_is_refused_whatever_its_run
     proc = spawn("rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", runs_dir, log=log)
     try:
         wait_for(lambda: step_started(runs_dir, "w0.soak"), 180, "the first run's soak", proc, log)
+        # Hold the first run in its soak while the others try (on a loaded machine a 6 s soak can end before
+        # they start): a stopped process is a live lock holder, as a busy one is.
+        proc.send_signal(signal.SIGSTOP)
         first = the_run(runs_dir)
         second = cli("rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", runs_dir)
         assert second.exit_code == 2
@@ -179,9 +182,11 @@ def test_d_a_second_concurrent_run_on_the_same_hosts_is_refused_whatever_its_run
         assert elsewhere.exit_code == 2
         assert f"host h100-0001 is locked by run {first.run_id} (pid {proc.pid}" in elsewhere.output
         assert not other_dir.exists() or st.list_runs(other_dir) == []
+        proc.send_signal(signal.SIGCONT)
         assert proc.wait(120) == 0, log.read_text()
     finally:
         if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
             proc.kill()
     after = cli("rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", other_dir)
     # past the locks once the first run is done: its pre-gate finds the firmware already upgraded and halts

@@ -171,7 +171,7 @@ def parse_perftest(text: str) -> dict[str, Any]:
         except ParseError as exc:
             raise ParseError(f"{name}: {exc}" if name else str(exc)) from None
         targets[name or result["device"] or "-"] = result
-    return {"targets": targets}
+    return {"targets": targets, "pairing": None}  # the probe run fills pairing in from every host's pairs
 
 
 _RUN = obj(
@@ -228,7 +228,7 @@ _TARGET = obj(
               "t_stdev_us", "p99_us", "p99_9_us"),
 )
 
-#: What the pairing rounds say about one host (pair probes run by fabricproof; absent from a single pasted output).
+#: What the pairing rounds say about one host (pair probes run by fabricproof; null for a single pasted output).
 PAIRING_VERDICTS = ("ok", "at fault", "pair only", "untested")
 _PAIRING = obj(
     "The pairing's verdict on this host, from every pair it was in (the localisation round included).",
@@ -240,6 +240,7 @@ _PAIRING = obj(
         "good_with": array("Partners of the pairs that were fast enough.", string("A host.")),
         "rounds": integer("Rounds the probe ran (the localisation round included)."),
     },
+    nullable=True,
 )
 
 SCHEMA = obj(

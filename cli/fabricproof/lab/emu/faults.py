@@ -751,7 +751,8 @@ CATALOG: tuple[Fault, ...] = (
           apply=_ib_polling),
     Fault("ib-no-sm", "No subnet manager: every InfiniBand port is Initializing/LinkUp with SM lid 0, and sminfo's "
           "query goes unanswered.", "overlay", catches=("ib.port_active", "ib.sm_present", "ib.sm_master"),
-          catches_probes=("perf.ib_gdr_bw", "perf.ib_pair_bw"),
+          # no pair connects at all: the pair probe errors, so its at-fault check is not judged either
+          catches_probes=("perf.ib_gdr_bw", "perf.ib_pair_bw", "perf.ib_pair_at_fault"),
           apply=_ib_no_sm),
     Fault("ib-rate-degraded", "mlx5_1 trained at half rate (200 on a 400 fabric; 100 on HDR).", "overlay",
           catches=("ib.rate",), catches_probes=_GDR, catches_probes_by_profile=_GDR_BUT_GB200,
