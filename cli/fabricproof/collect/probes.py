@@ -19,7 +19,7 @@ from .. import facts as facts_mod
 from .. import pairing
 from .. import transport
 from ..collectors import COLLECTORS
-from ..collectors.base import FABRIC_LOAD, NOT_RUN_EXIT, NOT_RUN_MARKER, ParseError, not_run_reason
+from ..collectors.base import FABRIC_LOAD, NOT_RUN_EXIT, ParseError, not_run_line, not_run_reason
 from ..collectors.probes import guard, rendezvous, spec
 from ..collectors.probes.figures import Figure, of_host
 from ..errors import InputError
@@ -110,7 +110,7 @@ def _timeout(probe: spec.Probe, values: Mapping[str, Any]) -> float:
 
 def _not_run(argv: Sequence[str], why: str) -> CommandResult:
     """A probe the run did not start, recorded as the guard records one it refused (skipped, with the reason)."""
-    return CommandResult(tuple(argv), f"{NOT_RUN_MARKER}{why}\n", exit_code=NOT_RUN_EXIT)
+    return CommandResult(tuple(argv), not_run_line(why), exit_code=NOT_RUN_EXIT)
 
 
 def _titled(parts: Sequence[tuple[str, str]]) -> str:

@@ -10,7 +10,6 @@ import pickle
 import signal
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
@@ -19,7 +18,7 @@ from .. import transport
 from ..collectors import COLLECTORS
 from ..runstore import RunStore
 from .record import HostWriter
-from .shards import STOP_GRACE_S, Shard
+from .shards import Shard
 
 _PR_SET_PDEATHSIG = 1
 
@@ -54,11 +53,7 @@ def worker_main(conn: Connection, shard: Shard) -> None:
             interrupted = True
         finally:
             link.close()
-        # Hosts cut short by the interrupt still report from their threads: wait for them, then say done.
-        deadline = time.monotonic() + STOP_GRACE_S
-        for t in threading.enumerate():
-            if t is not threading.current_thread() and not t.daemon:
-                t.join(max(0.0, deadline - time.monotonic()))
+        # Hosts cut short by the interrupt have reported by now: fleet.run waits for them before it raises.
         with send_lock:
             conn.send(("end", interrupted))
     except (BrokenPipeError, EOFError):  # the parent is gone
