@@ -116,3 +116,35 @@ def test_streaming_keeps_only_what_fleet_checks_compare():
         assert len(json.dumps(kept)) < 8_000
     with pytest.raises(ValueError, match="given twice"):
         stream.add("h100-0001", LAB_FACTS["h100-0001"])
+
+
+def test_what_streaming_holds_per_host_is_packed_and_shared():
+    """A fleet's evaluation keeps one result per check and host: what each costs is what grows with the fleet
+    (issue 13, 10,000 replayed hosts). Fleet projections are kept compressed; a host's results share one evidence
+    tuple per collector; a reason repeated on every host is one string."""
+    fleet = _fleet(6, seed=2)
+    stream = StreamingEvaluation(LAB_BASELINE, CHECKS)
+    for host, doc in fleet.items():
+        stream.add(host, doc)
+    blobs = stream._fleet_facts._blobs
+    assert set(blobs) == set(fleet)
+    assert max(len(b) for b in blobs.values()) < 2_000, {h: len(b) for h, b in blobs.items()}
+    assert stream.finish() == evaluate(fleet, LAB_BASELINE, CHECKS)
+
+    report = stream.finish()
+    for host in fleet:
+        shared: dict[str, tuple[str, ...]] = {}
+        for r in report.results:
+            if r.host == host and r.evidence and r.check_id not in FLEET_IDS:
+                assert shared.setdefault(r.evidence[0], r.evidence) is r.evidence, r.check_id
+        assert len(shared) >= 5
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for r in report.results:
+        if r.reason:
+            reasons.setdefault((r.check_id, r.reason), []).append(r.reason)
+    repeated = [texts for texts in reasons.values() if len(texts) > 1]
+    assert repeated, "no reason repeats across hosts: the fixture proves nothing"
+    assert all(t is texts[0] for texts in repeated for t in texts)
+
+
+FLEET_IDS = {c.id for c in CHECKS if c.scope is Scope.FLEET}
