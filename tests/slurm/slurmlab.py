@@ -39,7 +39,7 @@ exec 9>>{root}/health-"$SLURMD_NODENAME".lock
 flock -n 9 || exit 0
 start=$(date +%s.%N)
 {as_lab_node} {python} -m fabricproof check --local -b {baseline} -i {inventory} --drain \\
-    --facts-dir {root}/health-facts --command-timeout 20
+    --facts-dir {root}/health-facts --command-timeout 20 --timeout 50
 echo "$SLURMD_NODENAME $start $?" >> {root}/health-runs.log
 """
 HEALTH_INTERVAL_S = 3  # a real cluster checks every few minutes; the tests want several runs in seconds

@@ -98,3 +98,20 @@ def test_slurmd_names_the_node(as_lab_node, tmp_path, monkeypatch):
                                    "--checks", "nvlink.*", "--facts-dir", str(tmp_path)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert res.stdout.startswith(f"OK {NODE}: ") and [p.name for p in tmp_path.iterdir()] == [f"{NODE}.json"]
+
+
+def test_the_whole_collection_ends_at_timeout_and_names_what_it_cut_off(fleet_lab, as_lab_node):
+    # slurmd kills a HealthCheckProgram after 60 s, and then nothing is printed, drained or written. A hung
+    # nvidia-smi holds its lane up to the tool's own timeout (30 s); --timeout ends the whole run first.
+    res = check("--timeout", "0")
+    assert res.exit_code == 2 and "--timeout must be positive, got 0" in res.stderr
+
+    manager.fault_inject(fleet_lab.dir, NODE, "tool-hangs")
+    res = check("--timeout", "10")
+    assert res.exit_code == 3, res.output
+    lines = res.stdout.splitlines()
+    cut = [ln for ln in lines if "cut off: the host's collection deadline passed" in ln]
+    assert cut and all(ln.startswith(f"ERROR {NODE}: ") for ln in cut), lines
+    assert any("collector nvidia_smi_q failed: cut off" in ln for ln in cut), cut
+    # What answered before the deadline is judged as usual: the InfiniBand checks have nothing to report.
+    assert not [ln for ln in lines if ln.split(": ")[1].startswith("ib.")], lines

@@ -96,14 +96,17 @@ def new_run_id() -> str:
 
 
 def check_settings(forks: int, host_timeout_s: float, command_timeout_s: float | None,
-                   workers: int | None = None) -> None:
-    """The one place fleet settings are validated (exit 2, before any host is touched)."""
+                   workers: int | None = None, *, host_timeout_option: str = "--host-timeout") -> None:
+    """The one place fleet settings are validated (exit 2, before any host is touched). `host_timeout_option`
+    is the option the command calls the host timeout by (check --local: --timeout)."""
     if forks < 1:
         raise InputError(f"--forks must be at least 1, got {forks}")
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
-    if host_timeout_s <= 0 or (command_timeout_s is not None and command_timeout_s <= 0):
-        raise InputError("--host-timeout and --command-timeout must be positive")
+    if host_timeout_s <= 0:
+        raise InputError(f"{host_timeout_option} must be positive, got {host_timeout_s:g}")
+    if command_timeout_s is not None and command_timeout_s <= 0:
+        raise InputError(f"--command-timeout must be positive, got {command_timeout_s:g}")
 
 
 # ---------------------------------------------------------------------------------------- the run

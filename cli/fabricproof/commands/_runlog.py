@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from ..fsutil import atomic_write_text
 from ..rollout import decisions
 from ..rollout import state as st
 from ._common import err_console, shown
@@ -16,12 +17,32 @@ def say(msg: str) -> None:
     err_console.print(shown(msg), soft_wrap=True)
 
 
+def write_report(run_dir: Path) -> Path | None:
+    """RUN_DIR/rollout.html, drawn again each time a command leaves the run, so whoever opens the run directory
+    during an incident finds the page `rollout status RUN -f html` shows. None (and a warning) if it cannot be
+    drawn: the report is a view of the run, and failing to draw it must not change the run's exit code."""
+    from ..reporters import rollout_html
+    from ..rollout import view
+
+    page = run_dir / view.REPORT_FILE
+    try:
+        atomic_write_text(page, rollout_html.render(view.build(run_dir)), mode=st.FILE_MODE)
+    except Exception as exc:  # noqa: BLE001 - any failure to draw the view, reported and survived
+        err_console.print(f"[yellow]warning:[/] rollout report not written: {shown(f'{type(exc).__name__}: {exc}')}",
+                          soft_wrap=True)
+        return None
+    return page
+
+
 def finish_run(code: int, runs_dir: Path, run_id: str) -> None:
-    """Print the run's decision log (the story an auditor reads) and exit with the run's code."""
+    """Write the run's report, print its decision log (the story an auditor reads) and exit with the run's code."""
     run_dir = Path(runs_dir) / run_id
+    page = write_report(run_dir)
     say(f"decision log {run_dir / decisions.DECISIONS_FILE}:")
     for d in decisions.read(run_dir):
         err_console.print("  " + shown(decisions.format_line(d)), soft_wrap=True)
     status = st.RunState.load(run_dir).status
+    if page is not None:
+        say(f"rollout report {page}")
     say(f"run {run_id}: {status} (exit {int(code)})")
     raise typer.Exit(int(code))

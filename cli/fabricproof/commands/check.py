@@ -15,7 +15,7 @@ from .. import __version__, catalog
 from .. import baseline as baseline_mod
 from .. import facts as facts_mod
 from .. import slurm
-from ..collect import collect, select_collectors, this_node
+from ..collect import DEFAULT_HOST_TIMEOUT_S, check_settings, collect, select_collectors, this_node
 from ..errors import InputError
 from ..evaluate import evaluate, exit_code
 from ..fsutil import atomic_write_text
@@ -36,7 +36,7 @@ Examples (on the node itself):
 
   # Slurm: HealthCheckProgram=/usr/local/sbin/fabricproof-health, a wrapper running (slurmd names the node)
   fabricproof check --local -b /etc/fabricproof/baseline.yaml -i /etc/fabricproof/inventory.yml --drain \\
-      --facts-dir /shared/fabricproof/facts --command-timeout 8
+      --facts-dir /shared/fabricproof/facts --command-timeout 8 --timeout 50
 
   # every node at once, from a login node:
   srun -N 64 --ntasks-per-node=1 fabricproof check --local ... --facts-dir /shared/fabricproof/facts
@@ -44,7 +44,7 @@ Examples (on the node itself):
   # central, fleet checks included:  fabricproof validate --facts /shared/fabricproof/facts -b baseline.yaml -i inventory.yml
 
 Prints one line per problem (NHC style) and exits like validate: 0 pass; 1 a check at or above --fail-on failed;
-2 invalid input; 3 something could not be collected or judged. --drain drains this node in Slurm on exit 1 (reason
+2 invalid input; 3 something could not be collected or judged (a tool cut off at --timeout, say). --drain drains this node in Slurm on exit 1 (reason
 "fabricproof check: <check ids>") and, on a later passing run, resumes it only if that reason is still the node's: a
 person's drain, or a rollout's ("fabricproof: <plan> run <id>"), stays. With --facts-dir, the facts of
 the previous run there also feed the counter-delta checks.
@@ -87,7 +87,7 @@ def _previous(path: Path) -> dict | None:
     return doc if isinstance(doc, dict) and doc.get("kind") == "Facts" else None
 
 
-def _collect_here(host: Host, run_dir: Path | None, command_timeout: float | None,
+def _collect_here(host: Host, run_dir: Path | None, command_timeout: float | None, timeout: float,
                   probes: tuple[str, tuple[str, ...], Any, Any] | None = None, figures: list | None = None) -> dict:
     """This node's facts, collected with the local transport into `run_dir` (kept) or a temporary run directory
     (removed once the facts are read); `probes` (ids, settings, baseline) run after the collection, into
@@ -97,7 +97,7 @@ def _collect_here(host: Host, run_dir: Path | None, command_timeout: float | Non
     target = run_dir if keep else Path(tempfile.mkdtemp(prefix="fabricproof-check-")) / "run"
     try:
         result = collect([host], target, via="local", collectors=select_collectors(None),
-                         command_timeout_s=command_timeout)
+                         command_timeout_s=command_timeout, host_timeout_s=timeout)
         if probes is not None and host.name in result.facts_by_host:
             ids, probe_settings, base, quiet = probes
             probe_run = _probes.run([host], result.run_dir, ids, base, result.facts_by_host, "local", None,
@@ -158,6 +158,10 @@ def check(
                                                 "nothing to mismatch).")] = None,
     checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families. Repeatable.")] = [],  # noqa: B006
     command_timeout: Annotated[float | None, typer.Option("--command-timeout", help="Cap on every collector's timeout, seconds.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Deadline of the whole collection, seconds: a tool "
+                                           "still running then is cut off and its checks report it (exit 3). "
+                                           "slurmd kills a HealthCheckProgram after 60 s, so give it less there "
+                                           "(50). Probes have their own --probe-budget.")] = DEFAULT_HOST_TIMEOUT_S,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Keep this run's raw evidence and facts here "
                                                  "(default: a temporary directory, removed afterwards).")] = None,
     mode: Annotated[str, typer.Option("--output-mode", help=OUTPUT_MODE_HELP)] = "600",
@@ -169,6 +173,7 @@ def check(
     if not local:
         raise InputError("`check` runs on the node itself: pass --local (to check a fleet, use `fabricproof validate`)")
     check_fail_on(fail_on)
+    check_settings(1, timeout, command_timeout, host_timeout_option="--timeout")
     file_mode = output_mode(mode)
     ((fmt, path),) = report_targets([fmt], ["nhc", *REPORTERS], default="nhc")
     if path is not None and output is not None and path != output:
@@ -185,7 +190,7 @@ def check(
     host = this_node(inventory, node_name, group)
     node, groups = host.name, list(host.groups)
     probe_runs: list = []
-    doc = _collect_here(host, run_dir, command_timeout,
+    doc = _collect_here(host, run_dir, command_timeout, timeout,
                         (probe_ids, probe_settings, base, fmt != "nhc" and output is None) if probe_ids else None,
                         probe_runs)
     previous = None

@@ -14,6 +14,8 @@ from ..runstore import RunStore
 from . import decisions
 from . import state as st
 
+#: The rollout report's file in the run directory (written as each run, resume or rollback command ends).
+REPORT_FILE = "rollout.html"
 _WAVE_STEP = re.compile(r"^(?:(rb\d+)\.)?w(\d+)\.([a-z_]+)(?:\.(b\d+))?$")
 _NUMBERED = re.compile(r"^(attempt|sample)-(\d+)$")
 
