@@ -424,7 +424,7 @@ class _PackedFacts(Mapping[str, Facts]):
     def __init__(self) -> None:
         self._blobs: dict[str, bytes] = {}
 
-    def put(self, host: str, doc: Facts) -> None:
+    def __setitem__(self, host: str, doc: Facts) -> None:
         self._blobs[host] = zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 1)
 
     def __getitem__(self, host: str) -> Facts:
@@ -466,10 +466,7 @@ class StreamingEvaluation:
             memo: dict[str, tuple[str, ...]] = {}
             self._judged[host] = [_judge_host(c, host, facts, self._ev, memo) for c in self._host_checks]
             self._groups[host] = self._ev.groups.get(host) or tuple(facts.get("groups", ()))
-            if isinstance(self._fleet_facts, _PackedFacts):
-                self._fleet_facts.put(host, self._keep(facts))
-            else:
-                self._fleet_facts[host] = self._keep(facts)
+            self._fleet_facts[host] = self._keep(facts)
 
     def finish(self, collection_errors: Mapping[str, str] | None = None, **meta: Any) -> Report:
         """The report over every host added, plus an error result per check for each host not collected."""

@@ -17,16 +17,23 @@ def say(msg: str) -> None:
     err_console.print(shown(msg), soft_wrap=True)
 
 
+def report_page(run_dir: Path) -> str:
+    """The rollout report of a run directory: one self-contained HTML page."""
+    from ..reporters import rollout_html
+    from ..rollout import view
+
+    return rollout_html.render(view.build(run_dir))
+
+
 def write_report(run_dir: Path) -> Path | None:
     """RUN_DIR/rollout.html, drawn again each time a command leaves the run, so whoever opens the run directory
     during an incident finds the page `rollout status RUN -f html` shows. None (and a warning) if it cannot be
     drawn: the report is a view of the run, and failing to draw it must not change the run's exit code."""
-    from ..reporters import rollout_html
     from ..rollout import view
 
     page = run_dir / view.REPORT_FILE
     try:
-        atomic_write_text(page, rollout_html.render(view.build(run_dir)), mode=st.FILE_MODE)
+        atomic_write_text(page, report_page(run_dir), mode=st.FILE_MODE)
     except Exception as exc:  # noqa: BLE001 - any failure to draw the view, reported and survived
         err_console.print(f"[yellow]warning:[/] rollout report not written: {shown(f'{type(exc).__name__}: {exc}')}",
                           soft_wrap=True)

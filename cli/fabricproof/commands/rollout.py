@@ -17,7 +17,7 @@ from ..rollout import plan as plan_mod
 from ..rollout import state as st
 from ..fsutil import atomic_write_text
 from ._common import OUTPUT_MODE_HELP, console, err_console, input_errors, output_mode, report_targets, shown
-from ._runlog import finish_run, say
+from ._runlog import finish_run, report_page, say
 
 EXIT_HELP = ("Exit codes: 0 done · 1 a gate failed and the run halted · 2 bad input (nothing touched) · "
              "4 rolled back · 5 waiting for an operator (paused, rollback not proven, aborted) · 130 interrupted.")
@@ -177,10 +177,7 @@ def status_cmd(
     if fmt == "html":
         if run is None:
             raise InputError("-f html shows one run: give RUN (a run id, or last)")
-        from ..reporters import rollout_html
-        from ..rollout import view
-
-        page = rollout_html.render(view.build(st.find_run(runs_dir, run).dir))
+        page = report_page(st.find_run(runs_dir, run).dir)
         if target is None:
             typer.echo(page, nl=False)
         else:
