@@ -19,12 +19,15 @@ H100 = "nccl-tests/all-reduce-h100-1node-8gpu-tests2.17.8-nccl2.29.2-wrong-col-m
 
 @pytest.fixture
 def node(tmp_path: Path, corpus: Path) -> dict:
-    """A PATH with nvidia-smi (GPU_APPS: its compute processes) and an NCCL bin dir whose all_reduce_perf records
-    its argv and prints a real output (after SLEEP seconds)."""
+    """A PATH with nvidia-smi (GPU_APPS: its compute processes), an idle scontrol, and an NCCL bin dir whose
+    all_reduce_perf records its argv and prints a real output (after SLEEP seconds)."""
     bin_dir, nccl = tmp_path / "bin", tmp_path / "nccl"
     bin_dir.mkdir()
     nccl.mkdir()
     (bin_dir / "nvidia-smi").write_text('#!/bin/sh\n[ -n "$GPU_APPS" ] && printf "%s\\n" "$GPU_APPS"\nexit 0\n')
+    # This node runs no Slurm job, whatever the machine does: the real-Slurm tests may run slurmd and a job here
+    # meanwhile, and /usr/bin/scontrol would show their steps to the idle guard.
+    (bin_dir / "scontrol").write_text('#!/bin/sh\necho "No job steps exist on this node."\nexit 1\n')
     for name in ("all_reduce_perf", "all_gather_perf"):
         (nccl / name).write_text(f'#!/bin/sh\necho "$0 $*" >>{tmp_path}/argv\nsleep "${{SLEEP:-0}}"\n'
                                  f'cat {corpus / H100}\n')
