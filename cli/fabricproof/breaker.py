@@ -211,7 +211,7 @@ def read(run: Callable[[list[str]], str] = slurm.run) -> list[ClusterNode]:
     return parse_nodes(run(show_all_argv()))
 
 
-def _latch(verdict: Verdict, node: str, now: float, run: Callable[[list[str]], str]) -> str | None:
+def latch(verdict: Verdict, node: str, now: float, run: Callable[[list[str]], str] = slurm.run) -> str | None:
     """Record the breaker open in Slurm (on `node`'s Comment, or another free one of the scope); why not, if not."""
     if verdict.opened is not None:
         return None
@@ -239,7 +239,7 @@ def guarded_drain(node: str, action: slurm.Action, limit: Limit, window_s: int,
     before = judge(scope_of(read(run), node), limit, window_s, clock())
     if before.open:
         notes = [f"would drain: {before.headline()}; {node} left in service ({reason})"]
-        problem = _latch(before, node, clock(), run)
+        problem = latch(before, node, clock(), run)
         return Guarded(False, notes + ([problem] if problem else []))
     run(action.argv or [])
     mine = next(iter(parse_nodes(run([*show_all_argv(), node]))), None)
@@ -256,7 +256,7 @@ def guarded_drain(node: str, action: slurm.Action, limit: Limit, window_s: int,
         run(slurm.resume_argv(node))
     notes = [f"would drain: breaker open, {after.count_words(leave_out=node)}; {node} left in service ({reason}): "
              f"{rank} drain(s) came first"]
-    problem = _latch(after, node, clock(), run)
+    problem = latch(after, node, clock(), run)
     return Guarded(False, notes + ([problem] if problem else []))
 
 

@@ -17,6 +17,7 @@ import pytest
 import slurmkit
 import yaml
 from fabricproof import breaker
+from fabricproof.rollout import decisions
 from labkit import LabFactory
 from slurmkit import wait_for
 
@@ -185,5 +186,54 @@ def test_an_open_breaker_stays_open_until_a_person_resets_it(breaker_lab, bad_ba
         assert status.stdout.startswith("breaker closed, 1 of 10 drained"), status.stdout
         wrong = _fabricproof(sl, "breaker", "status", "-p", "nosuch")
         assert wrong.returncode == 2 and "--partition nosuch: Slurm has no such partition" in wrong.stderr
+    finally:
+        _all_in_service(sl)
+
+
+RUNBOOK = """\
+apiVersion: fabricproof/v1
+kind: Runbook
+metadata: {{name: isolate, description: Drain the nodes that fail within the drain breaker.}}
+spec:
+  vars: {{fabricproof_scheduler: slurm, ansible_become: false, slurm_controller: localhost, drain_poll_s: 1}}
+  steps:
+    - name: Find the failing nodes
+      validate: {{baseline: {baseline}, checks: [gpu.count]}}
+      on_failure: continue
+    - name: Drain them
+      playbook: drain.yml
+      hosts: "@failed"
+      breaker: {limit}
+"""
+
+
+def test_the_isolate_runbook_drains_within_the_breaker_and_health_checks_count_its_drains(breaker_lab, bad_baseline,
+                                                                                           tmp_path):
+    sl, c = breaker_lab, breaker_lab.cluster
+    book = tmp_path / "isolate.yml"
+    book.write_text(RUNBOOK.format(baseline=bad_baseline, limit=LIMIT))
+    runs = tmp_path / "runs"
+    try:
+        _all_in_service(sl)
+        run = _fabricproof(sl, "runbook", "run", str(book), "-i", str(sl.inventory), "--yes", "--runs-dir", str(runs))
+        assert run.returncode == 1, run.stdout + run.stderr
+        # Every node failed the validate step; the drain step drained two (the limit) and left eight in service.
+        drained = [n for n in _nodes(sl) if n.counted]
+        assert [n.name for n in drained] == ["gb200-0001", "gb200-0002"], run.stderr
+        assert all(n.reason.startswith("fabricproof: runbook isolate run ") for n in drained)
+        log = decisions.read(next(runs.iterdir()))
+        held = next(d for d in log if d["what"] == "BREAKER_OPEN")
+        assert held["why"].startswith("would drain: breaker open, 0 of 10 drained by fabricproof in the last hour, "
+                                      "limit 20% (2 nodes); 8 host(s) left in service: gb200-0003; ")
+        assert held["hosts"] == [f"gb200-{i:04d}" for i in range(3, 11)]
+        step = [d for d in log if d["what"] == "STEP_FAILED"][-1]
+        assert "drain.yml ok on 2 host(s); breaker open: gb200-0003; " in step["why"]
+        # The breaker is open in Slurm for every node: a health check failing now is reported, not drained.
+        status = _fabricproof(sl, "breaker", "status")
+        assert status.stdout.startswith("breaker open since ") and "(gb200-0003: 0 of 10" in status.stdout
+        assert "2 of 10 drained by fabricproof in the last hour, limit 10% (1 node)" in status.stdout
+        check = _check(sl, bad_baseline, "gb200-0004")
+        assert check.returncode == 1 and "would drain: breaker open since " in check.stderr, check.stderr
+        assert len(_drained(sl)) == 2
     finally:
         _all_in_service(sl)
