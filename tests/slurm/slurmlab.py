@@ -98,9 +98,9 @@ def _script(path: Path, text: str) -> Path:
     return path
 
 
-def start(lab_factory: LabFactory, nodes: int = len(NODES)) -> SlurmLab:
-    """The lab rack of `nodes` trays, then the cluster on it (its scripts written first); the caller stops the
-    cluster."""
+def start(lab_factory: LabFactory, nodes: int = len(NODES), baseline: Path = BASELINE) -> SlurmLab:
+    """The lab rack of `nodes` trays, then the cluster on it (its scripts written first, the health check judging
+    `baseline`); the caller stops the cluster."""
     directory = lab_factory.new_dir()
     status = lab_factory.up(directory, nodes=nodes, profile="gb200-nvl72")
     assert status.running, status.as_dict()
@@ -116,7 +116,7 @@ def start(lab_factory: LabFactory, nodes: int = len(NODES)) -> SlurmLab:
         nodes=q(directory / "nodes" / "by-name"), slurm_bin=q(slurm_bin), lab_bin=q(directory / "bin"),
         conf=q(cluster.conf), cli=q(REPO / "cli")))
     cluster.health = _script(root / "fabricproof-health", HEALTH.format(
-        root=q(root), as_lab_node=q(as_lab_node), python=q(sys.executable), baseline=q(BASELINE),
+        root=q(root), as_lab_node=q(as_lab_node), python=q(sys.executable), baseline=q(baseline),
         inventory=q(directory / "inventory.yml")))
     cluster.start()
     return SlurmLab(lab, cluster, as_lab_node)

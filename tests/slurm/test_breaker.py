@@ -32,11 +32,12 @@ REPEATS = int(os.environ.get("FABRICPROOF_BREAKER_ROUNDS", "3"))  # more to meas
 
 
 @pytest.fixture(scope="module")
-def breaker_lab(lab_factory: LabFactory) -> Iterator[SlurmLab]:
+def breaker_lab(lab_factory: LabFactory, bad_baseline: Path) -> Iterator[SlurmLab]:
+    """Ten lab trays and their Slurm, whose HealthCheckProgram (when on) judges them by the bad baseline."""
     reason = slurmkit.skip_reason() or (None if shutil.which("flock") else "flock (util-linux) is missing")
     if reason:
         pytest.skip(reason)
-    sl = start(lab_factory, nodes=NODES)
+    sl = start(lab_factory, nodes=NODES, baseline=bad_baseline)
     try:
         yield sl
     finally:
@@ -237,3 +238,32 @@ def test_the_isolate_runbook_drains_within_the_breaker_and_health_checks_count_i
         assert len(_drained(sl)) == 2
     finally:
         _all_in_service(sl)
+
+
+def test_health_checks_with_a_bad_baseline_drain_one_node_in_ten_by_default(breaker_lab):
+    """The README's HealthCheckProgram wrapper (no breaker option: the default 10%), slurmd running it on every node
+    at once every few seconds, a baseline every node fails: one node is drained, the rest are reported."""
+    sl = breaker_lab
+    try:
+        _all_in_service(sl)
+        started = time.time()
+        with Peak(sl, 1) as peak:
+            sl.health_checks(on=True)
+            try:
+                wait_for(lambda: all(sl.checked_since(n, started) for n in sl.cluster.nodes), WAIT_S,
+                         "every node's health check", lambda: sl.health_runs.read_text())
+                again = time.time()
+                wait_for(lambda: all(sl.checked_since(n, again) for n in sl.cluster.nodes), WAIT_S,
+                         "every node's next health check", lambda: sl.health_runs.read_text())
+            finally:
+                sl.health_checks(on=False)
+        runs = [line.split() for line in sl.health_runs.read_text().splitlines()]
+        assert {code for _node, when, code in runs if float(when) > started} == {"1"}  # every run: checks failed
+        drained = [n for n in _nodes(sl) if n.counted]
+        assert len(drained) == 1 and drained[0].reason == "fabricproof check: gpu.count", drained
+        status = _fabricproof(sl, "breaker", "status")
+        assert status.stdout.startswith("breaker open since ") and "1 of 10 drained by fabricproof" in status.stdout
+    finally:
+        _all_in_service(sl)
+    print(f"\nhealth checks: {len(runs)} runs, most drained at once {peak.most}, "
+          f"{peak.over_s:.1f} s over the limit, {peak.polls} polls")
