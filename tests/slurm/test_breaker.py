@@ -210,7 +210,7 @@ spec:
 
 def test_the_isolate_runbook_drains_within_the_breaker_and_health_checks_count_its_drains(breaker_lab, bad_baseline,
                                                                                            tmp_path):
-    sl, c = breaker_lab, breaker_lab.cluster
+    sl = breaker_lab
     book = tmp_path / "isolate.yml"
     book.write_text(RUNBOOK.format(baseline=bad_baseline, limit=LIMIT))
     runs = tmp_path / "runs"
