@@ -236,3 +236,21 @@ def test_step_keys_are_the_schemas():
     from fabricproof import documents
 
     assert set(rb_mod.STEP_KEYS) == set(documents.schema("runbook")["$defs"]["step"]["properties"])
+
+
+def test_a_breaker_goes_on_a_playbook_step_as_a_share_or_a_count(tmp_path):
+    book = rb_mod.load(write_runbook(tmp_path, ISOLATE + "  breaker: 10%\n"))
+    assert book.steps[1].breaker is not None and book.steps[1].breaker.nodes(64) == 6
+    with pytest.raises(InputError) as exc:
+        rb_mod.load(write_runbook(tmp_path, """\
+            - name: a
+              playbook: drain.yml
+              breaker: 0
+            - name: b
+              wait: 1m
+              breaker: 10%
+            """))
+    msgs = {p.pointer: p.message for p in exc.value.problems}
+    assert msgs["/spec/steps/0/breaker"].startswith("breaker '0': give a share of the partition (10%) or a count")
+    assert msgs["/spec/steps/1/breaker"] == "a wait step drains nothing; remove breaker"
+    assert any(p.line == 9 for p in exc.value.problems)  # file and line, for the editor
