@@ -153,8 +153,8 @@ def planted(path: Path) -> InputError:
         to = os.readlink(path)
     except OSError:
         to = "?"
-    return InputError(f"{path}: a symbolic link inside a run directory (to {to}): fabricproof neither writes nor "
-                      "reads evidence through one; remove it, or give a new run directory")
+    return InputError(Problem(f"a symbolic link inside a run directory (to {to}): fabricproof neither writes nor "
+                              "reads evidence through one; remove it, or give a new run directory", str(path)))
 
 
 def refuse_links(root: Path, path: Path) -> Path:
@@ -191,7 +191,7 @@ def private_dir(root: Path, *parts: str, mode: int = 0o700) -> Path:
             if cur.is_symlink():
                 raise planted(cur) from None
             if not cur.is_dir():
-                raise InputError(f"{cur}: a file where the run keeps a directory") from None
+                raise InputError(Problem("a file where the run keeps a directory", str(cur))) from None
     return cur
 
 

@@ -1,8 +1,9 @@
 """Outputs an operator names (-f FORMAT=PATH, --output, schema export DIR) are written the way they expect: a
 device, a FIFO, a link to one or an open descriptor's name is written where it is (never renamed over, never
 chmod-ed: as root a rename would replace /dev/null for every process); a link to a file keeps the link; a directory
-or a missing parent is refused with exit 2 before any host is touched. Every device node here is a private one made
-with mknod in a temporary directory, never the machine's own."""
+or a missing parent is refused with exit 2 before any host is touched, and so is a run directory holding a
+planted link. Every device node here is a private one made with mknod in a temporary directory, never the
+machine's own."""
 
 from __future__ import annotations
 
@@ -200,3 +201,25 @@ def test_check_target_names_the_option_and_the_file(tmp_path):
     with pytest.raises(InputError) as exc:
         check_target(tmp_path, "--format html")
     assert str(exc.value) == f"{tmp_path}: --format html: a directory; name a file"
+
+
+# ------------------------------------------------------------------------------------ run directories
+
+
+@pytest.mark.parametrize("command", ["collect", "validate"])
+def test_a_link_planted_in_the_run_directory_exits_2_before_any_host_is_touched(tmp_path, command):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (run_dir / "raw").symlink_to(outside)
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all:\n  hosts:\n    n1: {ansible_host: 127.0.0.1, ansible_port: 1}\n")
+    args = (("collect", "-o", run_dir) if command == "collect"
+            else ("validate", "-b", LAB / "baseline.yaml", "--run-dir", run_dir))
+    res = run(*args, "-i", inventory)
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{run_dir / 'raw'}: a symbolic link inside a run directory (to {outside})" in lines[0]
+    assert "connection refused" not in res.output and "127.0.0.1" not in res.output  # no host was tried
+    assert list(outside.iterdir()) == [] and sorted(os.listdir(run_dir)) == ["raw"]
