@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fabricproof.errors import InputError
-from fabricproof.fsutil import check_target, write_target
+from fabricproof.fsutil import check_target
 
 from .helpers import REPO, run
 
@@ -129,8 +129,10 @@ def test_a_file_descriptor_name_is_appended_to_not_replaced(tmp_path):
         held.write("earlier line\n")
         held.flush()
         inode = os.fstat(held.fileno()).st_ino
-        write_target(Path(f"/dev/fd/{held.fileno()}"), ["the report\n"])
-    assert log.read_text() == "earlier line\nthe report\n" and log.stat().st_ino == inode
+        res = run(*VALIDATE, "-f", f"json=/dev/fd/{held.fileno()}")
+    assert res.exit_code == 0, res.output
+    earlier, report = log.read_text().split("\n", 1)
+    assert earlier == "earlier line" and json.loads(report)["kind"] == "Report" and log.stat().st_ino == inode
 
 
 @pytest.mark.parametrize("make", ["directory", "missing parent", "socket"])
