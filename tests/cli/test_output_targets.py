@@ -175,6 +175,14 @@ def test_check_local_refuses_a_directory_target_before_collecting(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_check_local_refuses_a_facts_dir_that_is_not_a_directory_before_collecting(tmp_path):
+    not_a_dir = tmp_path / "facts"
+    not_a_dir.write_text("")
+    res = run("check", "--local", "-b", LAB / "baseline.yaml", "--facts-dir", not_a_dir, "--run-dir", tmp_path / "run")
+    assert res.exit_code == 2 and f"--facts-dir {not_a_dir} is not a directory" in res.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_baseline_capture_writes_a_device_in_place_and_refuses_a_directory(tmp_path):
     null = private_null(tmp_path / "null")
     before = os.lstat(null)
