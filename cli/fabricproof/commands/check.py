@@ -18,7 +18,7 @@ from .. import breaker, slurm
 from ..collect import DEFAULT_HOST_TIMEOUT_S, check_settings, collect, select_collectors, this_node
 from ..errors import InputError
 from ..evaluate import evaluate, exit_code
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_text, check_target, write_target
 from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now
 from ..reporters import REPORTERS
@@ -190,6 +190,10 @@ def check(
     output = output or path
     if output is not None and fmt == "nhc":
         raise InputError("--output needs a report --format (json, prometheus, ...); nhc lines go to stdout")
+    if output is not None:
+        check_target(output, "--output")
+    if facts_dir is not None and facts_dir.exists() and not facts_dir.is_dir():
+        raise InputError(f"--facts-dir {facts_dir} is not a directory")
     probe_ids, probe_settings = _probes.settings(probes, probe_budget, require_idle, None, 1)
     pairwise = [p for p in probe_ids if PROBES[p].layout is Layout.PAIR]
     if pairwise:
@@ -219,7 +223,7 @@ def check(
     if fmt != "nhc":
         text = REPORTERS[fmt].render(report)
         if output is not None:
-            atomic_write_text(output, text, mode=file_mode)
+            write_target(output, (text,), mode=file_mode, option="--output")
         else:
             sys.stdout.write(text)
     if drain:

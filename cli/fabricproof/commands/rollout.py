@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..rollout import decisions, runs
 from ..rollout import plan as plan_mod
 from ..rollout import state as st
-from ..fsutil import atomic_write_text
+from ..fsutil import write_target
 from ._common import OUTPUT_MODE_HELP, console, err_console, input_errors, output_mode, report_targets, shown
 from ._runlog import finish_run, report_page, say
 
@@ -181,7 +181,7 @@ def status_cmd(
         if target is None:
             typer.echo(page, nl=False)
         else:
-            atomic_write_text(target, page, mode=file_mode)
+            write_target(target, (page,), mode=file_mode, option="--format html")
             err_console.print(f"wrote the rollout report to {shown(target)}", soft_wrap=True)
         return
     if target is not None:

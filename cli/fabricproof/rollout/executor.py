@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..fsutil import private_dir
 from ..model import ExitCode
 from . import state as st
 from .decisions import DecisionLog
@@ -107,8 +108,7 @@ def start_rollback(executor: Executor, hosts: Sequence[str] | None, reason: str)
 
 def snapshot_inputs(run_dir: Path, plan: Plan) -> dict[str, str]:
     """Copy the plan and its baselines into the run directory: the evidence says what the run was judged against."""
-    inputs = run_dir / "inputs"
-    inputs.mkdir(mode=0o700, exist_ok=True)
+    inputs = private_dir(run_dir, "inputs")
     copies = {"plan": plan.source, "before": plan.before, "after": plan.after}
     out = {}
     for name, src in copies.items():
