@@ -17,7 +17,7 @@ from ..rollout import plan as plan_mod
 from ..rollout import state as st
 from ..fsutil import atomic_write_text
 from ._common import OUTPUT_MODE_HELP, console, err_console, input_errors, output_mode, report_targets, shown
-from ._runlog import finish_run, report_page, say
+from ._runlog import decision_log_notes, finish_run, report_page, say
 
 EXIT_HELP = ("Exit codes: 0 done · 1 a gate failed and the run halted · 2 bad input (nothing touched) · "
              "4 rolled back · 5 waiting for an operator (paused, rollback not proven, aborted) · 130 interrupted.")
@@ -204,7 +204,11 @@ def status_cmd(
         return
     state = st.find_run(runs_dir, run)
     owner = lock.run_holder(state.dir)
-    doc = {**state.data, "driven_by": owner, "decisions": decisions.read(state.dir)}
+    log_path = decisions.path_of(state.dir)
+    log = decisions.read_log(state.dir)
+    doc = {**state.data, "driven_by": owner, "decisions": log.records,
+           "decision_log": {"path": str(log_path), "unreadable": [u.as_dict() for u in log.unreadable],
+                            "set_aside": log.set_aside}}
     if fmt == "json":
         typer.echo(json.dumps(doc, indent=2))
         return
@@ -226,4 +230,6 @@ def status_cmd(
     console.print("decisions:")
     for d in doc["decisions"][-15:]:
         console.print("  " + shown(decisions.format_line(d)), soft_wrap=True)
+    for note in decision_log_notes(log, log_path):
+        console.print(shown(note), soft_wrap=True)
     console.print(f"state {state.dir / st.STATE_FILE}")

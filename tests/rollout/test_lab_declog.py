@@ -1,0 +1,83 @@
+"""Issue 19.3 on a real lab rollout: a halted run whose runs directory is a real tmpfs that fills up, and whose
+decision log gets a torn last line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fabricproof.lab import manager
+from fabricproof.rollout import decisions
+from fabricproof.rollout import state as st
+from fabricproof.timeutil import utc_now
+
+from .conftest import fill
+from .rehearsal import AFTER, cli, derived_plan, driver_of, the_run, whats
+
+pytestmark = pytest.mark.lab
+
+PAGE = 4096  # tmpfs allocates whole pages: a file's last page keeps room the filled disk cannot take back
+
+
+def halted_run(lab, tmp_path, runs_dir):
+    """A one-wave driver upgrade halted by its pre-gate (Fabric Manager down on the node): nothing changed yet."""
+    manager.fault_inject(lab.dir, "h100-0001", "fm-down")
+    plan = derived_plan(tmp_path, "driver-fm-upgrade.yml", waves=[{"name": "pilot", "size": 1}], drain=None)
+    halted = cli("rollout", "run", plan, "-i", lab.inventory, "--runs-dir", runs_dir)
+    assert halted.exit_code == 1 and the_run(runs_dir).status == st.HALTED, halted.output
+    return plan, the_run(runs_dir)
+
+
+def leave_no_room(run: st.RunState) -> None:
+    """Pad the log with an operator's NOTE that ends exactly at its last page, so the filled disk has no byte left
+    for the next record (the note is an ordinary whole record)."""
+    path = run.dir / decisions.DECISIONS_FILE
+    slack = -path.stat().st_size % PAGE
+    empty = {"when": utc_now(), "run_id": run.run_id, "who": decisions.who(), "what": "NOTE", "why": "", "step": "",
+             "hosts": [], "evidence": []}  # the record DecisionLog writes, so its length is known beforehand
+    base = len(json.dumps(empty)) + 1
+    if slack >= base:
+        decisions.DecisionLog(run.dir, run.run_id).record("NOTE", "x" * (slack - base))
+    assert path.stat().st_size % PAGE == 0 or -path.stat().st_size % PAGE < base
+
+
+@pytest.mark.parametrize("small_disk", ["64m"], indirect=True)
+@pytest.mark.parametrize("h100_lab", [1], indirect=True)
+def test_a_full_disk_and_a_torn_log_never_lose_a_decision(h100_lab, small_disk, tmp_path):
+    runs_dir = small_disk / "runs"
+    _plan, run = halted_run(h100_lab, tmp_path, runs_dir)
+    log_path = run.dir / decisions.DECISIONS_FILE
+
+    # Full disk: the RESUME record cannot be written whole, so none of it is; one line names the log.
+    leave_no_room(run)
+    filler = fill(small_disk)
+    before = log_path.read_bytes()
+    resumed = cli("rollout", "resume", "last", "--runs-dir", runs_dir)
+    assert resumed.exit_code == 5, resumed.output
+    errors = [line for line in resumed.output.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: {log_path}: decision RESUME not recorded: No space left on device; nothing of it "
+                      "was kept"], resumed.output
+    assert "Traceback" not in resumed.output
+    assert log_path.read_bytes() == before and the_run(runs_dir).status == st.HALTED
+    filler.unlink()
+
+    # A torn last line (a writer that died mid-line) is listed by `rollout status`, then set aside, named, before
+    # the next record: the resumed run's records start on a line of their own.
+    fragment = b'{"when": "2026-12-02T05:00:00Z", "run_id": "' + run.run_id.encode() + b'", "what": "RES'
+    with log_path.open("ab") as fh:
+        fh.write(fragment)
+    torn_line = log_path.read_bytes().count(b"\n") + 1
+    shown = cli("rollout", "status", "last", "--runs-dir", runs_dir)
+    assert shown.exit_code == 0 and f"line {torn_line}: torn, no newline at the end" in shown.output, shown.output
+    manager.fault_clear(h100_lab.dir, "h100-0001")
+    done = cli("rollout", "resume", "last", "--runs-dir", runs_dir)
+    assert done.exit_code == 0 and the_run(runs_dir).status == st.DONE, done.output
+    assert driver_of(h100_lab.node("h100-0001")) == (AFTER, AFTER, AFTER)
+    assert (run.dir / "decisions.jsonl.torn-1").read_bytes() == fragment
+    story = whats(run.dir)
+    assert story[story.index("TORN_TAIL") + 1] == "RESUME" and story[-1] == "DONE"
+    doc = json.loads(cli("rollout", "status", "last", "--runs-dir", runs_dir, "-f", "json").stdout)
+    assert doc["decision_log"] == {"path": str(log_path), "unreadable": [], "set_aside": ["decisions.jsonl.torn-1"]}
+    assert "torn last line(s) set aside beside decisions.jsonl, kept as they were: decisions.jsonl.torn-1" in \
+        done.output
+
