@@ -1,5 +1,5 @@
-"""Issue 19.3 on a real lab rollout: a halted run whose runs directory is a real tmpfs that fills up, and whose
-decision log gets a torn last line."""
+"""Issue 19.3 and 19.4 on a real lab rollout: a halted run whose runs directory is a real tmpfs that fills up, whose
+decision log gets a torn last line, and whose state.json is cut short while another runs directory wants its host."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from fabricproof.rollout import state as st
 from fabricproof.timeutil import utc_now
 
 from .conftest import fill
-from .rehearsal import AFTER, cli, derived_plan, driver_of, the_run, whats
+from .rehearsal import AFTER, BEFORE, cli, derived_plan, driver_of, the_run, whats
 
 pytestmark = pytest.mark.lab
 
@@ -81,3 +81,31 @@ def test_a_full_disk_and_a_torn_log_never_lose_a_decision(h100_lab, small_disk, 
     assert "torn last line(s) set aside beside decisions.jsonl, kept as they were: decisions.jsonl.torn-1" in \
         done.output
 
+
+@pytest.mark.parametrize("h100_lab", [1], indirect=True)
+def test_a_halted_run_with_unreadable_state_keeps_its_host_until_released_on_purpose(h100_lab, tmp_path):
+    plan, run = halted_run(h100_lab, tmp_path, tmp_path / "runs")
+    state_file = run.dir / st.STATE_FILE
+    state_file.write_bytes(state_file.read_bytes()[:200])  # cut short
+    other = tmp_path / "elsewhere" / "runs"
+
+    refused = cli("rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", other)
+    assert refused.exit_code == 2, refused.output
+    assert f"error: {run.dir}: run {run.run_id} (pid " in refused.output
+    assert "still holds h100-0001: its state.json cannot be read (" in refused.output
+    assert f"release its hosts deliberately with `fabricproof rollout unlock {run.run_id} --yes`" in refused.output
+    assert "finished or is gone" not in refused.output and st.list_runs(other) == []
+    assert driver_of(h100_lab.node("h100-0001")) == (BEFORE, BEFORE, BEFORE)  # nothing touched
+
+    asked = cli("rollout", "unlock", run.run_id)
+    assert asked.exit_code == 2 and "nothing was released: add --yes" in asked.output, asked.output
+    assert cli("rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", other).exit_code == 2
+    released = cli("rollout", "unlock", run.run_id, "--yes")
+    assert released.exit_code == 0 and f"released 1 host(s) held by run {run.run_id}" in released.output
+    assert whats(run.dir)[-1] == "LOCKS_RELEASED"
+
+    manager.fault_clear(h100_lab.dir, "h100-0001")
+    after = cli("rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", other)
+    assert after.exit_code == 0, after.output
+    assert "LOCK_TAKEN_OVER" not in whats(the_run(other).dir)  # released on purpose, not taken over
+    assert driver_of(h100_lab.node("h100-0001")) == (AFTER, AFTER, AFTER)

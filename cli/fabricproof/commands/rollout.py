@@ -1,4 +1,4 @@
-"""`fabricproof rollout`: plan (dry run), run, status, resume and abort staged rollouts."""
+"""`fabricproof rollout`: plan (dry run), run, status, resume, abort and unlock staged rollouts."""
 
 from __future__ import annotations
 
@@ -142,6 +142,22 @@ def abort_cmd(
     """Stop a run at its next step boundary (a running playbook finishes its batch). Nothing is rolled back:
     run `fabricproof rollback RUN` for that."""
     say(runs.abort(runs_dir, run, reason or "aborted by an operator"))
+
+
+@app.command("unlock")
+@input_errors
+def unlock_cmd(
+    run: Annotated[str | None, typer.Argument(help="Run id or run directory whose host locks to release.",
+                                              show_default=False)] = None,
+    host: Annotated[list[str] | None, typer.Option("--host", help="Release this host's lock whatever it holds "
+                                                   "(an unreadable record too); repeatable.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Release them; without it nothing is released and the locks "
+                                      "it would release are listed (exit 2).")] = False,
+) -> None:
+    """Release on purpose the hosts a stopped run still reserves when it cannot be resumed, rolled back or aborted
+    (its state.json is unreadable), or hosts whose lock record cannot be read. The hosts may be drained or
+    half-changed: check them first. A run some process is driving is refused (abort it instead)."""
+    say(runs.unlock(run, host or [], yes=yes))
 
 
 # ------------------------------------------------------------------------------------------ status
