@@ -75,3 +75,24 @@ def fill(disk: Path) -> Path:
     finally:
         os.close(fd)
     return filler
+
+
+PAGE = 4096  # tmpfs allocates whole pages: a file's last page keeps room that filling the disk cannot take
+
+
+def leave_no_room(run_dir: Path, run_id: str) -> None:
+    """Pad a run's decision log with an operator's NOTE ending exactly at its last page, so that once the disk is
+    filled no byte is left for the next record (the note is an ordinary whole record)."""
+    import json
+
+    from fabricproof.rollout import decisions
+    from fabricproof.timeutil import utc_now
+
+    path = Path(run_dir) / decisions.DECISIONS_FILE
+    slack = -path.stat().st_size % PAGE
+    empty = {"when": utc_now(), "run_id": run_id, "who": decisions.who(), "what": "NOTE", "why": "", "step": "",
+             "hosts": [], "evidence": []}  # the record DecisionLog writes, so its length is known beforehand
+    base = len(json.dumps(empty)) + 1
+    if slack >= base:
+        decisions.DecisionLog(run_dir, run_id).record("NOTE", "x" * (slack - base))
+    assert path.stat().st_size % PAGE == 0 or -path.stat().st_size % PAGE < base

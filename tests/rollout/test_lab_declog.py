@@ -9,14 +9,11 @@ import pytest
 from fabricproof.lab import manager
 from fabricproof.rollout import decisions
 from fabricproof.rollout import state as st
-from fabricproof.timeutil import utc_now
 
-from .conftest import fill
+from .conftest import fill, leave_no_room
 from .rehearsal import AFTER, BEFORE, cli, derived_plan, driver_of, the_run, whats
 
 pytestmark = pytest.mark.lab
-
-PAGE = 4096  # tmpfs allocates whole pages: a file's last page keeps room the filled disk cannot take back
 
 
 def halted_run(lab, tmp_path, runs_dir):
@@ -28,19 +25,6 @@ def halted_run(lab, tmp_path, runs_dir):
     return plan, the_run(runs_dir)
 
 
-def leave_no_room(run: st.RunState) -> None:
-    """Pad the log with an operator's NOTE that ends exactly at its last page, so the filled disk has no byte left
-    for the next record (the note is an ordinary whole record)."""
-    path = run.dir / decisions.DECISIONS_FILE
-    slack = -path.stat().st_size % PAGE
-    empty = {"when": utc_now(), "run_id": run.run_id, "who": decisions.who(), "what": "NOTE", "why": "", "step": "",
-             "hosts": [], "evidence": []}  # the record DecisionLog writes, so its length is known beforehand
-    base = len(json.dumps(empty)) + 1
-    if slack >= base:
-        decisions.DecisionLog(run.dir, run.run_id).record("NOTE", "x" * (slack - base))
-    assert path.stat().st_size % PAGE == 0 or -path.stat().st_size % PAGE < base
-
-
 @pytest.mark.parametrize("small_disk", ["64m"], indirect=True)
 @pytest.mark.parametrize("h100_lab", [1], indirect=True)
 def test_a_full_disk_and_a_torn_log_never_lose_a_decision(h100_lab, small_disk, tmp_path):
@@ -49,7 +33,7 @@ def test_a_full_disk_and_a_torn_log_never_lose_a_decision(h100_lab, small_disk, 
     log_path = run.dir / decisions.DECISIONS_FILE
 
     # Full disk: the RESUME record cannot be written whole, so none of it is; one line names the log.
-    leave_no_room(run)
+    leave_no_room(run.dir, run.run_id)
     filler = fill(small_disk)
     before = log_path.read_bytes()
     resumed = cli("rollout", "resume", "last", "--runs-dir", runs_dir)
