@@ -39,8 +39,8 @@ def test_a_full_disk_and_a_torn_log_never_lose_a_decision(h100_lab, small_disk, 
     resumed = cli("rollout", "resume", "last", "--runs-dir", runs_dir)
     assert resumed.exit_code == 5, resumed.output
     errors = [line for line in resumed.output.splitlines() if line.startswith("error:")]
-    assert errors == [f"error: {log_path}: decision RESUME not recorded: No space left on device; nothing of it "
-                      "was kept"], resumed.output
+    assert errors == [f"error: cannot write {log_path}: decision RESUME not recorded: No space left on device; "
+                      "nothing of it was kept"], resumed.output
     assert "Traceback" not in resumed.output
     assert log_path.read_bytes() == before and the_run(runs_dir).status == st.HALTED
     filler.unlink()

@@ -43,8 +43,8 @@ def input_errors(fn: F) -> F:
                                   highlight=False, soft_wrap=True)
             raise typer.Exit(ExitCode.INVALID_INPUT) from None
         except NotWritten as exc:  # a record that could not be appended whole (a full disk): the run waits for space
-            err_console.print(f"[bold red]error:[/] {shown(f'{exc.filename}: {exc.strerror}')}", markup=True,
-                              highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {shown(f'cannot write {exc.filename}: {exc.strerror}')}",
+                              markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(ExitCode.HALTED) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")

@@ -268,7 +268,8 @@ def reserved(lock_base: Path, run: str | None = None, hosts: Iterable[str] = ())
         fd, owner = _try_flock(path)
         if fd is not None:
             os.close(fd)
-        if not owner or not (host in wanted or (run and (owner.get("run_id") == run or owner.get("run_dir") == run_dir))):
+        named = bool(run) and (owner.get("run_id") == run or owner.get("run_dir") == run_dir)
+        if not owner or not (host in wanted or named):
             continue
         if fd is None:
             busy.append(Problem(f"host {host} is locked by {_describe(owner)}, which is running: stop it with "
