@@ -59,18 +59,55 @@ def read_chunks(path: Path, size: int = 1 << 20) -> Iterator[str]:
             yield piece
 
 
-def append_line(path: Path, line: str, mode: int = 0o600) -> None:
-    """Append one line and fsync before returning (an append-only log that survives a crash)."""
+class NotWritten(OSError):
+    """A write that did not happen: the file was cut back to what it held before (errno and path as the OS gave)."""
+
+
+def open_append(path: Path, mode: int = 0o600) -> int:
+    """An fd appending to path (read-write, so the caller may inspect the tail); a file it creates is durable in its
+    directory before anything is appended."""
     path = Path(path)
-    new = not path.exists()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
     try:
-        os.write(fd, (line.rstrip("\n") + "\n").encode("utf-8"))
-        os.fsync(fd)
-    finally:
+        return os.open(path, os.O_RDWR | os.O_APPEND)
+    except FileNotFoundError:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, mode)
+    _fsync_dir(path.parent)
+    return fd
+
+
+def write_new(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Create path (never replacing a file: FileExistsError) holding data, whole and durable, or leave nothing."""
+    path = Path(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        append_whole(fd, data, path)
+    except BaseException:
         os.close(fd)
-    if new:
-        _fsync_dir(path.parent)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    _fsync_dir(path.parent)
+
+
+def append_whole(fd: int, data: bytes, path: Path) -> None:
+    """One write() of all of `data` at the end of the file open (O_APPEND) as fd, then fsync. A short write (a disk
+    that filled up mid-line) or a failed one is cut back to the previous length, so a reader never finds half a
+    line, and raises NotWritten naming the path."""
+    before = os.fstat(fd).st_size
+    try:
+        written = os.write(fd, data)
+        if written != len(data):
+            raise OSError(errno.ENOSPC, f"only {written} of {len(data)} bytes could be written")
+        os.fsync(fd)
+    except OSError as exc:
+        why = exc.strerror or os.strerror(exc.errno or errno.EIO)
+        try:
+            os.ftruncate(fd, before)
+            os.fsync(fd)
+        except OSError as cut:
+            raise NotWritten(exc.errno or errno.EIO, f"{why}; cutting the partial line back failed too "
+                             f"({cut.strerror}): its start stays at the end of the file", str(path)) from None
+        raise NotWritten(exc.errno or errno.EIO, f"{why}; nothing of it was kept", str(path)) from None
 
 
 # ------------------------------------------------------------------------------------- outputs an operator names

@@ -122,6 +122,8 @@ def test_rollback_step_rolls_back_the_last_rollout(tmp_path):
     seams = runs.Seams(collect_factory=fleet.collect_factory, run_playbook=fleet.run_playbook, clock=FakeClock())
     code, run_id = runs.start(write_plan(plan_dir, THREE), runs_dir=tmp_path / "runs", seams=seams)
     assert code == 0 and fleet.version == dict.fromkeys(HOSTS, "2.0")
+    with (tmp_path / "runs" / run_id / decisions.DECISIONS_FILE).open("ab") as fh:
+        fh.write(b'{"when": "2026-')  # a torn last line: the rollback sets it aside, and the bundle keeps it
     book = write_runbook(tmp_path, """\
         - name: Roll back
           rollback: {run: last}
@@ -136,6 +138,7 @@ def test_rollback_step_rolls_back_the_last_rollout(tmp_path):
     with tarfile.open(run.dir / "evidence.tar.gz") as tar:
         names = tar.getnames()
     assert f"{run.run_id}/rollouts/{run_id}/decisions.jsonl" in names
+    assert f"{run.run_id}/rollouts/{run_id}/decisions.jsonl.torn-1" in names
 
 
 # ----------------------------------------------------------------------------------------------- validation

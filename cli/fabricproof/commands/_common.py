@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import InputError
-from ..fsutil import check_target, read_chunks, write_target
+from ..fsutil import NotWritten, check_target, read_chunks, write_target
 from ..model import ExitCode, Severity
 from ..redact import assignments
 from ..textsafe import for_terminal
@@ -42,6 +42,10 @@ def input_errors(fn: F) -> F:
                 err_console.print(f"[bold red]error:[/] {shown(assignments(str(problem)))}", markup=True,
                                   highlight=False, soft_wrap=True)
             raise typer.Exit(ExitCode.INVALID_INPUT) from None
+        except NotWritten as exc:  # a record that could not be appended whole (a full disk): the run waits for space
+            err_console.print(f"[bold red]error:[/] {shown(f'cannot write {exc.filename}: {exc.strerror}')}",
+                              markup=True, highlight=False, soft_wrap=True)
+            raise typer.Exit(ExitCode.HALTED) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")
             raise typer.Exit(ExitCode.INTERRUPTED) from None

@@ -26,7 +26,7 @@ from ..inventory import Inventory
 from ..model import ExitCode
 from ..paths import state_dir
 from ..timeutil import utc_now
-from . import lock
+from . import decisions, lock
 from . import state as st
 from .decisions import DecisionLog, who
 from .gate import Clock, Collect, Proof, RealClock, prove, run_gate, summarize, wait
@@ -346,7 +346,7 @@ class RunbookRun:
         seams = runs.Seams(collect_factory=self.s.collect_factory, run_playbook=self.s.run_playbook, clock=self.s.clock)
         code, state = runs.rollback(self.s.runs_dir, target.run_id, limit=self.s.limit, progress=self.s.progress,
                                     seams=seams)
-        evidence = [str(state.dir / "decisions.jsonl"), str(state.dir / st.STATE_FILE)]
+        evidence = [str(decisions.path_of(state.dir)), str(state.dir / st.STATE_FILE)]
         if code in (ExitCode.OK, ExitCode.ROLLED_BACK):
             return "done", f"run {target.run_id}: {state.status}", evidence
         self.step_code = code  # 5: hosts not proven after the rollback wait for an operator
@@ -409,9 +409,9 @@ def bundle(run_dir: Path, related: Sequence[Path] = ()) -> Path:
             if path.is_file() and path not in (out, tmp):
                 tar.add(path, arcname=str(Path(run_dir.name) / path.relative_to(run_dir)), recursive=False)
         for other in related:
-            for name in ("decisions.jsonl", st.STATE_FILE):
-                if (other / name).is_file():
-                    tar.add(other / name, arcname=str(Path(run_dir.name) / "rollouts" / other.name / name))
+            for path in [*decisions.files(other), other / st.STATE_FILE]:
+                if path.is_file():
+                    tar.add(path, arcname=str(Path(run_dir.name) / "rollouts" / other.name / path.name))
     tmp.chmod(0o600)
     tmp.replace(out)
     return out
