@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from ..base import ParseError
-from ..fragments import array, boolean, integer, mapping, number, obj, string
+from ..fragments import array, boolean, integer, mapping, notes, number, obj, string
 from .declare import probe_collector
 from .text import lines_of, median, pct
 from .text import number as to_number
@@ -26,7 +26,12 @@ _TITLE = re.compile(r"^(?P<title>.*\S)\s+\((?P<unit>[^()]+)\)\s*$")
 _LABEL = re.compile(r"\b(?P<label>Read1|Read2|Write1|Write2|Total)\b")
 _PEERS = re.compile(r"GPU\(row\).*GPU\(column\)")
 _SUM = re.compile(r"^SUM (?P<name>\S+) (?P<value>\S+)\s*$")
+# A bidirectional testcase's SUM lines name its matrices: "SUM <testcase>_read1", "..._total".
+_SUM_PART = re.compile(r"_(?:read1|read2|write1|write2|total)$")
 _COV = re.compile(r"^COEFFICIENT_OF_VARIATION (?P<name>\S+) (?P<value>\S+)\s*$")
+_UNNAMED = ""  # the key of a testcase not yet named
+# From v0.10 nvbandwidth lists no devices at all; before, a missing list is an elision.
+_LISTS_NO_DEVICES = re.compile(r"^v?(?:0\.(?:[1-9]\d)|[1-9])")
 _FAILED = re.compile(r"^\s*(?:ASSERT\b|.*\bCUDA_ERROR|.*\bcudaError|terminate called|Segmentation fault)")
 
 
@@ -100,26 +105,35 @@ def parse_nvbandwidth(text: str) -> dict[str, Any]:
                             "driver_version": None, "mpi_version": None, "devices": []}
     tests: dict[str, dict[str, Any]] = {}
     current: dict[str, Any] | None = None
+    unnamed: dict[str, Any] | None = None  # a testcase whose 'Running' line is missing, until a SUM line names it
+    noted: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
         if m := _RUNNING.match(stripped):
-            current = tests.setdefault(m["name"], {"waived": False, "title": None, "unit": None, "matrices": [],
-                                                   "sum": None, "sums": {}, "cov": None})
+            current = tests.setdefault(m["name"], _entry())
         elif m := _WAIVED.match(stripped):
-            tests[m["name"]] = {"waived": True, "title": None, "unit": None, "matrices": [], "sum": None, "sums": {},
-                                "cov": None}
+            tests[m["name"]] = {**_entry(), "waived": True}
             current = None
         elif _FAILED.match(line):
             raise ParseError(_failure(lines, i, next(reversed(tests), None)))
         elif (m := _SUM.match(stripped)) and current is not None:
+            if unnamed is current:
+                # a paste without the 'Running <testcase>.' line: the SUM line names the testcase
+                tests[_SUM_PART.sub("", m["name"])] = tests.pop(_UNNAMED)
+                unnamed = None
+                noted.append(f"'Running {_SUM_PART.sub('', m['name'])}.' line elided: testcase named by its SUM line")
             value = to_number(m["value"])
             current["sums"][m["name"]] = value
             current["sum"] = value
         elif (m := _COV.match(stripped)) and current is not None:
             current["cov"] = to_number(m["value"])
-        elif current is not None and (m := _TITLE.match(stripped)) and ("(row)" in stripped or "(column)" in stripped):
+        elif (m := _TITLE.match(stripped)) and ("(row)" in stripped or "(column)" in stripped):
+            if current is None:  # a matrix before any 'Running' line: its testcase is named by the SUM line after it
+                if _UNNAMED in tests:
+                    raise ParseError(f"line {i + 1}: two result matrices and no testcase name for the first")
+                current = unnamed = tests.setdefault(_UNNAMED, _entry())
             matrix, i = _matrix(lines, i + 1, i)
             label = _LABEL.search(m["title"])
             current["title"] = current["title"] or m["title"]
@@ -139,6 +153,10 @@ def parse_nvbandwidth(text: str) -> dict[str, Any]:
             frag["devices"].append({"index": int(m["index"]), "name": m["name"], "bus_id": m["bus"],
                                     "process": None, "host": None})
         i += 1
+    if _UNNAMED in tests:
+        raise ParseError("a result matrix without its testcase name (no 'Running <testcase>.' line and no SUM line)")
+    if not frag["devices"] and (frag["version"] is None or not _LISTS_NO_DEVICES.match(frag["version"])):
+        noted.append("no device list (elided in the source, or not printed): device names unknown")
     if frag["version"] is None and not tests:
         raise ParseError("no 'nvbandwidth Version' line and no testcase: not nvbandwidth output")
     if not tests:
@@ -147,7 +165,12 @@ def parse_nvbandwidth(text: str) -> dict[str, Any]:
         if not entry["waived"] and not entry["matrices"]:
             raise ParseError(f"nvbandwidth stopped in {name}: no result matrix")
     frag["testcases"] = {name: _testcase(entry) for name, entry in tests.items()}
+    frag["notes"] = noted
     return frag
+
+
+def _entry() -> dict[str, Any]:
+    return {"waived": False, "title": None, "unit": None, "matrices": [], "sum": None, "sums": {}, "cov": None}
 
 
 _MATRIX = obj(
@@ -208,7 +231,9 @@ SCHEMA = obj(
                 "summary": _SUMMARY,
             },
         )),
+        "notes": notes(),
     },
+    optional=("notes",),
 )
 
 COLLECTORS = (
