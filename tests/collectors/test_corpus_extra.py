@@ -86,7 +86,8 @@ def test_a_gpu_reset_required_is_reported_in_every_collected_format() -> None:
     # the prefixes of the captures above, in front of that line (formats documented by dmesg, journalctl, talosctl)
     prefixes = ["kernel: ", "kwi 15 07:56:59 testowy kernel: ", "Aug 19 21:36:23.123456 fedora kernel: ",
                 "2026-03-11T10:37:00+0100 dev kernel: ", "mc-pt1-pkp-srv-1a: kern:     err: [2025-09-13T20:46:45.253118849Z]: ",
-                "kern  :err   : [171167.897562] ", "4,1234,171167897562,-;"]
+                "kern  :err   : [171167.897562] ", "4,1234,171167897562,-;", "Wed 2026-03-11 10:37:00 CET dev kernel: ",
+                "1773221820.123456 dev kernel: "]
     for prefix in prefixes:
         frag = COLLECTORS["kernel_log"].parse(prefix + msg + "\n")
         assert [(a["bdf"], a["action"]) for a in frag["recovery_actions"]] == [("0019:01:00", "GPU Reset Required")], prefix

@@ -10,17 +10,19 @@ from ..base import Collector, ParseError
 from ..fragments import array, boolean, integer, mapping, notes, obj, string
 from ..textutil import strip_ansi
 
-# A kernel log line starts with one of: dmesg "[  38.17]", `dmesg -T` "[Sun Feb 23 16:24:18 2025]", journal or
-# syslog "Jan 05 14:44:41 host" (short-precise: "Jan 05 14:44:41.123456 host"; the month as the locale spells it,
-# "kwi 15 07:56:59 host" in Polish), ISO time (short-iso, dmesg
-# --time-format iso), `dmesg --decode`/`-x` "kern  :err   :", a raw "<3>" printk level, a journal marker, the bare
-# "kernel: " a grep or a paste leaves when it cuts time and host, `talosctl dmesg` "10.5.0.2: kern:    info: [ISO]:"
-# (node address, facility, level), or a /dev/kmsg record "6,1234,5678,-;".
+# A kernel log line starts with one of: dmesg "[  38.17]", `dmesg -T` "[Sun Feb 23 16:24:18 2025]", a journal or
+# syslog "Jan 05 14:44:41 host" (short-precise "Jan 05 14:44:41.123456 host"; the month as the locale spells it,
+# "kwi 15 07:56:59" in Polish), ISO time (short-iso, dmesg --time-format iso), short-full "Mon 2025-03-03 08:00:01
+# UTC host", short-unix "1741000801.123456 host", `dmesg --decode`/`-x` "kern  :err   :", a raw "<3>" printk level,
+# a journal marker, the bare "kernel: " a grep or a paste leaves when it cuts time and host, `talosctl dmesg`
+# "10.5.0.2: kern:    info: [ISO]:" (node address, facility, level), or a /dev/kmsg record "6,1234,5678,-;".
 _LOG_PREFIX = re.compile(
     r"^(?:\[\s*\d+\.\d+\]"
     r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4}\]"
     r"|[^\W\d_]{2,9}\.? +\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s"
     r"|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}"
+    r"|[^\W\d_]{2,9}\.? \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"
+    r"|\d{9,}\.\d+ "
     r"|[a-z]+\s*:[a-z]+\s*:"
     r"|<\d+>"
     r"|-- .* --$"
