@@ -166,6 +166,18 @@ def test_nvbandwidth_paste_without_device_list_and_running_line(corpus: Path) ->
     assert whole["notes"] == [] and whole["testcases"]["device_to_device_memcpy_read_ce"]["summary"] == case["summary"]
 
 
+def test_nvbandwidth_every_testcase_of_a_run_without_running_lines_is_named_by_its_sum(corpus: Path) -> None:
+    """Documented-only: the corpus's full v0.2 H800 run (30 testcases, bidirectional ones with a SUM line per matrix)
+    with every 'Running ...' line cut. Each testcase is named by its SUM line and reads as in the whole run."""
+    whole_text = (corpus / "nvbandwidth" / "h800-8gpu-full-run-v0.2-driver525.105.17-all-30-testcases.txt").read_text()
+    whole = COLLECTORS["nvbandwidth"].parse(whole_text)
+    paste = COLLECTORS["nvbandwidth"].parse(re.sub(r"(?m)^Running .*\n", "", whole_text))
+    assert list(paste["testcases"]) == list(whole["testcases"]) and len(paste["testcases"]) == 30
+    assert all(paste["testcases"][k]["summary"] == v["summary"] and paste["testcases"][k]["sums"] == v["sums"]
+               for k, v in whole["testcases"].items())
+    assert len(paste["notes"]) == 30 and whole["notes"] == []
+
+
 def test_nvbandwidth_a_matrix_nothing_names_is_refused(corpus: Path) -> None:
     text = (corpus / "nvbandwidth" / "h100-8gpu-v0.10-driver595.71.05-d2d-read-ce-cov-line-no-device-list.txt").read_text()
     paste = text[text.index("memcpy CE GPU(row)"):text.index("SUM ")]

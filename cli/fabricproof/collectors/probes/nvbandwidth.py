@@ -106,13 +106,14 @@ def parse_nvbandwidth(text: str) -> dict[str, Any]:
     tests: dict[str, dict[str, Any]] = {}
     current: dict[str, Any] | None = None
     unnamed: dict[str, Any] | None = None  # a testcase whose 'Running' line is missing, until a SUM line names it
+    summed = False  # the current testcase printed its last SUM line: a matrix after it starts another testcase
     noted: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
         if m := _RUNNING.match(stripped):
-            current = tests.setdefault(m["name"], _entry())
+            current, summed = tests.setdefault(m["name"], _entry()), False
         elif m := _WAIVED.match(stripped):
             tests[m["name"]] = {**_entry(), "waived": True}
             current = None
@@ -120,20 +121,23 @@ def parse_nvbandwidth(text: str) -> dict[str, Any]:
             raise ParseError(_failure(lines, i, next(reversed(tests), None)))
         elif (m := _SUM.match(stripped)) and current is not None:
             if unnamed is current:
-                # a paste without the 'Running <testcase>.' line: the SUM line names the testcase
-                tests[_SUM_PART.sub("", m["name"])] = tests.pop(_UNNAMED)
-                unnamed = None
-                noted.append(f"'Running {_SUM_PART.sub('', m['name'])}.' line elided: testcase named by its SUM line")
+                unnamed = _name_unnamed(tests, m["name"], noted)
+            summed = not m["name"].endswith(("_read1", "_read2", "_write1", "_write2"))
             value = to_number(m["value"])
             current["sums"][m["name"]] = value
             current["sum"] = value
         elif (m := _COV.match(stripped)) and current is not None:
+            if unnamed is current:
+                unnamed = _name_unnamed(tests, m["name"], noted)
             current["cov"] = to_number(m["value"])
         elif (m := _TITLE.match(stripped)) and ("(row)" in stripped or "(column)" in stripped):
-            if current is None:  # a matrix before any 'Running' line: its testcase is named by the SUM line after it
+            if current is None or summed:
+                # a matrix with no 'Running' line before it: the SUM (or COEFFICIENT_OF_VARIATION) line after it
+                # names its testcase
                 if _UNNAMED in tests:
                     raise ParseError(f"line {i + 1}: two result matrices and no testcase name for the first")
-                current = unnamed = tests.setdefault(_UNNAMED, _entry())
+                current, summed = tests.setdefault(_UNNAMED, _entry()), False
+                unnamed = current
             matrix, i = _matrix(lines, i + 1, i)
             label = _LABEL.search(m["title"])
             current["title"] = current["title"] or m["title"]
@@ -167,6 +171,13 @@ def parse_nvbandwidth(text: str) -> dict[str, Any]:
     frag["testcases"] = {name: _testcase(entry) for name, entry in tests.items()}
     frag["notes"] = noted
     return frag
+
+
+def _name_unnamed(tests: dict[str, dict[str, Any]], printed: str, noted: list[str]) -> None:
+    """Name the testcase pasted without its 'Running <testcase>.' line after a SUM or COV line that names it."""
+    name = _SUM_PART.sub("", printed)
+    tests[name] = tests.pop(_UNNAMED)
+    noted.append(f"'Running {name}.' line elided: testcase named by its SUM line")
 
 
 def _entry() -> dict[str, Any]:
