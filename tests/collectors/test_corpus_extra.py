@@ -61,6 +61,8 @@ KERNEL = {
     "journalctl-b-syslog-host-fedora-xid-120-gsp-crashcat-elided-excerpt.txt": (14, [120], []),
     "talosctl-dmesg-node-kern-warning-iso-mem-info-continuation-lines-talos-rpi5-11-excerpt.txt": (11, [], []),
     "journalctl-o-json-kernel-transport-ext4-errors-yandex-walle-fixture.txt": (2, [], []),
+    "talosctl-dmesg-node-ip-kern-info-notice-padded-levels-audit-talos-seccomp-guide.txt": (18, [], []),
+    "talosctl-dmesg-a100-8gpu-nvidia-call-trace-node-ip-vllm-40652-excerpt.txt": (12, [], []),
     "dmesg-gb200-xid-154-drain-and-reset-to-gpu-reset-required-gpud-kmsg-test-single-line.txt": (
         1, [154], [("0019:01:00", "GPU Reset Required")]),
 }
