@@ -189,6 +189,23 @@ def test_nvbandwidth_a_matrix_nothing_names_is_refused(corpus: Path) -> None:
 
 # ---------------------------------------------------------------- 3. no plausible answer that hides a fault
 
+def test_nvlink_a_gpu_saying_all_links_inactive_counts_them() -> None:
+    """GPU 2 of three RTX A6000 prints no link; GPUs 0 and 1 of the same model list 4: its 4 links are inactive (the
+    count was 0, so the fault showed only in links_active 0 and a note)."""
+    frag = parse("nvidia-smi-nvlink/nvlink-s-3x-rtx-a6000-4links-gpu2-all-links-inactive.txt")
+    assert [(g["links_total"], g["links_active"], g["links_inactive"]) for g in frag["gpus"]] == [
+        (4, 4, 0), (4, 4, 0), (4, 0, 4)]
+    assert frag["gpus"][2]["inactive_links"] == [0, 1, 2, 3]
+    assert (frag["links_inactive_total"], frag["links_active_total"], frag["links_per_gpu_min"]) == (4, 8, 0)
+
+
+def test_nvlink_all_gpus_saying_all_links_inactive_leave_the_count_unknown_not_zero() -> None:
+    """Two A100 PCIe without a bridge: no GPU lists its links, so how many are inactive is not printed."""
+    frag = parse("nvidia-smi-nvlink/nvlink-s-2x-a100-pcie-40gb-no-bridge-both-all-links-inactive-indented-driver555.txt")
+    assert [(g["links_total"], g["links_active"], g["links_inactive"]) for g in frag["gpus"]] == [(None, 0, None)] * 2
+    assert all("not printed" in g["note"] for g in frag["gpus"]) and frag["links_per_gpu_min"] == 0
+
+
 def test_mlxlink_one_record_per_heading_and_the_worst_raw_ber_stays() -> None:
     frag = parse("mlxlink/mlxlink-show_counters-grep-loop-8x-cx6-fec-counters-headings-mlx5_3-raw-ber-1E-7-brev-a100.txt")
     assert [d["device"] for d in frag["devices"]] == [f"mlx5_{i}" for i in range(8)]
