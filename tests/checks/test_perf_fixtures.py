@@ -130,3 +130,10 @@ def test_a_diag_that_ran_no_hardware_test_is_not_proven_and_says_which(corpus):
     assert outcome is Outcome.UNKNOWN
     assert reason.endswith("dcgm_diag noted: not proven: 5 of 5 hardware tests skipped (PCIe, GPU Memory, "
                            "Targeted Stress, Targeted Power, Memory Bandwidth)")
+    # the run is not called passed, and a rollout gate holds the host
+    from fabricproof.reporters._common import status
+    from fabricproof.rollout.gate import host_failures
+
+    assert status(report) == "incomplete"
+    (held,) = host_failures(report)["node1"]
+    assert held.startswith("perf.dcgm_diag_proven could not be judged (unknown)") and "not proven" in held
