@@ -230,6 +230,9 @@ def test_mlxlink_several_devices_without_headings_are_refused_never_merged() -> 
     first = text.split("========== mlx5_1")[0]
     with pytest.raises(ParseError, match="under the heading 'mlx5_0'"):
         COLLECTORS["mlxlink"].parse(first + headless)
+    # a loop that separates devices with dashes, as the ibstat capture does ("---- mlx5_1 ----"), names them too
+    dashed = COLLECTORS["mlxlink"].parse(re.sub(r"(?m)^=+ (\S+) .* =+$", r"---- \1 ----", text))
+    assert [(d["device"], d["raw_ber"]) for d in dashed["devices"]][3] == ("mlx5_3", 1e-7)
     # a shell prompt and the loop before the first heading belong to no device
     prompt = 'user@host:~$ for i in $(seq 0 7); do\n  echo "========== mlx5_$i FEC Counters =========="\ndone\n'
     assert [d["device"] for d in COLLECTORS["mlxlink"].parse(prompt + text)["devices"]] == [f"mlx5_{i}" for i in range(8)]

@@ -21,8 +21,9 @@ MLXLINK_SCRIPT = (
 )
 
 # A device's heading: the collector's loop prints "=== mlx5_0"; operators' loops print their own, e.g.
-# "========== mt4123_pciconf0 ==========" or "========== mlx5_3 FEC Counters ==========". The first word names it.
-_DEVICE = re.compile(r"^={3,}\s*([^\s=]\S*)(?:\s+[^=]*?)?\s*(?:={3,})?$")
+# "========== mt4123_pciconf0 ==========", "========== mlx5_3 FEC Counters ==========" or "---- mlx5_1 ----". The
+# first word names it; mlxlink's own rules ("--------") name nothing.
+_DEVICE = re.compile(r"^(?:={3,}|-{3,}|#{3,})\s*([^\s=#-]\S*)(?:\s+[^=#]*?)?\s*(?:[=#-]{3,})?$")
 _KV = re.compile(r"^([^:]+?)\s*:\s*(.*)$")
 _RULE = re.compile(r"^-{3,}$")
 _BER = re.compile(r"^(\d+(?:\.\d+)?)[eE]([-+]?\d+)$")
