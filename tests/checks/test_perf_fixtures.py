@@ -43,7 +43,8 @@ def _excerpt(part: Any, whole: Any, path: str = "") -> list[str]:
 
 def test_every_perf_family_check_exists():
     assert sorted(c.id for c in PERF) == [
-        "perf.dcgm_diag", "perf.dcgm_diag_proven", "perf.ib_gdr_bw", "perf.ib_pair_at_fault", "perf.ib_pair_bw", "perf.ib_pair_lat",
+        "perf.dcgm_diag", "perf.dcgm_diag_proven", "perf.ib_gdr_bw", "perf.ib_pair_at_fault", "perf.ib_pair_bw",
+        "perf.ib_pair_lat",
         "perf.nccl_allreduce_busbw",
         "perf.nccl_wrong", "perf.nvbandwidth_pair_min", "perf.nvbandwidth_spread"]
     assert all(c.probe for c in PERF) and not any(c.probe for c in load() if c.family != "perf")

@@ -116,12 +116,13 @@ STATUS_SCHEMA = obj(
                 {
                     **GPU_ID,
                     "supported": boolean("False when NVLink queries are not supported (MIG mode, no NVLink)."),
-                    "links_total": integer("Links listed (for a GPU saying 'all links are inactive': as many as a GPU of "
-                                           "the same model listed); null when elided or not printed.", True),
+                    "links_total": integer(
+                        "Links listed (for a GPU saying 'all links are inactive': as many as a GPU of the same model "
+                        "listed); null when elided or not printed.", True),
                     "links_active": integer("Links with a speed; null when the source elided some.", True),
-                    "links_inactive": integer("Links listed as <inactive>, or all of them on a GPU saying 'all links are "
-                                              "inactive'; null when the source elided some or the count is not "
-                                              "printed.", True),
+                    "links_inactive": integer(
+                        "Links listed as <inactive>, or all of them on a GPU saying 'all links are inactive'; null "
+                        "when the source elided some or the count is not printed.", True),
                     "inactive_links": array("Numbers of the inactive links.", {"type": "integer"}),
                     "gbps_min": number("Lowest active link speed in GB/s.", True),
                     "gbps_max": number("Highest active link speed in GB/s.", True),

@@ -95,12 +95,15 @@ def _worst(tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(kept.values())
 
 
-def _skipped(tests: list[dict[str, Any]]) -> list[str]:
-    """The hardware tests the run's level asked for that did not run: 'PCIe', or 'pcie (GPU1)' for one GPU."""
+def _hardware(tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tests that exercise the hardware and must run at the run's level (not Deployment, not optional EUD)."""
+    return [t for t in tests if (t["category"] or "").lower() not in _DEPLOYMENT and t["name"].lower() not in _OPTIONAL]
+
+
+def _skipped(hardware: list[dict[str, Any]]) -> list[str]:
+    """The hardware tests that did not run: 'PCIe', or 'pcie (GPU1)' when one GPU skipped it."""
     skipped = []
-    for t in tests:
-        if (t["category"] or "").lower() in _DEPLOYMENT or t["name"].lower() in _OPTIONAL:
-            continue
+    for t in hardware:
         if t["result"] == "skip":
             skipped.append(t["name"])
         else:
@@ -120,8 +123,8 @@ def parse_dcgmi_diag(text: str) -> dict[str, Any]:
         raise ParseError("no dcgmi diag result table: not dcgmi diag output")
     tests = _worst(tests)
     failed = [t["name"] for t in tests if t["result"] in ("fail", "warn")]
-    skipped = _skipped(tests)
-    hardware = [t for t in tests if (t["category"] or "").lower() not in _DEPLOYMENT and t["name"].lower() not in _OPTIONAL]
+    hardware = _hardware(tests)
+    skipped = _skipped(hardware)
     noted = [f"not proven: {len(skipped)} of {len(hardware)} hardware tests skipped ({', '.join(skipped)})"] \
         if skipped else []
     return {**meta, "tests": tests, "passed": not failed and not errors and not skipped,
