@@ -152,9 +152,27 @@ def test_ibstat_separator_lines_between_devices_are_not_errors() -> None:
     assert frag["notes"] == ["1 separator line(s) between devices ignored"]
 
 
+def test_nvbandwidth_real_paste_with_device_list_and_running_line_elided() -> None:
+    """nvbandwidth#50: '...' stands for the device list and the 'Running ...' line; the SUM line names the test."""
+    frag = parse("nvbandwidth/nvbandwidth-v0.8-6x-rtx-a6000-d2d-read-ce-device-list-and-running-line-elided-nvbandwidth-50.txt")
+    (name, case), = frag["testcases"].items()
+    assert (name, case["sum"], case["summary"]["min"], case["summary"]["min_pair"]) == (
+        "device_to_device_memcpy_read_ce", 715.53, 21.8, {"row": 0, "column": 5})
+    assert frag["notes"] == ["line 8: output elided in the source (...)",
+                             "'Running device_to_device_memcpy_read_ce.' line elided: testcase named by its SUM line",
+                             "no device list (elided in the source, or not printed): device names unknown"]
+
+
+def test_nvbandwidth_quoted_running_lines_name_their_testcases() -> None:
+    """nvbandwidth#24 pasted each 'Running ...' line behind a markdown quote mark and no SUM line."""
+    frag = parse("nvbandwidth/nvbandwidth-h100-h2d-d2h-memcpy-sm-quoted-running-lines-no-header-no-sum-nvbandwidth-24.txt")
+    assert {k: (v["sum"], v["summary"]["min"]) for k, v in frag["testcases"].items()} == {
+        "host_to_device_memcpy_sm": (None, 35.03), "device_to_host_memcpy_sm": (None, 52.76)}
+
+
 def test_nvbandwidth_paste_without_device_list_and_running_line(corpus: Path) -> None:
-    """Documented-only (no real paste found): the corpus's v0.10 H100 run cut as a paste starts, at its matrix title
-    (version, device and 'Running ...' lines elided). The SUM line names the testcase; the notes say what is missing."""
+    """A derived input beside the real pastes above: the corpus's v0.10 H100 run cut at its matrix title (version,
+    device and 'Running ...' lines gone). The SUM line names the testcase; the notes say what is missing."""
     text = (corpus / "nvbandwidth" / "h100-8gpu-v0.10-driver595.71.05-d2d-read-ce-cov-line-no-device-list.txt").read_text()
     paste = text[text.index("memcpy CE GPU(row)"):]
     frag = COLLECTORS["nvbandwidth"].parse(paste)
@@ -169,8 +187,8 @@ def test_nvbandwidth_paste_without_device_list_and_running_line(corpus: Path) ->
 
 
 def test_nvbandwidth_every_testcase_of_a_run_without_running_lines_is_named_by_its_sum(corpus: Path) -> None:
-    """Documented-only: the corpus's full v0.2 H800 run (30 testcases, bidirectional ones with a SUM line per matrix)
-    with every 'Running ...' line cut. Each testcase is named by its SUM line and reads as in the whole run."""
+    """A derived input: the corpus's full v0.2 H800 run (30 testcases, bidirectional ones with a SUM line per
+    matrix) with every 'Running ...' line cut. Each testcase is named by its SUM line and reads as in the whole run."""
     whole_text = (corpus / "nvbandwidth" / "h800-8gpu-full-run-v0.2-driver525.105.17-all-30-testcases.txt").read_text()
     whole = COLLECTORS["nvbandwidth"].parse(whole_text)
     paste = COLLECTORS["nvbandwidth"].parse(re.sub(r"(?m)^Running .*\n", "", whole_text))

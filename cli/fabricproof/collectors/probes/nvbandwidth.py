@@ -19,8 +19,10 @@ _KV = re.compile(r"^(?P<k>CUDA Runtime Version|CUDA Driver Version(?: \(API\))?|
 _DEVICE = re.compile(r"^Device (?P<index>\d+): (?P<name>.*?)(?: \((?P<bus>[0-9a-fA-F:.]+)\))?\s*$")
 _PROCESS = re.compile(r"^Process (?P<process>\d+) \((?P<host>[^)]*)\): device (?P<index>\d+): (?P<name>.*?)"
                       r"(?: \((?P<bus>[0-9a-fA-F:.]+)\))?\s*$")
-_RUNNING = re.compile(r"^Running (?P<name>\S+?)\.\s*$")
-_WAIVED = re.compile(r"^Waiving (?P<name>\S+?)\.\s*$")
+# A pasted "Running ..." line may carry a markdown quote mark ("> Running host_to_device_memcpy_sm.").
+_RUNNING = re.compile(r"^(?:>\s*)?Running (?P<name>\S+?)\.\s*$")
+_WAIVED = re.compile(r"^(?:>\s*)?Waiving (?P<name>\S+?)\.\s*$")
+_ELIDED = {"...", "[...]", "…"}
 # "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)", "... Read1 bandwidth (GB/s)", "... latency (ns)"
 _TITLE = re.compile(r"^(?P<title>.*\S)\s+\((?P<unit>[^()]+)\)\s*$")
 _LABEL = re.compile(r"\b(?P<label>Read1|Read2|Write1|Write2|Total)\b")
@@ -112,7 +114,9 @@ def parse_nvbandwidth(text: str) -> dict[str, Any]:
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
-        if m := _RUNNING.match(stripped):
+        if stripped in _ELIDED:
+            noted.append(f"line {i + 1}: output elided in the source ({stripped})")
+        elif m := _RUNNING.match(stripped):
             current, summed = tests.setdefault(m["name"], _entry()), False
         elif m := _WAIVED.match(stripped):
             tests[m["name"]] = {**_entry(), "waived": True}
