@@ -207,6 +207,23 @@ def test_nvbandwidth_a_matrix_nothing_names_is_refused(corpus: Path) -> None:
 
 # ---------------------------------------------------------------- 3. no plausible answer that hides a fault
 
+def test_dcgm4_level_3_with_7_of_8_tests_skipped_is_not_proven() -> None:
+    """The issue's case, real: DCGM 4.4.2 -r 3 in a pod, software Pass and the 7 hardware tests Skip (was passed)."""
+    frag = parse("dcgmi/diag-r3-dcgm4.4.2-k8s-pod-1gpu-2e12-software-pass-7-of-8-skip-per-gpu-rows.txt")
+    assert (frag["passed"], frag["proven"], frag["failed_tests"], frag["dcgm_version"]) == (False, None, [], "4.4.2")
+    assert frag["skipped_tests"] == ["memory", "diagnostic", "nvbandwidth", "pcie", "memory_bandwidth",
+                                     "targeted_stress", "targeted_power"]
+    assert frag["notes"] == ["not proven: 7 of 7 hardware tests skipped (memory, diagnostic, nvbandwidth, pcie, "
+                             "memory_bandwidth, targeted_stress, targeted_power)"]
+
+
+def test_dcgm_a_failed_run_that_also_skipped_says_both() -> None:
+    frag = parse("dcgmi/diag-r4-gpulist0-rtx2060s-persistence-mode-fail-wrapped-error-memtest-pass-others-skip.txt")
+    assert (frag["passed"], frag["proven"], frag["failed_tests"]) == (False, None, ["Persistence Mode"])
+    assert [t["name"] for t in frag["tests"] if t["result"] == "pass" and t["category"] == "Stress"] == ["Memtest"]
+    assert "Memtest" not in frag["skipped_tests"] and len(frag["skipped_tests"]) == 6
+
+
 def test_nvlink_a_gpu_saying_all_links_inactive_counts_them() -> None:
     """GPU 2 of three RTX A6000 prints no link; GPUs 0 and 1 of the same model list 4: its 4 links are inactive (the
     count was 0, so the fault showed only in links_active 0 and a note)."""
