@@ -236,3 +236,14 @@ def test_step_keys_are_the_schemas():
     from fabricproof import documents
 
     assert set(rb_mod.STEP_KEYS) == set(documents.schema("runbook")["$defs"]["step"]["properties"])
+
+
+def test_a_validate_baseline_group_the_inventory_lacks_is_refused_before_the_run_directory(tmp_path):
+    book = write_runbook(tmp_path, ISOLATE)
+    (tmp_path / "base.yaml").write_text("apiVersion: fabricproof/v1\nkind: Baseline\nmetadata: {name: base}\n"
+                                        "spec:\n  defaults: {}\n  groups:\n    gpus:\n      driver: {version: '1.0'}\n")
+    with pytest.raises(InputError) as err:
+        session(tmp_path, book, Fleet(HOSTS))
+    assert str(err.value) == (f"{tmp_path / 'base.yaml'}:7: at /spec/groups/gpus no group 'gpus' in inventory inv.yml; "
+                              "did you mean 'gpu'?")
+    assert not (tmp_path / "runs").exists()

@@ -22,7 +22,7 @@ from ..fsutil import atomic_write_text
 from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now
 from ..reporters import REPORTERS
-from ..reporters._common import found_lines
+from ..reporters._common import found_lines, not_proven_reason
 from ..collectors.probes.spec import PROBES, Layout
 from ..runstore import RunStore
 from . import _probes
@@ -67,6 +67,8 @@ def nhc_lines(report: Report, node: str, fail_on: str) -> list[str]:
             lines.append(f"{r.outcome.value.upper()} {node}: {r.check_id}: {r.reason}")
     for host, why in sorted(report.collection_errors.items()):
         lines.append(f"ERROR {host}: not collected: {why}")
+    for host, checks in report.not_proven.items():
+        lines.append(f"NOT PROVEN {host}: {not_proven_reason(checks)}")
     s = report.summary
     if not lines:
         lines.append(f"OK {node}: {s.passed} checks passed, {s.skipped} not applicable")

@@ -10,7 +10,8 @@ from collections.abc import Iterable
 
 from ..catalog import FAMILIES
 from ..model import Outcome, Report, Result
-from ._common import by_severity, failures, family_of, found_lines, not_verified, status, status_word, summary_phrase
+from ._common import (by_severity, failures, family_of, found_lines, not_proven_reason, not_verified, status, status_word,
+                      summary_phrase)
 from ._html import attr, e, page
 from .base import Reporter
 
@@ -123,6 +124,9 @@ def _header(report: Report) -> list[str]:
            f'<p class="counts">{e(summary_phrase(s))}</p>']
     if report.collection_errors:
         out.append(f"<p>{len(report.collection_errors)} host(s) could not be collected.</p>")
+    if report.not_proven:
+        out.append(f'<p><a href="#not-proven">{len(report.not_proven)} host(s) not proven</a>: checks their hardware '
+                   "needs had no baseline value.</p>")
     if meta:
         out.append(f'<p class="meta">{e(meta)}</p>')
     out.append("</header>")
@@ -229,7 +233,7 @@ def _not_verified(report: Report, groups: dict[str, str]) -> list[str]:
     """What could not be judged, one row per (check, outcome, reason) with its hosts; a host not collected at all is
     one row of its own table, not one per check."""
     unjudged = [r for r in not_verified(report) if r.host not in report.collection_errors]
-    if not unjudged and not report.collection_errors:
+    if not unjudged and not report.collection_errors and not report.not_proven:
         return []
     rows: dict[tuple[str, str, str], list[Result]] = {}
     for r in unjudged:
@@ -253,6 +257,14 @@ def _not_verified(report: Report, groups: dict[str, str]) -> list[str]:
         for host, why in sorted(report.collection_errors.items()):
             out.append(f'<tr class="lost" data-host={attr(host)} data-filter={attr(_filter_text(host, groups.get(host, "")))}>'
                        f"<td>{e(host)}</td><td>{e(why)}</td></tr>")
+        out.append("</tbody></table>")
+    if report.not_proven:
+        out += [f'<h3 id="not-proven">Hosts not proven ({len(report.not_proven)})</h3>',
+                '<table class="not-proven" data-box><thead><tr><th>host</th><th>reason</th></tr></thead><tbody>']
+        for host, checks in report.not_proven.items():
+            out.append(f'<tr class="unproven" data-host={attr(host)} data-checks={attr(" ".join(checks))} '
+                       f'data-filter={attr(_filter_text(host, groups.get(host, ""), checks))}>'
+                       f"<td>{e(host)}</td><td>{e(not_proven_reason(checks))}</td></tr>")
         out.append("</tbody></table>")
     out.append("</section>")
     return out

@@ -126,6 +126,8 @@ def prepare(plan_file: Path, inventory_override: str | None) -> Prepared:
     plan = plan_mod.load(plan_file, catalog)
     inv_path = inventory_path(plan, inventory_override)
     inv = inventory_mod.load(inv_path)
+    for path in dict.fromkeys((plan.before, plan.after)):
+        baseline_mod.check_groups(baseline_mod.load(path), inv.groups, inv_path)
     waves = plan_mod.compute_waves(plan, inv)
     return Prepared(plan, inv_path, inv, waves, catalog)
 
