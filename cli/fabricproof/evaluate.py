@@ -40,6 +40,7 @@ class _Evaluator:
         self.previous = previous
         self._values_cache: dict[tuple[str, ...], dict[str, Any]] = {}
         self._sentences: dict[tuple[str, str, str], str] = {}
+        self.gaps: dict[tuple[str, int], str | None] = {}  # (check, values) -> the baseline key it lacks (_gap)
 
     def values_for(self, host: str, facts: Facts) -> dict[str, Any]:
         groups = self.groups.get(host) or tuple(facts.get("groups", ()))
@@ -184,11 +185,12 @@ def _not_applicable(check: Check, values: dict[str, Any], facts: Facts, ev: _Eva
     return None
 
 
-def _reads_baseline(spec: Any) -> bool:
-    return isinstance(spec, dict) and ("baseline" in spec or "fact" in spec)
+def _literal(spec: Any) -> bool:
+    """An expected value written in the check itself, not read from the baseline or the host's facts."""
+    return not (isinstance(spec, dict) and ("baseline" in spec or "fact" in spec))
 
 
-def wanting(check: Check, values: dict[str, Any], facts: Facts, ev: _Evaluator) -> str | None:
+def _wanting(check: Check, values: dict[str, Any], facts: Facts, ev: _Evaluator) -> str | None:
     """The baseline value a skipped check lacked on a host that has what it judges, or None: such a host is
     not proven (a misspelt group leaves an NVSwitch system's FM and fabric checks, an IB host's port checks,
     without their values).
@@ -199,6 +201,27 @@ def wanting(check: Check, values: dict[str, Any], facts: Facts, ev: _Evaluator) 
     fabric for fabric.*). Decisions are not gaps: a key the baseline sets to false, another platform, and an
     opt-in check (one that `requires` the very value it compares, as roce.gid_index does: a baseline without
     it does not pin a GID index) left unset. A probe is opt-in and compared across the fleet without a threshold."""
+    memo = (check.id, id(values))  # values are the evaluator's cached dict per group set: one answer per group set
+    if memo not in ev.gaps:
+        ev.gaps[memo] = _gap(check, values)
+    unset = ev.gaps[memo]
+    if unset is None or _collector_problem(facts, check):
+        return None
+    where = tuple((c.path, OPERATORS[c.op].test, c.expected) for c in check.where if _literal(c.expected))
+    vals, _ = values_at(facts, split_pointer(check.fact), where)
+    if all(v is None for v in vals):
+        return None
+    literal = [c for c in check.applies_when if _literal(c.expected)]
+    try:
+        if _not_applicable(check, values, facts, ev, literal):
+            return None
+    except (_Skip, _Missing):
+        return None
+    return unset
+
+
+def _gap(check: Check, values: dict[str, Any]) -> str | None:
+    """The first baseline key the check reads that these values leave unset, unless leaving it is a decision."""
     if check.probe:
         return None
     platform = values.get("platform")
@@ -208,24 +231,14 @@ def wanting(check: Check, values: dict[str, Any], facts: Facts, ev: _Evaluator) 
         return None
     unset = [k for k in check.baseline_keys if lookup(values, k) is UNSET or lookup(values, k) is None]
     compared = check.expected.get("baseline") if isinstance(check.expected, dict) else None
-    if not unset or (compared in check.requires and compared in unset) or _collector_problem(facts, check):
-        return None
-    where = tuple((c.path, OPERATORS[c.op].test, c.expected) for c in check.where if not _reads_baseline(c.expected))
-    vals, _ = values_at(facts, split_pointer(check.fact), where)
-    if all(v is None for v in vals):
-        return None
-    literal = [c for c in check.applies_when if not _reads_baseline(c.expected)]
-    try:
-        if _not_applicable(check, values, facts, ev, literal):
-            return None
-    except (_Skip, _Missing):
+    if not unset or (compared in check.requires and compared in unset):
         return None
     return unset[0]
 
 
 def _unproven(result: Result, check: Check, key: str) -> Result:
     return replace(result, reason=sys.intern(f"not proven: baseline sets no {key}, and this host has what the "
-                                             f"check judges ({check.fact})"))
+                                             f"check judges ({check.fact})"))  # interned: one string per check
 
 
 def _result(check: Check, host: str, outcome: Outcome, expected: str, actual: Any = None, reason: str = "",
@@ -514,7 +527,7 @@ class StreamingEvaluation:
             judged = self._judged[host] = [_judge_host(c, host, facts, self._ev, memo) for c in self._host_checks]
             values = self._ev.values_for(host, facts)
             for k, (check, r) in enumerate(zip(self._host_checks, judged)):
-                if r.outcome is Outcome.SKIP and (key := wanting(check, values, facts, self._ev)):
+                if r.outcome is Outcome.SKIP and (key := _wanting(check, values, facts, self._ev)):
                     judged[k] = _unproven(r, check, key)
                     self._unproven.setdefault(host, []).append(check.id)
             self._groups[host] = self._ev.groups.get(host) or tuple(facts.get("groups", ()))
@@ -533,7 +546,7 @@ class StreamingEvaluation:
                 for k, r in enumerate(rs):
                     if r.outcome is Outcome.SKIP:
                         facts = self._fleet_facts[r.host]
-                        if key := wanting(check, self._ev.values_for(r.host, facts), facts, self._ev):
+                        if key := _wanting(check, self._ev.values_for(r.host, facts), facts, self._ev):
                             rs[k] = _unproven(r, check, key)
                             self._unproven.setdefault(r.host, []).append(check.id)
             else:

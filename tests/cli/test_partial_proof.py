@@ -148,3 +148,12 @@ def test_a_finished_run_missing_a_hosts_facts_is_incomplete(tmp_path):
     assert "unfinished" not in res.stderr
     whole = _run_dir(tmp_path / "b", "complete", ["h100-0001", "h200-0001"], ["h100-0001", "h200-0001"])
     assert run("validate", "--facts", whole, "-b", LAB / "baseline.yaml").exit_code == 0
+
+
+def test_check_local_refuses_the_misspelt_group_before_it_collects(typo, inventory, tmp_path):
+    baseline, line = typo
+    res = run("check", "--local", "-b", baseline, "-i", inventory, "--node-name", "h100-0001",
+              "--run-dir", tmp_path / "run")
+    assert res.exit_code == 2, res.output
+    assert f"{baseline}:{line}: at /spec/groups/dgx_h10 no group 'dgx_h10'" in " ".join(res.output.split())
+    assert not (tmp_path / "run").exists()  # nothing ran on this node

@@ -68,13 +68,14 @@ def select_collectors(patterns: Sequence[str] | None = None) -> list[Collector]:
     return [c for c in COLLECTORS.values() if c.id in chosen]  # registry order: stable raw/ and facts
 
 
-def this_node(inventory: str | None = None, name: str | None = None, groups: Sequence[str] = ()) -> Host:
+def this_node(inventory: str | None = None, name: str | None = None, groups: Sequence[str] = (),
+              loaded: inventory_mod.Inventory | None = None) -> Host:
     """This node, named `name` or by its short hostname; its groups are `groups` plus, when the inventory lists
-    it, the inventory's."""
+    it, the inventory's (`loaded`: that inventory, already read)."""
     name = name or socket.gethostname().split(".")[0]
     found: tuple[str, ...] = ()
     if inventory:
-        inv = inventory_mod.load(inventory)
+        inv = loaded or inventory_mod.load(inventory)
         if name in inv.hosts:
             found = inv.hosts[name].groups
     return Host(name, {}, tuple(sorted({*groups, *found})))

@@ -14,6 +14,7 @@ import typer
 from .. import __version__, catalog
 from .. import baseline as baseline_mod
 from .. import facts as facts_mod
+from .. import inventory as inventory_mod
 from .. import slurm
 from ..collect import DEFAULT_HOST_TIMEOUT_S, check_settings, collect, select_collectors, this_node
 from ..errors import InputError
@@ -188,8 +189,11 @@ def check(
     if pairwise:
         raise InputError(f"--probes {pairwise[0]}: a pairwise probe needs two hosts; run it with `validate --probes`")
     base = baseline_mod.load(baseline)
+    inv = inventory_mod.load(inventory) if inventory else None
+    if inv is not None:
+        baseline_mod.check_groups(base, inv.groups, inventory)
     selected = catalog.select(catalog.load(), checks)
-    host = this_node(inventory, node_name, group)
+    host = this_node(inventory, node_name, group, loaded=inv)
     node, groups = host.name, list(host.groups)
     probe_runs: list = []
     doc = _collect_here(host, run_dir, command_timeout, timeout,
