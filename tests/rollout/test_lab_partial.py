@@ -78,3 +78,26 @@ def test_a_collection_killed_after_one_of_two_hosts_is_not_passed(h100_lab, tmp_
         assert report["collection_errors"]["h100-0002"].startswith("the run did not finish (run.json: status running)")
         assert "holds an unfinished run (run.json: status running)" in " ".join(res.stderr.split())
         assert {r["outcome"] for r in report["results"] if r["host"] == "h100-0001"} <= {"pass", "skip"}
+
+
+@pytest.mark.parametrize("h100_lab", [2], indirect=True)
+def test_a_misspelt_h100_group_never_passes_a_degraded_fleet(h100_lab, tmp_path):
+    """The issue's fleet: h100-0002 has an inactive NVLink, and the baseline spells dgx_h100 dgx_h10."""
+    manager.fault_inject(h100_lab.dir, "h100-0002", "nvlink-inactive")
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(BASELINE.read_text().replace("    dgx_h100:\n", "    dgx_h10:\n"))
+    refused = tmp_path / "refused"
+    res = cli("validate", "-i", h100_lab.inventory, "-b", typo, "--limit", "dgx_h100", "--run-dir", refused, "-q")
+    assert res.exit_code == 2 and "did you mean 'dgx_h100'?" in " ".join(res.output.split()), res.output
+    assert not refused.exists()  # refused before any host was touched
+    run_dir = tmp_path / "run"
+    judged = cli("validate", "-i", h100_lab.inventory, "-b", BASELINE, "--run-dir", run_dir, "-q", "-f", "json")
+    assert judged.exit_code == 1, judged.output  # with the right groups the inactive link fails
+    # Whatever the cause (here: the run re-judged without the inventory), nothing proves the H100s' hardware.
+    res = cli("validate", "--facts", run_dir, "-b", typo, "-f", "json")
+    assert res.exit_code == 3, res.output
+    report = json.loads(res.stdout)
+    assert sorted(report["not_proven"]) == ["h100-0001", "h100-0002"]
+    assert {"nvlink.links_active", "fm.version_matches_driver", "fabric.state_completed", "ib.port_active"} <= set(
+        report["not_proven"]["h100-0002"])
+    assert report["summary"]["failed"] == 0 and "PASSED" not in cli("validate", "--facts", run_dir, "-b", typo).output
