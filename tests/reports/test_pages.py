@@ -233,3 +233,8 @@ def test_a_page_with_hosts_not_proven_names_them_and_never_says_passed(browser, 
     rows = page.js("Array.from(document.querySelectorAll('tr.unproven')).map(r => [r.dataset.host, r.dataset.checks])")
     assert [(h, c.split()) for h, c in rows] == [(h, ids) for h, ids in doc["not_proven"].items()] == [
         ("h100-0001", doc["not_proven"]["h100-0001"])]
+    # Its heatmap tile reads as a problem (amber cells, kept by "only hosts with problems"), never all green.
+    tile = "document.querySelector('.t[data-host=\"h100-0001\"]')"
+    assert page.js(f"{tile}.hasAttribute('data-ok')") is False
+    assert "u" in page.js(f"Array.from({tile}.querySelectorAll('i')).map(i => i.className)")
+    assert page.js("document.querySelector('.t[data-host=\"h200-0001\"]').hasAttribute('data-ok')") is True

@@ -18,7 +18,7 @@ from .base import Reporter
 #: A heatmap cell's class by what is worst in it, worst first; fail is split by severity ("f3" critical).
 CELL_ORDER = ("f3", "f2", "f1", "e", "u", "p", "s", "n")
 CELL_WORDS = {"f3": "critical failure", "f2": "warning failure", "f1": "info failure", "e": "collector error",
-              "u": "fact missing", "p": "all passed", "s": "not applicable", "n": "no check of this family"}
+              "u": "fact missing or not proven", "p": "all passed", "s": "not applicable", "n": "no check of this family"}
 
 _CSS = """
 .legend span{display:inline-block;margin-right:.9rem}
@@ -64,12 +64,15 @@ q.addEventListener('input',apply);only.addEventListener('change',apply);apply();
 })();"""
 
 
-def _cell(results: list[Result]) -> str:
-    """The worst outcome among one host's results of one family, as a cell class."""
+def _cell(results: list[Result], unproven: frozenset[str] = frozenset()) -> str:
+    """The worst outcome among one host's results of one family, as a cell class; a skip that leaves the host
+    not proven (its check id in `unproven`) is a problem like a missing fact, never a grey cell."""
     best = len(CELL_ORDER) - 1
     for r in results:
         if r.outcome is Outcome.FAIL:
             code = f"f{r.severity.rank}"
+        elif r.check_id in unproven:
+            code = "u"
         else:
             code = {Outcome.ERROR: "e", Outcome.UNKNOWN: "u", Outcome.PASS: "p", Outcome.SKIP: "s"}[r.outcome]
         best = min(best, CELL_ORDER.index(code))
@@ -166,14 +169,16 @@ def _heatmap(report: Report, anchors: dict[tuple[str, str], str]) -> list[str]:
         for host in members:
             cells = []
             problem = False
+            unproven = frozenset(report.not_proven.get(host, ()))
             for fam in cols:
                 rs = by.get((host, fam), [])
-                code = _cell(rs)
+                code = _cell(rs, unproven)
                 if code[0] not in "feu":
                     cells.append(f'<i class="{code}"></i>')
                     continue
                 problem = True
-                worst = by_severity([r for r in rs if r.outcome in (Outcome.FAIL, Outcome.ERROR, Outcome.UNKNOWN)])
+                worst = by_severity([r for r in rs if r.outcome in (Outcome.FAIL, Outcome.ERROR, Outcome.UNKNOWN)
+                                     or r.check_id in unproven])
                 tip = f"{host} · {fam}\n" + "\n".join(
                     f"{r.check_id}: {'; '.join(found_lines(r, 3)) or r.reason}" for r in worst[:6])
                 link = anchors.get((worst[0].check_id, host), "")
