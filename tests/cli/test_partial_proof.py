@@ -157,3 +157,19 @@ def test_check_local_refuses_the_misspelt_group_before_it_collects(typo, invento
     assert res.exit_code == 2, res.output
     assert f"{baseline}:{line}: at /spec/groups/dgx_h10 no group 'dgx_h10'" in " ".join(res.output.split())
     assert not (tmp_path / "run").exists()  # nothing ran on this node
+
+
+def test_the_health_check_line_of_a_node_not_proven_names_it_and_is_not_ok(typo):
+    from fabricproof import catalog
+    from fabricproof import facts as facts_mod
+    from fabricproof.baseline import load as load_baseline
+    from fabricproof.commands.check import nhc_lines
+    from fabricproof.evaluate import evaluate, exit_code
+
+    baseline, _ = typo
+    doc = facts_mod.load_dir(LAB / "facts")["h100-0001"]
+    report = evaluate({"h100-0001": doc}, load_baseline(baseline), catalog.load(), groups={"h100-0001": doc["groups"]})
+    lines = nhc_lines(report, "h100-0001", "critical")
+    assert exit_code(report) == 3  # check --local --drain leaves a node it could not prove as it is
+    assert lines == [f"NOT PROVEN h100-0001: 50 check(s) its hardware needs had no baseline value (a baseline group "
+                     f"that selects none of its groups?): {', '.join(report.not_proven['h100-0001'][:8])} (+42 more)"]
