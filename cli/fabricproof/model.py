@@ -127,6 +127,7 @@ class Summary:
     failed_by_severity: dict[str, int] = field(default_factory=dict)
     hosts: int = 0
     hosts_failed: int = 0
+    hosts_not_proven: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,9 @@ class Report:
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # host -> its inventory groups (heatmap rows)
     #: Every probe figure: {host, probe, target, figure, value, unit, higher_is_better}; empty when no probe ran.
     figures: tuple[dict[str, Any], ...] = ()
+    #: Host -> the checks its hardware needs that were skipped for want of a baseline value: such a host is not
+    #: proven (exit 3), never passed. Hosts not collected are in collection_errors instead.
+    not_proven: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def summary(self) -> Summary:
@@ -173,4 +177,5 @@ class Report:
             failed_by_severity=by_sev,
             hosts=len(self.hosts),
             hosts_failed=len(failed_hosts),
+            hosts_not_proven=len(self.not_proven),
         )
