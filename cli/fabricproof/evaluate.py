@@ -581,7 +581,8 @@ def evaluate(facts_by_host: Mapping[str, Facts], baseline: Baseline, checks: Ite
 
 def exit_code(report: Report, fail_on: str = "critical", require_all: bool = False) -> int:
     """0 all pass; 1 a failure at or above fail_on (or, with require_all, a check that applied nowhere);
-    3 nothing failed but something was not collected or could not be judged, a host is not proven (checks its
+    3 nothing failed but something was not collected or could not be judged (an error, or an unknown at or above
+    fail_on), a host is not proven (checks its
     hardware needs went without baseline values), or no host was judged at all (nothing proven is never a pass)."""
     from .model import ExitCode, Severity
 
@@ -593,5 +594,9 @@ def exit_code(report: Report, fail_on: str = "critical", require_all: bool = Fal
     if require_all and report.unapplied:
         return ExitCode.CHECK_FAILED
     if report.collection_errors or report.not_proven or any(r.outcome is Outcome.ERROR for r in report.results):
+        return ExitCode.INCOMPLETE
+    # A check at or above the threshold that could not be judged (its fact missing, a diag that ran no hardware
+    # test) is a partial proof, never a pass: the same threshold as a failure, so --fail-on warning counts both.
+    if any(r.outcome is Outcome.UNKNOWN and r.severity.rank >= threshold for r in report.results):
         return ExitCode.INCOMPLETE
     return ExitCode.OK

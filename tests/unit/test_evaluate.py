@@ -161,6 +161,19 @@ def test_exit_code_fail_on_threshold():
     assert exit_code(report, "warning") == 1
 
 
+def test_a_check_left_unknown_is_a_partial_proof_at_or_above_fail_on():
+    """A missing fact or a collector that never ran leaves the check unjudged: exit 3 (issue 19.1), never a pass;
+    below --fail-on it counts no more than a failure there would."""
+    f = facts()
+    del f["nvlink"]
+    report = evaluate({"n1": f}, BASE, [LINKS])
+    assert one(report).outcome is Outcome.UNKNOWN and exit_code(report) == 3
+    below = evaluate({"n1": f}, BASE, [replace(LINKS, severity=Severity.WARNING)])
+    assert exit_code(below, "critical") == 0 and exit_code(below, "warning") == 3
+    failed_too = evaluate({"n1": f, "n2": facts("n2", links=(1,))}, BASE, [LINKS])
+    assert exit_code(failed_too) == 1  # a failure outranks the unjudged
+
+
 # --- applies_when, unique, contains (issue 10.6, 10.7) ---------------------------------------------------------
 
 from fabricproof.catalog import Applicability  # noqa: E402
