@@ -33,6 +33,11 @@ def parse_output(collector: Collector, result: CommandResult) -> tuple[dict[str,
     if result.error:
         run.update(status="error", error=result.error)
         return run, None
+    size = spool.stdout_size(result)
+    if size > spool.PARSE_BYTES:
+        run.update(status="error", error=f"the output ({size:,} bytes) is larger than fabricproof parses "
+                                         f"({spool.PARSE_BYTES >> 20} MiB): kept as evidence, not read")
+        return run, None
     stdout = spool.stdout_text(result)  # from its evidence file when it spilled: one output in memory at a time
     reason = not_run_reason(result.exit_code, stdout)
     if reason is not None:

@@ -15,6 +15,10 @@ from .model import CommandResult
 MEMORY_BYTES = 2 << 20
 #: Spilled files are the host's raw evidence once the run store renames them into place: the owner's only.
 PREFIX = ".spill-"
+#: The largest output a parser is given: parsing holds the text and its lines, up to 9 times its size (ibstat's parser
+#: on a flood), in whichever thread collected the host. The largest real node output in ../shared/corpus is 349 KiB
+#: (nvidia-smi -q -x of a B200 node); 64 hosts flooding 30 MiB each, all parsed, peaked the client at 1,008 MiB.
+PARSE_BYTES = 8 << 20
 
 
 class Spooler:
@@ -106,6 +110,11 @@ def _write_all(fd: int, data: bytes | bytearray) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def stdout_size(result: CommandResult) -> int:
+    """How much a command printed on stdout (characters when it is held in memory, bytes when it spilled)."""
+    return len(result.stdout) if result.stdout_path is None else os.stat(result.stdout_path).st_size
 
 
 def stdout_text(result: CommandResult) -> str:

@@ -130,6 +130,18 @@ def test_spilled_outputs_are_renamed_into_the_evidence_not_copied_and_parsed_fro
         "exit 1: lsmod: a warning longer than the bound"
 
 
+def test_an_output_too_large_to_parse_is_kept_as_evidence_and_not_read(tmp_path):
+    from fabricproof import facts as facts_mod
+    from fabricproof.spool import PARSE_BYTES
+
+    flood = tmp_path / "ibstat.txt"
+    with open(flood, "wb") as fh:  # sparse: its size is what counts
+        fh.truncate(PARSE_BYTES + 1)
+    doc = facts_mod.build("h1", {"ibstat": CommandResult(("ibstat",), "", stdout_path=str(flood))}, via="ssh")
+    assert doc["collectors"]["ibstat"]["error"] == \
+        "the output (8,388,609 bytes) is larger than fabricproof parses (8 MiB): kept as evidence, not read"
+
+
 def test_facts_are_found_in_a_run_directory_or_a_plain_one(tmp_path):
     (tmp_path / "run" / "facts").mkdir(parents=True)
     assert facts_dir_of(tmp_path / "run") == tmp_path / "run" / "facts"
