@@ -11,7 +11,8 @@ from pathlib import Path
 from .model import CommandResult
 
 #: What one host's outputs (every command, both streams) may hold in memory; past it, the command printing goes to a
-#: file. A healthy node's 26 outputs stay well below it; 64 flooding hosts hold 64 times this, not their floods.
+#: file. A lab H100 node's outputs total 247 KiB (the corpus's nvidia-smi -q -x of a B200 alone is 349 KiB); 64
+#: flooding hosts hold 64 times this, not their floods.
 MEMORY_BYTES = 2 << 20
 #: Spilled files are the host's raw evidence once the run store renames them into place: the owner's only.
 PREFIX = ".spill-"
