@@ -80,6 +80,9 @@ class CommandResult:
     exit_code: int | None = 0  # None: the command did not finish (timeout, connection lost)
     duration_s: float = 0.0
     error: str | None = None  # transport-level reason when the command could not run
+    #: Output past the host's in-memory bound is in this file instead (stdout/stderr then empty): spool.py.
+    stdout_path: str | None = None
+    stderr_path: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
