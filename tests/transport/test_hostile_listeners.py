@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from labkit import lab_baseline_children
 
 from fabricproof.collect import collect
 from fabricproof.collectors import COLLECTORS
@@ -88,7 +89,7 @@ def inventory(tmp_path: Path, ports: dict[str, int]) -> Path:
     path = tmp_path / "inventory.yml"
     hosts = "".join(f"    {name}:\n      ansible_host: 127.0.0.1\n      ansible_port: {port}\n      ansible_user: root\n"
                     for name, port in ports.items())
-    path.write_text(f"all:\n  hosts:\n{hosts}")
+    path.write_text(f"all:\n  hosts:\n{hosts}" + lab_baseline_children())
     return path
 
 
