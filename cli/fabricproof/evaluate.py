@@ -248,7 +248,7 @@ def _result(check: Check, host: str, outcome: Outcome, expected: str, actual: An
         # Interned: a skip or missing-fact reason repeats on every host, and a fleet's report keeps them all.
         expected=expected, actual=actual, reason=sys.intern(reason) if reason else "",
         remediation=check.remediation if outcome is Outcome.FAIL else "",
-        evidence=evidence, family=check.family, references=check.references, findings=findings,
+        evidence=evidence, family=check.family, references=check.references, findings=findings, action=check.action,
     )
 
 
@@ -600,3 +600,14 @@ def exit_code(report: Report, fail_on: str = "critical", require_all: bool = Fal
     if any(r.outcome is Outcome.UNKNOWN and r.severity.rank >= threshold for r in report.results):
         return ExitCode.INCOMPLETE
     return ExitCode.OK
+
+
+def failing_actions(report: Report, fail_on: str = "critical") -> dict[str, str]:
+    """Host -> the most disruptive action of its failed checks at or above fail_on: what the failures that fail
+    it (a gate, a drain) call for. Hosts that could not be collected have none."""
+    from .actions import host_actions
+    from .model import Severity
+
+    threshold = Severity(fail_on).rank
+    return host_actions(r for r in report.results
+                        if r.severity.rank >= threshold and r.host not in report.collection_errors)

@@ -117,6 +117,7 @@ class Result:
     family: str = ""
     references: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = ()  # the failing items, each named (GPU 1, mlx5_0 port 1); the reason keeps pointers
+    action: str = ""  # what the check's failure calls for, one of actions.ACTIONS (set on every result of a check)
 
 
 @dataclass(frozen=True)

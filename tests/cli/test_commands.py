@@ -132,6 +132,8 @@ def test_checks_list_and_show():
     shown = run("checks", "show", "fm.version_matches_driver")
     assert shown.exit_code == 0
     assert "nv-fabricmanager --version" in shown.stdout and "should be this host's /gpu/driver_version" in shown.stdout
+    assert "action: update_software" in shown.stdout
+    assert {c["id"]: c["action"] for c in listed}["fm.service_active"] == "restart_service"
 
 
 def test_collectors_list_and_parse(corpus, tmp_path):

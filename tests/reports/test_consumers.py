@@ -28,8 +28,10 @@ def _promtool(text: str) -> subprocess.CompletedProcess:
 
 @needs_promtool
 def test_the_textfile_passes_promtool_on_a_lab_fleet():
-    res = _promtool(prometheus.render(small()))
+    text = prometheus.render(small())
+    res = _promtool(text)
     assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
+    assert 'fabricproof_host_action{host="' in text and ',action="reset_gpu"}' in text  # the action labels too
 
 
 @needs_promtool

@@ -88,6 +88,11 @@ def test_the_validation_page_matches_its_json_report(browser, tmp_path):
             assert f"{f['item']}: {f['text']}" in found  # named by GPU/port, not by pointer
         assert evidence.split() == r["evidence"]
     assert any("GPU 1: 16 of 18 links active" in found for _, _, found, _ in entries)
+    # each failed check says what its failure calls for, as the JSON report does
+    actions = page.js("Object.fromEntries(Array.from(document.querySelectorAll('article.check')).map(a => "
+                      "[a.dataset.check, a.querySelector('[data-action]').innerText]))")
+    assert actions == {c: r["action"] for (c, _), r in fails.items()}
+    assert {"reset_gpu", "reseat_cable"} <= set(actions.values())
     # the not-applied checks, and the hosts not collected
     assert set(page.js("Array.from(document.querySelectorAll('table.unapplied tr[data-check]')).map(r => r.dataset.check)")) \
         == {u["check_id"] for u in doc["unapplied"]}
@@ -188,6 +193,10 @@ def test_the_rollout_report_shows_waves_gates_soak_decisions_and_rollback(browse
     for (_, evidence), d in zip(rows, log, strict=True):
         assert evidence.split() == d["evidence"]
     assert "ROLLBACK" in [w for w, _ in rows] and "PROCEED" in [w for w, _ in rows]
+    # the soak and the wave's decision name the failed host's action (its counter grew: drain_and_inspect)
+    hosts = dict(page.js("Array.from(document.querySelectorAll('tr.decision')).filter(r => ['SOAK', 'ROLLBACK']"
+                         ".includes(r.dataset.what)).map(r => [r.dataset.what, r.cells[3].innerText])"))
+    assert hosts == {"SOAK": "n2 (drain_and_inspect)", "ROLLBACK": "n2 (drain_and_inspect)"}
     # waves on the timeline: a lane per wave that ran, and one for the rollback; a bar per step that did work
     lanes = page.js("Array.from(document.querySelectorAll('.lane')).map(l => l.dataset.lane)")
     assert lanes == ["1. pilot", "2. early", "2. early (rb1 rollback)"]

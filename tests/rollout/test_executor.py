@@ -125,6 +125,10 @@ def test_failed_pilot_rolls_back_and_proves_the_before_baseline(tmp_path):
                               "ROLLBACK_DONE"]  # no soak: the post-gate already failed
     rb = next(d for d in decisions.read(run_dir) if d["what"] == "ROLLBACK")
     assert rb["hosts"] == ["n1"] and "1 of 1 host(s) failed, over the budget" in rb["why"]
+    # the gate and the decision say what the failed host's checks call for
+    post = next(d for d in decisions.read(run_dir) if d["what"] == "POST_GATE")
+    assert post["actions"] == rb["actions"] == {"n1": "update_software"}
+    assert next(d for d in decisions.read(run_dir) if d["what"] == "ROLLBACK_GATE")["actions"] == {}
     assert "t.version" in st.RunState.load(run_dir).step("w0.post_gate")["failed"]["n1"]
     state = st.RunState.load(run_dir)
     assert state.status == st.ROLLED_BACK and state.hosts["n1"]["state"] == st.HOST_ROLLED_BACK
@@ -206,6 +210,9 @@ def test_soak_growth_fails_the_wave(tmp_path):
     assert state.hosts["n1"]["reason"].startswith("soak: t.errors: grew: /errors/count +")
     soak = next(d for d in decisions.read(state.dir) if d["what"] == "SOAK")
     assert soak["hosts"] == ["n1"] and "grew" in soak["why"]
+    assert soak["actions"] == {"n1": "drain_and_inspect"}
+    halt = next(d for d in decisions.read(state.dir) if d["what"] == "HALT")
+    assert halt["actions"] == {"n1": "drain_and_inspect"}
     assert state.step("w0.soak")["evidence"][0].endswith("sample-1/report.json")  # stopped at the first growth
 
 

@@ -212,6 +212,8 @@ def _failures(report: Report, anchors: dict[tuple[str, str], str], groups: dict[
                 f"id={attr('c-' + check_id)}>",
                 f'<h3><span class="badge">{e(first.severity.value)}</span> <code>{e(check_id)}</code> '
                 f"{e(first.title)} <small>{len(rs)} host(s)</small></h3>"]
+        if first.action:
+            out.append(f'<p class="action"><b>Action</b> <code data-action>{e(first.action)}</code></p>')
         if first.remediation:
             out.append(f'<p class="fix"><b>Remediation</b> {e(first.remediation)}</p>')
         by_expected: dict[str, list[Result]] = {}

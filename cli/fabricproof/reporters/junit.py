@@ -38,6 +38,8 @@ def _body(r: Result) -> str:
     ]
     if r.reason:
         lines.append(f"reason: {r.reason}")
+    if r.action:
+        lines.append(f"action: {r.action}")
     if r.remediation:
         lines.append(f"remediation: {r.remediation}")
     lines.extend(f"evidence: {path}" for path in r.evidence)

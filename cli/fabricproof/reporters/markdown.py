@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from ..actions import host_actions
 from ..model import Outcome, Report, Result
 from ..textsafe import visible
 from ._common import (
@@ -38,7 +39,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _result_row(r: Result) -> list[str]:
-    return [r.check_id, r.host, r.severity.value, r.expected, format_actual(r.actual), r.remediation]
+    return [r.check_id, r.host, r.severity.value, r.expected, format_actual(r.actual), r.action, r.remediation]
 
 
 def render(report: Report) -> str:
@@ -62,7 +63,7 @@ def render(report: Report) -> str:
     if fails:
         lines += ["", f"### Failures ({len(fails)})", ""]
         lines += _table(
-            ["Check", "Host", "Severity", "Expected", "Actual", "Remediation"],
+            ["Check", "Host", "Severity", "Expected", "Actual", "Action", "Remediation"],
             [_result_row(r) for r in fails],
         )
     unjudged = not_verified(report)
@@ -83,11 +84,13 @@ def render(report: Report) -> str:
         lines += _table(["Check", "Reason"], [[c.check_id, c.reason] for c in report.unapplied])
 
     rows = host_rows(report)
+    actions = host_actions(report.results)
     if rows:
         lines += ["", "### Hosts", ""]
         lines += _table(
-            ["Host", "State", "Failed", "Results", "Worst severity"],
-            [[h.host, h.state, str(h.failed), str(h.total), h.worst.value if h.worst else ""] for h in rows],
+            ["Host", "State", "Failed", "Results", "Worst severity", "Action"],
+            [[h.host, h.state, str(h.failed), str(h.total), h.worst.value if h.worst else "", actions.get(h.host, "")]
+             for h in rows],
         )
 
     # Passes and skips matter for audits but drown the failures; GitHub renders <details> folded.

@@ -97,6 +97,7 @@ def _result(r: Result, rule_index: int) -> dict[str, Any]:
             "actual": r.actual,
             "reason": r.reason,
             "remediation": r.remediation,
+            "action": r.action,
         },
     }
     if r.evidence:

@@ -94,7 +94,7 @@ def renderables(report: Report) -> list[RenderableType]:
             rows_ = [("expected", r.expected), *(("found" if k == 0 else "", line) for k, line in enumerate(found))]
             if not r.findings:  # the findings name each failing item; the reason's pointers stay in JSON/SARIF
                 rows_.append(("where", r.reason))
-            rows_ += [("evidence", ", ".join(r.evidence)), ("fix", _prose(r.remediation))]
+            rows_ += [("evidence", ", ".join(r.evidence)), ("action", r.action), ("fix", _prose(r.remediation))]
             for label, value in rows_:
                 if value:
                     block.add_row(label, t(value))

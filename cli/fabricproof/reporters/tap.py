@@ -53,6 +53,8 @@ def _diagnostics(r: Result) -> dict[str, Any]:
     }
     if r.reason:
         diag["reason"] = r.reason
+    if r.action:
+        diag["action"] = r.action
     if r.remediation:
         diag["remediation"] = r.remediation
     if r.evidence:

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from .. import __version__
 from ..baseline import Baseline
 from ..catalog import Check
-from ..evaluate import evaluate
+from ..evaluate import evaluate, failing_actions
 from ..fsutil import atomic_write_text
 from ..model import Outcome, Report, Severity
 from ..reporters._common import not_proven_reason
@@ -44,6 +44,7 @@ class Proof:
     failures: dict[str, list[str]]  # host -> reasons
     evidence: tuple[str, ...]  # report files and the evidence directory
     facts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    actions: dict[str, str] = field(default_factory=dict)  # host -> its action, from the failures that fail it
 
     @property
     def passed(self) -> list[str]:
@@ -64,6 +65,13 @@ class GateResult:
     @property
     def evidence(self) -> tuple[str, ...]:
         return self.proof.evidence if self.proof else ()
+
+    @property
+    def actions(self) -> dict[str, str]:
+        """Failed host -> what its failed checks call for (the most disruptive); hosts failed only by what could
+        not be judged or collected have none."""
+        have = self.proof.actions if self.proof else {}
+        return {h: have[h] for h in self.failed if h in have}
 
 
 def host_failures(report: Report, fail_on: str = "critical") -> dict[str, list[str]]:
@@ -118,7 +126,7 @@ def prove(hosts: Sequence[str], baseline: Baseline, checks: Sequence[Check], col
                       run_id=run_id, created_at=utc_now(), tool_version=__version__)
     paths = write_reports(report, evidence_dir, formats)
     return Proof(report=report, failures=host_failures(report, fail_on), evidence=(*paths, str(evidence_dir)),
-                 facts=facts)
+                 facts=facts, actions=failing_actions(report, fail_on))
 
 
 class Clock(Protocol):
