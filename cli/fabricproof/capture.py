@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from .platforms import platform_of
+from .platforms import platform_of_gpu
 
 # Xid codes that fail a node when seen since boot (azurehpc-health-checks' list).
 CRITICAL_XIDS = [48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120]
@@ -53,7 +53,7 @@ def capture(facts: dict[str, Any]) -> dict[str, Any]:
     gpus = _get(facts, "gpu", "gpus") or []
     out: dict[str, Any] = {}
     name = _one([g.get("name") for g in gpus])
-    platform = platform_of(name or "")
+    platform = _one([platform_of_gpu(g) for g in gpus])
     _put(out, "platform", platform)
 
     gpu: dict[str, Any] = {}
