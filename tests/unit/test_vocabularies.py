@@ -95,9 +95,10 @@ def test_the_gpu_name_map_yields_only_known_platforms_and_every_collector_names_
 
 
 def test_the_checks_that_skip_gpus_without_nvlink_list_exactly_the_platform_table_ids():
-    (check,) = [c for c in load_catalog() if c.id == "nvlink.links_active"]
-    (cond,) = [a for a in check.applies_when if a.fact == "/gpu/gpus/*/pci_device_id"]
-    assert cond.op == "not_in" and tuple(cond.expected) == NO_NVLINK_DEVICE_IDS
+    conds = {c.id: a for c in load_catalog() for a in c.applies_when if a.fact == "/gpu/gpus/*/pci_device_id"}
+    assert {"nvlink.links_active", "nvlink.speed"} <= conds.keys()
+    for cond in conds.values():
+        assert cond.op == "not_in" and tuple(cond.expected) == NO_NVLINK_DEVICE_IDS
     assert not set(NO_NVLINK_DEVICE_IDS) & set(DEVICE_IDS)
     for collector in COLLECTORS.values():
         assert set(collector.platforms) <= set(PLATFORMS), collector.id
