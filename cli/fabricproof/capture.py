@@ -9,7 +9,6 @@ from typing import Any
 from .platforms import platform_of_gpu
 from .xids import default_policy
 
-# Xid codes that fail a node when seen since boot (azurehpc-health-checks' list).
 FORBIDDEN_THROTTLE = ["hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"]
 # A healthy port's effective BER prints as the floor (15E-255); 1e-12 is the usual alarm level for NDR/HDR links.
 MAX_EFFECTIVE_BER = 1e-12
