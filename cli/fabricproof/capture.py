@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from .platforms import platform_of_gpu
+from .platforms import platform_of
 from .xids import default_policy
 
 FORBIDDEN_THROTTLE = ["hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"]
@@ -52,7 +52,7 @@ def capture(facts: dict[str, Any]) -> dict[str, Any]:
     gpus = _get(facts, "gpu", "gpus") or []
     out: dict[str, Any] = {}
     name = _one([g.get("name") for g in gpus])
-    platform = _one([platform_of_gpu(g) for g in gpus])
+    platform = _one([platform_of(g) for g in gpus])
     _put(out, "platform", platform)
 
     gpu: dict[str, Any] = {}

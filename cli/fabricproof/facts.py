@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from . import documents
-from .platforms import platform_of_gpu
+from .platforms import platform_of
 from .collectors import COLLECTORS, Collector, ParseError
 from .collectors.base import not_run_reason
 from .errors import InputError, Problem
@@ -80,7 +80,7 @@ def host_platform(doc: Mapping[str, Any]) -> str | None:
     """The platform (a100, h100, ...) a facts document shows, from its GPUs' PCI device ids (else exact names);
     None if unknown or mixed."""
     gpus = ((doc.get("gpu") or {}).get("gpus")) or []
-    found = {platform_of_gpu(g) for g in gpus if isinstance(g, dict)}
+    found = {platform_of(g) for g in gpus if isinstance(g, dict)}
     return found.pop() if len(found) == 1 else None
 
 

@@ -57,14 +57,14 @@ _GPU_NAMES: Mapping[str, str] = {
 }
 
 
-def platform_of(gpu_name: str) -> str | None:
+def platform_of_name(gpu_name: str) -> str | None:
     """The platform of a GPU by its exact nvidia-smi name, e.g. 'NVIDIA H100 80GB HBM3' -> 'h100'; None if unknown."""
     return _GPU_NAMES.get(gpu_name.strip())
 
 
-def platform_of_gpu(gpu: Mapping[str, Any]) -> str | None:
+def platform_of(gpu: Mapping[str, Any]) -> str | None:
     """The platform of one GPU record of the facts: by its PCI device id when printed, else by its exact name."""
     device_id = gpu.get("pci_device_id")
     if device_id:
         return DEVICE_IDS.get(str(device_id).lower())
-    return platform_of(str(gpu.get("name") or ""))
+    return platform_of_name(str(gpu.get("name") or ""))

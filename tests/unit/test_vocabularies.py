@@ -15,7 +15,7 @@ from fabricproof.collectors import COLLECTORS
 from fabricproof.model import Outcome, Scope, Severity
 from fabricproof.ops import OPERATORS, Kind, Operator
 from fabricproof.paths import checks_dir, inventories_dir, schemas_dir
-from fabricproof.platforms import _GPU_NAMES, DEVICE_IDS, NO_NVLINK_DEVICE_IDS, PLATFORMS, platform_of, platform_of_gpu
+from fabricproof.platforms import _GPU_NAMES, DEVICE_IDS, NO_NVLINK_DEVICE_IDS, PLATFORMS, platform_of, platform_of_name
 from fabricproof.reporters import REPORTERS
 from fabricproof.rollout.plan import POLICIES
 from fabricproof.transport import TRANSPORTS
@@ -85,13 +85,14 @@ def test_every_platform_is_accepted_by_the_baseline_and_check_schemas(platform):
 
 def test_the_gpu_name_map_yields_only_known_platforms_and_every_collector_names_known_ones():
     assert set(_GPU_NAMES.values()) | (set(DEVICE_IDS.values()) - {None}) <= set(PLATFORMS)
-    assert platform_of("NVIDIA GB200") == "gb200" and platform_of("NVIDIA B200") == "b200" and platform_of("Tesla T4") is None
+    assert platform_of_name("NVIDIA GB200") == "gb200" and platform_of_name("NVIDIA B200") == "b200"
+    assert platform_of_name("Tesla T4") is None
     # exact names only: GH200 is no H200, and an H100 NVL card is no HGX H100
-    assert platform_of("NVIDIA GH200 480GB") is None and platform_of("NVIDIA H100 NVL") is None
+    assert platform_of_name("NVIDIA GH200 480GB") is None and platform_of_name("NVIDIA H100 NVL") is None
     assert all(len(k) == 4 and k == k.lower() for k in DEVICE_IDS)
     # the printed device id decides over the name
-    assert platform_of_gpu({"pci_device_id": "2342", "name": "NVIDIA H200"}) is None
-    assert platform_of_gpu({"pci_device_id": None, "name": "NVIDIA H200"}) == "h200"
+    assert platform_of({"pci_device_id": "2342", "name": "NVIDIA H200"}) is None
+    assert platform_of({"pci_device_id": None, "name": "NVIDIA H200"}) == "h200"
 
 
 def test_the_checks_that_skip_gpus_without_nvlink_list_exactly_the_platform_table_ids():
