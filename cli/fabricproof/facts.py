@@ -83,9 +83,10 @@ def build(host: str, outputs: Mapping[str, CommandResult], *, via: str, groups: 
 
 
 def host_platform(doc: Mapping[str, Any]) -> str | None:
-    """The platform (a100, h100, ...) a facts document shows, from its GPU names; None if unknown or mixed."""
+    """The platform (a100, h100, ...) a facts document shows, from its GPUs' PCI device ids (else exact names);
+    None if unknown or mixed."""
     gpus = ((doc.get("gpu") or {}).get("gpus")) or []
-    found = {platform_of(str(g.get("name") or "")) for g in gpus if isinstance(g, dict)}
+    found = {platform_of(g) for g in gpus if isinstance(g, dict)}
     return found.pop() if len(found) == 1 else None
 
 

@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     # readers: tool output -> facts fragments, baselines, run directories
     "collectors": 2, "breaker": 2, "runstore": 2, "baseline": 2, "capture": 2, "lab": 2,
     "catalog": 3, "facts": 3, "transport": 3,
+    "xids": 0,  # the Xid policy defaults (plain data)
     "collect": 4, "factschema": 4,
     "projection": 5, "reporters": 5,
     "evaluate": 6,

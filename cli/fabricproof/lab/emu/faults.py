@@ -732,6 +732,8 @@ CATALOG: tuple[Fault, ...] = (
                              "nvlink.replay_errors"), apply=_nvlink_errors),
     Fault("nvlink5-errors-growing", "GB200 GPU 0 link 4: NVLink5 counters (Link recovery failed events, Effective "
           "Errors, Rx and Symbol Errors) grow on every read of `nvidia-smi nvlink -e`.", "overlay", ("gb200-nvl72",),
+          # the growing Symbol Errors print a Symbol BER (1e-12 and up) above the published 1e-25 at once
+          catches=("nvlink.nvl5_symbol_ber",),
           catches_over_time=("nvlink.nvl5_recovery_failed", "nvlink.nvl5_effective_errors"), apply=_nvlink5_errors),
     Fault("nvswitch-missing", "NVSwitch 2 is not on the PCI bus: its GPU links are inactive and Fabric Manager "
           "aborts (NVSwitch count matches no known topology).", "state", FM_PROFILES,
@@ -812,7 +814,8 @@ CATALOG: tuple[Fault, ...] = (
           catches=("gpu.xid", "gpu.fallen_off_bus"), inject=_xid79, clear=_xid_clear),
     Fault("nvlink5-netir-fatal", "GB200 GPU 1: kernel log Xid 149 'NETIR Fatal ... Link -1' then Xid 154 'to 0x4 (Drain "
           "and Reset)'; nvidia-smi shows GPU Recovery Action Drain and Reset.", "state", ("gb200-nvl72",),
-          catches=("nvlink.xid_nvlink5_fatal", "gpu.xid_recovery_action", "gpu.recovery_action"),
+          # Xid 149's catalogue resolution (WORKFLOW_NVLINK5_ERR) is in the default gpu.xid_policy.fail
+          catches=("nvlink.xid_nvlink5_fatal", "gpu.xid_recovery_action", "gpu.recovery_action", "gpu.xid"),
           inject=_netir_fatal, clear=_netir_clear),
     Fault("remapped-rows-pending", "GPU 5 has a row remapping pending (reset required).", "overlay",
           catches=("gpu.remapped_rows_pending",), catches_probes=("perf.dcgm_diag",),
