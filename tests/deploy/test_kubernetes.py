@@ -138,10 +138,22 @@ def _one_line(stdout: str) -> str:
     return stdout.rstrip("\n")
 
 
-def node_check(node: LabNode, state: Path, kubectl_log: Path, *args: str) -> subprocess.CompletedProcess:
-    env = node.env(NODE_NAME=NODE, FABRICPROOF_STATE_DIR=str(state), FABRICPROOF_PENDING_TAINT=TAINT)
-    return subprocess.run([str(NODE_CHECK), "-b", str(BASELINE), "-i", str(node.inventory), *args], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+def node_check(node: LabNode, state: Path, *extra: str) -> subprocess.CompletedProcess:
+    """The DaemonSet's container as the manifest has it (its args and its taint), run once on the lab node: the
+    ConfigMap's directory and the state hostPath are the test's, and FABRICPROOF_INTERVAL is left out (the pod
+    loops; the test runs one check)."""
+    (daemonset,) = [d for d in _documents(MANIFESTS[0]) if d["kind"] == "DaemonSet"]
+    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    config = state.parent / "etc-fabricproof"
+    config.mkdir(exist_ok=True)
+    shutil.copy(BASELINE, config / "baseline.yaml")
+    shutil.copy(node.inventory, config / "inventory.yml")
+    args = [a.replace("/etc/fabricproof/", f"{config}/") for a in container["args"]]
+    assert args != container["args"]
+    return subprocess.run([str(NODE_CHECK), *args, *extra], capture_output=True, text=True, timeout=300, check=False,
+                          env=node.env(NODE_NAME=NODE, FABRICPROOF_STATE_DIR=str(state),
+                                       FABRICPROOF_PENDING_TAINT=env["FABRICPROOF_PENDING_TAINT"]))
 
 
 @pytest.fixture
@@ -159,7 +171,7 @@ def k8s_node(lab_node: LabNode, tmp_path: Path) -> tuple[LabNode, Path, Path, Pa
 def test_a_failing_node_keeps_its_taint_and_npd_reads_nonok_with_the_worst_failure(k8s_node):
     node, state, taints, log = k8s_node
     node.fault("nvlink-inactive")
-    res = node_check(node, state, log)
+    res = node_check(node, state)
     assert res.returncode == 1, res.stdout + res.stderr
     assert res.stdout.startswith(f"FAIL {NODE}: nvlink.links_active (critical): GPU 1: 16 of 18 links active\n")
     assert "fabricproof.io/validation-pending" in taints.read_text() and not log.exists()
@@ -174,7 +186,7 @@ def test_a_failing_node_keeps_its_taint_and_npd_reads_nonok_with_the_worst_failu
 
 def test_a_passing_node_loses_its_taint_once_and_npd_reads_ok(k8s_node):
     node, state, taints, log = k8s_node
-    res = node_check(node, state, log)
+    res = node_check(node, state)
     assert res.returncode == 0, res.stdout + res.stderr
     assert taints.read_text() == "nvidia.com/gpu\n"  # only the validation-pending taint came off
     assert log.read_text().splitlines() == [f"get node {NODE} -o jsonpath={{.spec.taints[*].key}}",
@@ -183,20 +195,20 @@ def test_a_passing_node_loses_its_taint_once_and_npd_reads_ok(k8s_node):
     assert status == "OK" and _one_line(stdout) == message
     assert message.startswith(f"OK {NODE}: ") and "checks passed" in message
     # The next passing check finds the taint gone and leaves the node alone.
-    assert node_check(node, state, log).returncode == 0
+    assert node_check(node, state).returncode == 0
     assert log.read_text().splitlines()[2:] == [f"get node {NODE} -o jsonpath={{.spec.taints[*].key}}"]
 
 
 def test_an_incomplete_check_or_bad_input_is_unknown_to_npd(k8s_node):
     node, state, taints, log = k8s_node
     node.fault("tool-garbage")  # ibstat prints binary garbage: its checks cannot be judged
-    res = node_check(node, state, log)
+    res = node_check(node, state)
     assert res.returncode == 3, res.stdout + res.stderr
     status, message, stdout = npd(state / "status")
     assert status == "Unknown" and _one_line(stdout) == message and message.startswith("fabricproof exit 3: ")
     assert "fabricproof.io/validation-pending" in taints.read_text()
 
-    res = node_check(node, state, log, "--fail-on", "bogus")
+    res = node_check(node, state, "--fail-on", "bogus")
     assert res.returncode == 2
     status, message, stdout = npd(state / "status")
     assert status == "Unknown" and _one_line(stdout) == message
