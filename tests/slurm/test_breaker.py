@@ -241,8 +241,8 @@ def test_the_isolate_runbook_drains_within_the_breaker_and_health_checks_count_i
 
 
 def test_health_checks_with_a_bad_baseline_drain_one_node_in_ten_by_default(breaker_lab):
-    """The README's HealthCheckProgram wrapper (no breaker option: the default 10%), slurmd running it on every node
-    at once every few seconds, a baseline every node fails: one node is drained, the rest are reported."""
+    """deploy/slurm's HealthCheckProgram wrapper (no breaker option: the default 10%), slurmd running it on every
+    node at once every few seconds, a baseline every node fails: one node is drained, the rest are reported."""
     sl = breaker_lab
     try:
         _all_in_service(sl)
