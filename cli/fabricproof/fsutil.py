@@ -7,6 +7,8 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from .errors import writes
+
 
 def _fsync_dir(directory: Path) -> None:
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -26,6 +28,7 @@ def atomic_write_text(path: Path, text: str, mode: int = PRIVATE) -> None:
     atomic_write_chunks(path, (text,), mode)
 
 
+@writes
 def atomic_write_chunks(path: Path, chunks: Iterable[str], mode: int = PRIVATE) -> None:
     """atomic_write_text for a document made in pieces (a fleet-sized report): written as they come."""
     path = Path(path)
@@ -52,6 +55,7 @@ def read_chunks(path: Path, size: int = 1 << 20) -> Iterator[str]:
             yield piece
 
 
+@writes
 def append_line(path: Path, line: str, mode: int = 0o600) -> None:
     """Append one line and fsync before returning (an append-only log that survives a crash)."""
     path = Path(path)

@@ -41,7 +41,8 @@ Reports: fabricproof validate ... -f table -f junit=junit.xml -f sarif=fabric.sa
           (FORMAT=PATH writes that format to PATH; a bare FORMAT goes to stdout)
 
 Exit codes: 0 all pass; 1 a check at or above --fail-on failed; 2 invalid input (nothing touched);
-3 collection incomplete (collector errors or unreachable hosts, no failures).
+3 collection incomplete (collector errors or unreachable hosts, no failures); 6 evidence or a report could not
+be written (disk full, I/O error: the path is named, run.json says incomplete when it can still be written).
 """
 
 

@@ -17,7 +17,7 @@ from .. import catalog as catalog_mod
 from .. import documents
 from .. import inventory as inventory_mod
 from ..catalog import Check
-from ..errors import InputError, Problem
+from ..errors import InputError, Problem, WriteError
 from ..fsutil import atomic_write_text
 from ..inventory import Inventory
 from ..model import ExitCode
@@ -235,6 +235,9 @@ class RunbookRun:
             raise
         except KeyboardInterrupt:
             code = ExitCode.INTERRUPTED
+            raise
+        except WriteError:
+            code = ExitCode.WRITE_FAILED
             raise
         except Exception:
             code = ExitCode.CHECK_FAILED
