@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +20,6 @@ from fabricproof.model import ExitCode
 from fabricproof.runstore import RunStore
 
 from .labutil import RunningLab
-
-pytestmark = pytest.mark.lab
 
 #: The disk: room for run.json (a few KiB, written twice) and far less than one lab host's evidence.
 DISK = 256 * 1024
@@ -68,6 +67,7 @@ def the_one_line(stderr: str) -> str:
     return lines[0]
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_full_disk_stops_the_run_with_one_line_exit_6_and_run_json_incomplete(two_hosts, small_disk, workers):
     fill(small_disk, ROOM)
@@ -84,6 +84,7 @@ def test_a_full_disk_stops_the_run_with_one_line_exit_6_and_run_json_incomplete(
     assert not list((run_dir / "raw").glob(".*")), "a host's staged evidence was left behind"
 
 
+@pytest.mark.lab
 def test_a_disk_too_full_for_run_json_names_run_json(two_hosts, small_disk):
     fill(small_disk, 0)
     run_dir = small_disk / "run"
@@ -93,3 +94,16 @@ def test_a_disk_too_full_for_run_json_names_run_json(two_hosts, small_disk):
     assert line == f"error: cannot write {run_dir / 'run.json'}: No space left on device"
     assert not (run_dir / "run.json").exists() and not list(run_dir.rglob("*.json")), json.dumps(
         sorted(map(str, run_dir.rglob("*"))))
+
+
+def test_a_report_on_stdout_redirected_to_a_full_disk_is_exit_6_in_one_line(small_disk):
+    """The shell's redirect, not a file of ours: still no traceback, and not exit 1 (a failed check)."""
+    fill(small_disk, 0)
+    repo = Path(__file__).resolve().parents[2]
+    with open(small_disk / "report.json", "w") as out:
+        done = subprocess.run([sys.executable, "-m", "fabricproof", "validate", "--facts", repo / "inventories" / "lab" /
+                               "facts", "-b", repo / "inventories" / "lab" / "baseline.yaml", "-f", "json"],
+                              stdout=out, stderr=subprocess.PIPE, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(repo / "cli")})
+    assert done.returncode == 6, done.stderr
+    assert the_one_line(done.stderr) == "error: cannot write: No space left on device"
