@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from . import __version__
-from .commands import baseline, check, checks, collect, collectors, demo, lab, rollback, rollout, runbook, schema, validate
+from .commands import baseline, breaker, check, checks, collect, collectors, demo, lab, rollback, rollout, runbook, schema, validate
 
 app = typer.Typer(
     name="fabricproof",
@@ -49,3 +49,4 @@ app.add_typer(lab.app, name="lab")
 app.add_typer(rollout.app, name="rollout")
 app.command("rollback", epilog=rollback.EPILOG)(rollback.rollback)
 app.add_typer(runbook.app, name="runbook")
+app.add_typer(breaker.app, name="breaker")

@@ -45,14 +45,21 @@ class InputError(Exception):
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
 
 
-class WriteError(Exception):
+class WriteError(OSError):
     """A file fabricproof writes (evidence, facts, run.json, state, decisions, reports) could not be written
-    because of the storage: the CLI prints one line naming the path and exits 6."""
+    because of the storage: the CLI prints one line naming the path and exits 6. An OSError still (errno, filename),
+    so cleanup that tolerates a failing disk (`suppress(OSError)`) tolerates it too."""
 
-    def __init__(self, path: Path | str, reason: str):
+    def __init__(self, path: Path | str, reason: str, code: int = errno.EIO):
+        super().__init__(code, reason, str(path))
         self.path = str(path)
         self.reason = reason
-        super().__init__(f"cannot write {self.path}: {reason}")
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.reason}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.path, self.reason, self.errno)
 
 
 @contextmanager
@@ -61,9 +68,9 @@ def writing(path: Path | str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        if exc.errno not in STORAGE_ERRNOS:
-            raise
-        raise WriteError(path, exc.strerror or str(exc)) from None
+        if isinstance(exc, WriteError) or exc.errno not in STORAGE_ERRNOS:
+            raise  # a WriteError already names the file that failed
+        raise WriteError(path, exc.strerror or str(exc), exc.errno) from None
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -9,7 +9,8 @@ A run directory holds everything one collection produced, so evaluation can be r
     RUNDIR/report.json                   the verdict, when `validate` judged the run
 
 Everything is the owner's only (0700 directories, 0600 files): raw outputs show a fleet's addresses,
-firmware and errors. A host's evidence is written whole in a hidden sibling and renamed into place, so a
+firmware and errors. No symbolic link inside it is followed: one planted there (RUNDIR/raw -> elsewhere) is
+refused, exit 2, and nothing is written through it. A host's evidence is written whole in a hidden sibling and renamed into place, so a
 reader sees it complete or not at all; the file system is synced once before run.json calls a run complete.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 
 from . import documents
 from .errors import STORAGE_ERRNOS, InputError, Problem, WriteError, writing
+from .fsutil import create_private, planted, private_dir, refuse_links, refuse_links_in
 from .model import CommandResult
 
 RUN_FILE = "run.json"
@@ -111,8 +113,13 @@ class RunStore:
         """A new run directory, or an empty one: evidence is never overwritten (exit 2 otherwise). Calling it
         again on the directory it made, before the run began, is harmless."""
         store = cls(root)
+        if store.root.is_symlink():  # a run store inside another run (probes/) must not lead out of it either
+            raise InputError(Problem(f"the run directory is a symbolic link (to {os.readlink(store.root)}): name the "
+                                     "directory itself", str(store.root)))
         if store.root.exists() and not store.root.is_dir():
             raise InputError(Problem("the run directory is a file", str(store.root)))
+        if store.root.is_dir():
+            refuse_links_in(store.root)
         if store.holds_a_run():
             raise InputError(Problem("this directory already holds a collection run; give a new directory",
                                      str(store.root)))
@@ -121,7 +128,7 @@ class RunStore:
             os.chmod(store.root, DIR_MODE)  # whatever the umask or an existing empty directory's mode
         except OSError as exc:
             if exc.errno in STORAGE_ERRNOS:
-                raise WriteError(store.root, exc.strerror or str(exc)) from None
+                raise WriteError(store.root, exc.strerror or str(exc), exc.errno) from None
             raise InputError(Problem(f"cannot create the run directory: {exc.strerror}", str(store.root))) from None
         return store
 
@@ -129,7 +136,7 @@ class RunStore:
         """Make the evidence and facts directories: from here on the directory holds a run."""
         with writing(self.root):
             for sub in (RAW_DIR, FACTS_DIR):
-                (self.root / sub).mkdir(mode=DIR_MODE, exist_ok=True)
+                private_dir(self.root, sub, mode=DIR_MODE)
 
     @classmethod
     def open(cls, root: Path) -> RunStore:
@@ -184,10 +191,12 @@ class RunStore:
             return self._write_evidence(host, outputs)
 
     def _write_evidence(self, host: str, outputs: Mapping[str, CommandResult]) -> dict[str, str]:
-        final = self.raw_dir(host)
+        final = refuse_links(self.root, self.raw_dir(host))
         if final.exists():
             raise FileExistsError(f"{final}: this run already holds evidence of {host}; evidence is never overwritten")
         staging = final.with_name(f".{host}.partial")  # hidden: host names never start with "."
+        if staging.is_symlink():
+            raise planted(staging)
         if staging.exists():
             shutil.rmtree(staging)  # left by a crash of an earlier attempt at this very run directory
         staging.mkdir(mode=DIR_MODE)
@@ -215,7 +224,7 @@ class RunStore:
             self._write_facts(host, doc)
 
     def _write_facts(self, host: str, doc: Mapping[str, Any]) -> None:
-        path = self.facts_path(host)
+        path = refuse_links(self.root, self.facts_path(host))
         tmp = path.with_name(f".{path.name}.tmp")
         _write_bytes(tmp, (json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
         os.replace(tmp, path)
@@ -228,8 +237,9 @@ class RunStore:
             if getattr(_LIBC, "syncfs", None) is not None:
                 if _LIBC.syncfs(fd) == 0:
                     return
-                if ctypes.get_errno() in STORAGE_ERRNOS:
-                    raise WriteError(self.root, os.strerror(ctypes.get_errno()))
+                code = ctypes.get_errno()
+                if code in STORAGE_ERRNOS:
+                    raise WriteError(self.root, os.strerror(code), code)
             os.sync()  # no syncfs (not glibc): flush everything, still once per run
         finally:
             os.close(fd)
@@ -311,6 +321,5 @@ class RunStore:
 def _write_bytes(path: Path, data: bytes) -> None:
     """One evidence file, owner-only. Not fsynced one by one (27 files a host): the whole file system is synced
     once before the manifest records the run as complete."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    with os.fdopen(fd, "wb") as fh:
+    with os.fdopen(create_private(path, FILE_MODE), "wb") as fh:
         fh.write(data)

@@ -67,6 +67,8 @@ class Action:
 
     argv: list[str] | None
     message: str
+    reason: str | None = None  # the drain reason argv sets, if it drains
+    new_drain: bool = False  # takes a node in service out of it: the drain breaker decides (breaker.py)
 
 
 def decide(node: NodeState, failed_ids: Sequence[str], passed: bool) -> Action:
@@ -74,7 +76,12 @@ def decide(node: NodeState, failed_ids: Sequence[str], passed: bool) -> Action:
     if failed_ids:
         if node.drained and not node.ours:
             return Action(None, f"{node.name} is already drained by someone else ({node.reason}); leaving it")
-        return Action(drain_argv(node.name, failed_ids), f"draining {node.name}: {drain_reason(failed_ids)}")
+        reason = drain_reason(failed_ids)
+        if node.drained and node.reason == reason:
+            # Draining again would restamp the reason's time, and the breaker counts drains by that time.
+            return Action(None, f"{node.name} stays drained: {reason}")
+        return Action(drain_argv(node.name, failed_ids), f"draining {node.name}: {reason}", reason,
+                      new_drain=not node.drained)
     if passed and node.drained and node.ours:
         return Action(resume_argv(node.name), f"resuming {node.name}: checks pass again (was {node.reason})")
     if passed and node.drained:

@@ -43,7 +43,8 @@ def _excerpt(part: Any, whole: Any, path: str = "") -> list[str]:
 
 def test_every_perf_family_check_exists():
     assert sorted(c.id for c in PERF) == [
-        "perf.dcgm_diag", "perf.ib_gdr_bw", "perf.ib_pair_at_fault", "perf.ib_pair_bw", "perf.ib_pair_lat",
+        "perf.dcgm_diag", "perf.dcgm_diag_proven", "perf.ib_gdr_bw", "perf.ib_pair_at_fault", "perf.ib_pair_bw",
+        "perf.ib_pair_lat",
         "perf.nccl_allreduce_busbw",
         "perf.nccl_wrong", "perf.nvbandwidth_pair_min", "perf.nvbandwidth_spread"]
     assert all(c.probe for c in PERF) and not any(c.probe for c in load() if c.family != "perf")
@@ -111,3 +112,29 @@ def test_a_probe_the_idle_guard_refused_is_skipped_with_its_reason():
     (r,) = evaluate({"node1": doc}, base, [checks["perf.nccl_allreduce_busbw"]]).results
     assert r.outcome is Outcome.SKIP
     assert r.reason == "collector nccl_all_reduce not run: 1 GPU compute process(es) running: 4242, python3"
+
+
+def test_a_diag_that_ran_no_hardware_test_is_not_proven_and_says_which(corpus):
+    """The real Blackwell run (DCGM 3.3.9 older than the GPU): every hardware test said Skip. perf.dcgm_diag, which
+    accepts Skip, passes it; perf.dcgm_diag_proven leaves the host unknown (never passed), naming the skipped tests."""
+    from fabricproof.facts import build
+    from fabricproof.model import CommandResult
+
+    text = (corpus / "dcgmi" / "blackwell-rtx-pro-6000-2gpu-diag-r3-dcgm3.3.9-all-SKIP-duplicated-table.txt").read_text()
+    facts = {"node1": build("node1", {"dcgm_diag": CommandResult(("dcgmi", "diag", "-r", "3"), text)}, via="local")}
+    checks = {c.id: c for c in load()}
+    report = evaluate(facts, Baseline("b", {"platform": "a100"}), [checks["perf.dcgm_diag"],
+                                                                  checks["perf.dcgm_diag_proven"]])
+    got = {r.check_id: (r.outcome, r.reason) for r in report.results}
+    assert got["perf.dcgm_diag"][0] is Outcome.PASS
+    outcome, reason = got["perf.dcgm_diag_proven"]
+    assert outcome is Outcome.UNKNOWN
+    assert reason.endswith("dcgm_diag noted: not proven: 5 of 5 hardware tests skipped (PCIe, GPU Memory, "
+                           "Targeted Stress, Targeted Power, Memory Bandwidth)")
+    # the run is not called passed, and a rollout gate holds the host
+    from fabricproof.reporters._common import status
+    from fabricproof.rollout.gate import host_failures
+
+    assert status(report) == "incomplete"
+    (held,) = host_failures(report)["node1"]
+    assert held.startswith("perf.dcgm_diag_proven could not be judged (unknown)") and "not proven" in held

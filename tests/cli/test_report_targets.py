@@ -26,7 +26,9 @@ JUNIT_XSD = REPO / "tests" / "fixtures" / "junit" / "junit-10.xsd"
 LAB = REPO / "inventories" / "lab"
 
 
-def test_each_file_gets_the_format_it_is_named_with():
+def test_each_file_gets_the_format_it_is_named_with(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()  # a file's directory must exist: it is checked before anything runs
     assert report_targets(["table", "junit=junit.xml", "sarif=out/fabric.sarif", "markdown=a=b.md"], REPORTERS) == [
         ("table", None), ("junit", Path("junit.xml")), ("sarif", Path("out/fabric.sarif")), ("markdown", Path("a=b.md"))]
     assert report_targets([], REPORTERS) == [("table", None)]

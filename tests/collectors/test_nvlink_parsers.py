@@ -137,10 +137,24 @@ def test_all_links_inactive_gpu_has_zero_active_links(corpus: Path) -> None:
     status = _file(corpus, nvlink_status.parse_status, "nvlink-status-a100-gpu6-all-links-inactive-azurehpc.txt")
     gpu = status["gpus"][0]
     assert gpu["index"] == 6 and gpu["supported"] is True
-    assert (gpu["links_total"], gpu["links_active"]) == (0, 0)
-    assert "all links are inactive" in gpu["note"]
+    # alone in its output, the GPU does not say how many links it has: inactive ones unknown, never 0
+    assert (gpu["links_total"], gpu["links_active"], gpu["links_inactive"]) == (None, 0, None)
+    assert "all links are inactive" in gpu["note"] and "not printed" in gpu["note"]
     assert status["links"] == [] and status["links_active_total"] == 0
     assert status["links_per_gpu_min"] == 0  # fails a links-per-GPU check instead of skipping it
+
+
+def test_a_gpu_with_all_links_inactive_counts_them_from_its_siblings(corpus: Path) -> None:
+    """The Azure ND A100 v4 capture of all 8 GPUs, GPU 6's block replaced by the same fleet's `-i 6` capture that
+    says "all links are inactive" (a derived input: two real outputs of one VM type joined)."""
+    full = (corpus / FAMILY / "nvlink-status-a100-sxm4-80gb-azure-8gpu-12links.txt").read_text(encoding="utf-8")
+    bad = (corpus / FAMILY / "nvlink-status-a100-gpu6-all-links-inactive-azurehpc.txt").read_text(encoding="utf-8")
+    status = nvlink_status.parse_status(full[:full.index("GPU 6:")] + bad + full[full.index("GPU 7:"):])
+    assert_valid(nvlink_status.STATUS_SCHEMA, status)
+    gpu6 = status["gpus"][6]
+    assert (gpu6["links_total"], gpu6["links_active"], gpu6["links_inactive"]) == (12, 0, 12)
+    assert gpu6["inactive_links"] == list(range(12))
+    assert (status["links_inactive_total"], status["links_active_total"], status["links_per_gpu_min"]) == (12, 84, 0)
 
 
 def test_mig_mode_is_unsupported_not_an_error(corpus: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fabricproof import breaker
 from fabricproof.collectors import COLLECTORS
 
 MISMATCH = ("fabric manager NVIDIA GPU driver interface version 535.161.08 don't match with driver version "
@@ -163,6 +164,12 @@ def test_scontrol_drain_and_resume(make_node) -> None:
     shown = node.run("scontrol", "show", "node", name).stdout
     assert "State=IDLE " in shown and "Reason=" not in shown
     assert node.run("scontrol", "show", "node", "nope-0001").returncode == 1
+    # -o: one line a node, and every lab node without a name, as the drain breaker reads Slurm's whole node list.
+    listed = breaker.parse_nodes(node.run("scontrol", "-o", "show", "node").stdout)
+    assert [(n.name, n.state, n.reason, n.partitions) for n in listed] == [
+        (name, "IDLE", None, ("h100",)), (other_name, "IDLE+DRAIN", "x", ("h100",))]
+    assert [n.name for n in breaker.parse_nodes(node.run("scontrol", "show", "node", "-o", other_name).stdout)] == \
+        [other_name]
 
 
 def test_modprobe_and_rmmod_follow_module_dependencies(make_node) -> None:

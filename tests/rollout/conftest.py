@@ -36,3 +36,63 @@ def h100_lab(rollout_labs, request) -> Lab:
     status = rollout_labs.up(directory, nodes=nodes, profile="dgx-h100")
     assert status.running, status.as_dict()
     return Lab(directory, status.layout.inventory)
+
+
+@pytest.fixture
+def small_disk(tmp_path, request):
+    """A real tmpfs of our own on a temporary directory, unmounted after the test: a disk that fills up. Its size is
+    2m unless @pytest.mark.parametrize('small_disk', ['64m'], indirect=True) says otherwise."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={getattr(request, 'param', '2m')},mode=0700", "tmpfs",
+                    str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "--lazy", str(mnt)], check=True)
+
+
+def fill(disk: Path) -> Path:
+    """Write a filler file on `disk` until it refuses a byte (a whole page, then single bytes); returns the filler."""
+    import errno
+    import os
+
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for chunk in (b"\0" * 65536, b"\0"):
+            for _ in range(100_000):  # bounded: up to 6 GiB in 64 KiB pieces, then the last page byte by byte
+                try:
+                    os.write(fd, chunk)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC, exc
+                    break
+    finally:
+        os.close(fd)
+    return filler
+
+
+PAGE = 4096  # tmpfs allocates whole pages: a file's last page keeps room that filling the disk cannot take
+
+
+def leave_no_room(run_dir: Path, run_id: str) -> None:
+    """Pad a run's decision log with an operator's NOTE ending exactly at its last page, so that once the disk is
+    filled no byte is left for the next record (the note is an ordinary whole record)."""
+    import json
+
+    from fabricproof.rollout import decisions
+    from fabricproof.timeutil import utc_now
+
+    path = Path(run_dir) / decisions.DECISIONS_FILE
+    slack = -path.stat().st_size % PAGE
+    empty = {"when": utc_now(), "run_id": run_id, "who": decisions.who(), "what": "NOTE", "why": "", "step": "",
+             "hosts": [], "evidence": []}  # the record DecisionLog writes, so its length is known beforehand
+    base = len(json.dumps(empty)) + 1
+    if slack >= base:
+        decisions.DecisionLog(run_dir, run_id).record("NOTE", "x" * (slack - base))
+    assert path.stat().st_size % PAGE == 0 or -path.stat().st_size % PAGE < base

@@ -145,3 +145,51 @@ def test_plan_output_shows_control_characters_from_hosts_and_the_plan_never_obey
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.output and "\x07" not in result.output and "\r" not in result.output
     assert "\\x1b[2J\\x1b[31mred\\x0d" in result.output and "h100-\\x1b]0;owned" in result.output
+
+
+def test_unlock_releases_a_stopped_runs_hosts_only_when_confirmed(tmp_path):
+    from fabricproof.paths import state_dir
+    from fabricproof.rollout import decisions, lock
+
+    from .test_state_lock_decisions import _died_holding, new_state
+
+    base = state_dir()
+    old = new_state(tmp_path / "runs", "run-old")
+    _died_holding(base, "run-old", old.dir)
+    (old.dir / st.STATE_FILE).write_text('{"apiVersion": "fabricproof/v1", "kind": "Rollo')  # truncated
+    records = {h: (base / "locks" / f"{h}.lock").read_bytes() for h in ("h1", "h2")}
+
+    assert "give the run (its id or its run directory)" in cli("rollout", "unlock").output
+    asked = cli("rollout", "unlock", "run-old")
+    assert asked.exit_code == 2 and "would release 2 host(s) held by run run-old (pid " in asked.output
+    assert "h1, h2. They may be drained or half-changed; nothing was released: add --yes" in asked.output
+    assert {h: (base / "locks" / f"{h}.lock").read_bytes() for h in ("h1", "h2")} == records
+
+    done = cli("rollout", "unlock", str(old.dir), "--yes")  # by run directory as well as by id
+    assert done.exit_code == 0 and "released 2 host(s) held by run run-old" in done.output, done.output
+    assert lock.reserved(base, "run-old") == {}
+    (released,) = [d for d in decisions.read(old.dir) if d["what"] == "LOCKS_RELEASED"]
+    assert released["hosts"] == ["h1", "h2"] and "with `rollout unlock` by " in released["why"]
+    again = cli("rollout", "unlock", "run-old", "--yes")
+    assert again.exit_code == 2 and "no lock record holds run run-old: nothing to release" in again.output
+    lock.acquire(base, "run-new", ["h1", "h2"]).release(finished=True)
+
+
+def test_unlock_takes_an_unreadable_record_by_host_and_refuses_a_live_holder(tmp_path):
+    from fabricproof.paths import state_dir
+    from fabricproof.rollout import lock
+
+    base = state_dir()
+    (base / "locks").mkdir(parents=True, exist_ok=True)
+    (base / "locks" / "h9.lock").write_bytes(b"\x00\x00garbage")
+    done = cli("rollout", "unlock", "--host", "h9", "--yes")
+    assert done.exit_code == 0 and "released 1 host(s) held by unknown holder (" in done.output, done.output
+    lock.acquire(base, "run-new", ["h9"]).release(finished=True)
+
+    live = lock.acquire(base, "run-live", ["h1"], run_dir=tmp_path / "run-live")
+    try:
+        refused = cli("rollout", "unlock", "run-live", "--yes")
+        assert refused.exit_code == 2 and "which is running: stop it with `fabricproof rollout abort`" in refused.output
+        assert lock.holder(base, "h1")["run_id"] == "run-live"
+    finally:
+        live.release()

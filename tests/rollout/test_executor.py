@@ -344,3 +344,34 @@ def test_host_reservations_hold_across_runs_directories(tmp_path):
     assert code == 0
     locks = Path(os.environ["FABRICPROOF_STATE_DIR"]) / "locks"
     assert {p.name: json.loads(p.read_text()) for p in locks.iterdir()} == {f"{h}.lock": {} for h in HOSTS}
+
+
+def test_a_full_disk_mid_run_stops_it_with_that_error_and_resume_finishes_it(tmp_path, small_disk):
+    """The APPLY_DONE record finds the disk full: that is the error raised (not the ERROR record that cannot be
+    written after it either), the log stays whole, and once there is room the run resumes without applying twice."""
+    from fabricproof.fsutil import NotWritten
+
+    from .conftest import fill, leave_no_room
+
+    runs_dir = small_disk / "runs"
+    filled: list = []
+
+    class FillsTheDisk(Fleet):
+        def run_playbook(self, path, **kw):
+            if Path(path).name == "apply.yml" and not filled:
+                run = st.list_runs(runs_dir)[-1]
+                leave_no_room(run.dir, run.run_id)
+                filled.append(fill(small_disk))
+            return super().run_playbook(path, **kw)
+
+    fleet = FillsTheDisk(HOSTS)
+    plan = write_plan(tmp_path, "waves:\n  - {name: pilot, size: 1}\n  - {name: rest, size: rest}\n")
+    with pytest.raises(NotWritten, match="decision APPLY_DONE not recorded: No space left on device"):
+        runs.start(plan, runs_dir=runs_dir, seams=seams(fleet))
+    run = st.list_runs(runs_dir)[-1]
+    assert whats(run.dir)[-2:] == ["APPLY", "NOTE"] and not decisions.read_log(run.dir).unreadable
+    assert run.status == st.RUNNING  # on disk: a run whose process died, which resume takes up
+    filled[0].unlink()
+    assert runs.resume(runs_dir, run.run_id, seams=seams(fleet)) == 0
+    assert fleet.applies == dict.fromkeys(HOSTS, 1)
+    assert "APPLY_RECOVERED" in whats(run.dir) and whats(run.dir)[-1] == "DONE"

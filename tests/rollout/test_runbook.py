@@ -122,6 +122,8 @@ def test_rollback_step_rolls_back_the_last_rollout(tmp_path):
     seams = runs.Seams(collect_factory=fleet.collect_factory, run_playbook=fleet.run_playbook, clock=FakeClock())
     code, run_id = runs.start(write_plan(plan_dir, THREE), runs_dir=tmp_path / "runs", seams=seams)
     assert code == 0 and fleet.version == dict.fromkeys(HOSTS, "2.0")
+    with (tmp_path / "runs" / run_id / decisions.DECISIONS_FILE).open("ab") as fh:
+        fh.write(b'{"when": "2026-')  # a torn last line: the rollback sets it aside, and the bundle keeps it
     book = write_runbook(tmp_path, """\
         - name: Roll back
           rollback: {run: last}
@@ -136,6 +138,7 @@ def test_rollback_step_rolls_back_the_last_rollout(tmp_path):
     with tarfile.open(run.dir / "evidence.tar.gz") as tar:
         names = tar.getnames()
     assert f"{run.run_id}/rollouts/{run_id}/decisions.jsonl" in names
+    assert f"{run.run_id}/rollouts/{run_id}/decisions.jsonl.torn-1" in names
 
 
 # ----------------------------------------------------------------------------------------------- validation
@@ -236,3 +239,21 @@ def test_step_keys_are_the_schemas():
     from fabricproof import documents
 
     assert set(rb_mod.STEP_KEYS) == set(documents.schema("runbook")["$defs"]["step"]["properties"])
+
+
+def test_a_breaker_goes_on_a_playbook_step_as_a_share_or_a_count(tmp_path):
+    book = rb_mod.load(write_runbook(tmp_path, ISOLATE + "  breaker: 10%\n"))
+    assert book.steps[1].breaker is not None and book.steps[1].breaker.nodes(64) == 6
+    with pytest.raises(InputError) as exc:
+        rb_mod.load(write_runbook(tmp_path, """\
+            - name: a
+              playbook: drain.yml
+              breaker: 0
+            - name: b
+              wait: 1m
+              breaker: 10%
+            """))
+    msgs = {p.pointer: p.message for p in exc.value.problems}
+    assert msgs["/spec/steps/0/breaker"].startswith("breaker '0': give a share of the partition (10%) or a count")
+    assert msgs["/spec/steps/1/breaker"] == "a wait step drains nothing; remove breaker"
+    assert any(p.line == 9 for p in exc.value.problems)  # file and line, for the editor

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -163,3 +164,68 @@ def test_run_lock_is_exclusive_and_names_its_pid(tmp_path):
         with pytest.raises(lock.LockBusy, match=f"being driven by pid {os.getpid()}"), lock.run_lock(tmp_path, "r"):
             pass
     assert lock.run_holder(tmp_path) is None
+
+
+def _died_holding(tmp_path, run_id: str, run_dir) -> None:
+    """A process that locked h1 and h2 for run_id (recording run_dir) and died: the flocks go, the records stay."""
+    code = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(os.path.dirname(lock.__file__) + '/../..')!r})
+        from fabricproof.rollout import lock
+        lock.acquire({str(tmp_path)!r}, {run_id!r}, ["h1", "h2"], run_dir={str(run_dir)!r})
+        os._exit(0)
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "not utf-8", "a list", "missing"])
+def test_a_holder_whose_state_cannot_be_read_keeps_its_hosts(tmp_path, damage):
+    runs = tmp_path / "runs-a"
+    halted = new_state(runs, "run-old")
+    halted.set_status(st.HALTED)
+    halted.save()
+    _died_holding(tmp_path, "run-old", halted.dir)
+    state_file = halted.dir / st.STATE_FILE
+    text = state_file.read_bytes()
+    if damage == "missing":
+        state_file.unlink()
+    else:
+        state_file.write_bytes({"truncated": text[: len(text) // 2], "empty": b"", "not utf-8": b"\xff" + text,
+                                "a list": b"[]"}[damage])
+    records = {h: (tmp_path / "locks" / f"{h}.lock").read_bytes() for h in ("h1", "h2")}
+
+    with pytest.raises(lock.LockBusy) as exc:
+        lock.acquire(tmp_path, "run-new", ["h1", "h2", "h3"], run_dir=tmp_path / "runs-b" / "run-new")
+    (problem,) = exc.value.problems
+    assert problem.file == str(halted.dir.resolve())  # names the holder's run directory
+    assert problem.message.startswith(f"run run-old (pid ") and "still holds h1, h2: its state.json cannot be read" \
+        in problem.message
+    assert problem.message.endswith("or release its hosts deliberately with `fabricproof rollout unlock run-old --yes`")
+    assert {h: (tmp_path / "locks" / f"{h}.lock").read_bytes() for h in ("h1", "h2")} == records  # still reserved
+    assert lock.holder(tmp_path, "h3") is None  # all or nothing
+
+
+@pytest.mark.parametrize("gone", ["finished", "directory removed"])
+def test_a_holder_proven_gone_is_taken_over_saying_why(tmp_path, gone):
+    old = new_state(tmp_path / "runs-a", "run-old")
+    _died_holding(tmp_path, "run-old", old.dir)
+    if gone == "finished":
+        old.set_status(st.DONE)
+        old.save()
+    else:
+        shutil.rmtree(old.dir)
+    taken = lock.acquire(tmp_path, "run-new", ["h1"], run_dir=tmp_path / "runs-b" / "run-new")
+    try:
+        assert [s["why"] for s in taken.stale] == [
+            "that run finished (done)" if gone == "finished" else f"its run directory {old.dir.resolve()} is gone"]
+    finally:
+        taken.release()
+
+
+def test_an_unreadable_lock_record_keeps_its_host(tmp_path):
+    (tmp_path / "locks").mkdir()
+    (tmp_path / "locks" / "h1.lock").write_bytes(b'{"run_id": "run-x", "pi')  # cut short by a crash
+    with pytest.raises(lock.LockBusy, match=r"h1 held: its lock record cannot be read \(JSONDecodeError: .*"
+                                            r"`fabricproof rollout unlock --host h1 --yes`"):
+        lock.acquire(tmp_path, "run-new", ["h1"])
+

@@ -72,13 +72,13 @@ class SlurmLab:
         self.cluster.reconfigure(HEALTH_INTERVAL_S if on else 0)
         if on:
             return
-        for node in NODES:
+        for node in self.cluster.nodes:
             with (self.cluster.root / f"health-{node}.lock").open("a") as lock:
                 slurmkit.wait_for(lambda: _try_lock(lock.fileno()), 120.0, f"{node}'s running health check to end")
 
     def give_nodes_back(self) -> None:
         """Clear every fault and hand the nodes' directories back to the lab user (root ran their tools)."""
-        for node in NODES:
+        for node in self.cluster.nodes:
             manager.fault_clear(self.lab.dir, node)
 
 
@@ -98,14 +98,15 @@ def _script(path: Path, text: str) -> Path:
     return path
 
 
-def start(lab_factory: LabFactory) -> SlurmLab:
-    """The lab rack, then the cluster on it (its scripts written first); the caller stops the cluster."""
+def start(lab_factory: LabFactory, nodes: int = len(NODES), baseline: Path = BASELINE) -> SlurmLab:
+    """The lab rack of `nodes` trays, then the cluster on it (its scripts written first, the health check judging
+    `baseline`); the caller stops the cluster."""
     directory = lab_factory.new_dir()
-    status = lab_factory.up(directory, nodes=len(NODES), profile="gb200-nvl72")
+    status = lab_factory.up(directory, nodes=nodes, profile="gb200-nvl72")
     assert status.running, status.as_dict()
     lab = RunningLab(dir=directory, status=status)
 
-    cluster = slurmkit.SlurmCluster(nodes=NODES)
+    cluster = slurmkit.SlurmCluster(nodes=tuple(f"gb200-{i:04d}" for i in range(1, nodes + 1)))
     root = cluster.root
     slurm_bin = root / "slurm-bin"
     slurm_bin.mkdir()
@@ -115,7 +116,7 @@ def start(lab_factory: LabFactory) -> SlurmLab:
         nodes=q(directory / "nodes" / "by-name"), slurm_bin=q(slurm_bin), lab_bin=q(directory / "bin"),
         conf=q(cluster.conf), cli=q(REPO / "cli")))
     cluster.health = _script(root / "fabricproof-health", HEALTH.format(
-        root=q(root), as_lab_node=q(as_lab_node), python=q(sys.executable), baseline=q(BASELINE),
+        root=q(root), as_lab_node=q(as_lab_node), python=q(sys.executable), baseline=q(baseline),
         inventory=q(directory / "inventory.yml")))
     cluster.start()
     return SlurmLab(lab, cluster, as_lab_node)

@@ -41,8 +41,13 @@ def test_long_reasons_are_shortened_with_a_count():
 def test_failing_node_is_drained_unless_someone_else_drained_it():
     idle = NodeState("n", "IDLE", None)
     assert decide(idle, ["ib.rate"], passed=False).argv == slurm.drain_argv("n", ["ib.rate"])
+    assert decide(idle, ["ib.rate"], passed=False).new_drain  # the drain breaker decides
     ours = NodeState("n", "DRAINED", "fabricproof check: fm.version")
-    assert decide(ours, ["ib.rate"], passed=False).argv == slurm.drain_argv("n", ["ib.rate"])
+    again = decide(ours, ["ib.rate"], passed=False)
+    assert again.argv == slurm.drain_argv("n", ["ib.rate"]) and not again.new_drain
+    # The same checks still failing: no update, which would restamp the drain time the breaker counts by.
+    same = decide(NodeState("n", "DRAINED", "fabricproof check: ib.rate"), ["ib.rate"], passed=False)
+    assert same.argv is None and same.message == "n stays drained: fabricproof check: ib.rate"
     theirs = NodeState("n", "IDLE+DRAIN", "bad DIMM, ticket 4711")
     action = decide(theirs, ["ib.rate"], passed=False)
     assert action.argv is None and "someone else" in action.message

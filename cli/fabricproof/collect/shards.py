@@ -187,7 +187,7 @@ def _drain(pool: list[_Worker], accept: Callable[[Finished], None], deadline: fl
             elif isinstance(message, tuple) and message and message[0] == "end":
                 w.ended = True
             elif isinstance(message, tuple) and message and message[0] == "write-error":
-                raise WriteError(message[1], message[2])  # the run stops: run_sharded ends every worker
+                raise WriteError(*message[1:])  # the run stops: run_sharded ends every worker
 
 
 def _bury(w: _Worker, accept: Callable[[Finished], None], recorded: Callable[[str], bool], why: str) -> None:

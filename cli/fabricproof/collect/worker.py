@@ -55,7 +55,7 @@ def worker_main(conn: Connection, shard: Shard) -> None:
         except WriteError as exc:
             # The run store's disk failed: the parent, which keeps the one account of the run, stops it and says so.
             with send_lock:
-                conn.send(("write-error", exc.path, exc.reason))
+                conn.send(("write-error", exc.path, exc.reason, exc.errno))
         finally:
             link.close()
         # Hosts cut short by the interrupt have reported by now: fleet.run waits for them before it raises.

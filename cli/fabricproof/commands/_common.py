@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import STORAGE_ERRNOS, InputError, WriteError
-from ..fsutil import atomic_write_chunks, read_chunks
+from ..fsutil import NotWritten, check_target, read_chunks, write_target
 from ..model import ExitCode, Severity
 from ..redact import assignments
 from ..textsafe import for_terminal
@@ -45,6 +45,10 @@ def input_errors(fn: F) -> F:
             raise typer.Exit(ExitCode.INVALID_INPUT) from None
         except WriteError as exc:
             err_console.print(f"[bold red]error:[/] {shown(exc)}", markup=True, highlight=False, soft_wrap=True)
+            raise typer.Exit(ExitCode.WRITE_FAILED) from None
+        except NotWritten as exc:  # a decision not appended whole (a full disk): the run waits for space, exit 6
+            err_console.print(f"[bold red]error:[/] {shown(f'cannot write {exc.filename}: {exc.strerror}')}",
+                              markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(ExitCode.WRITE_FAILED) from None
         except OSError as exc:
             if exc.errno not in STORAGE_ERRNOS:
@@ -82,7 +86,8 @@ OUTPUT_GONE = ("--output is gone: name the file with its format, -f FORMAT=PATH 
 def report_targets(specs: list[str], choices: Iterable[str], default: str = "table",
                    outputs: list[Path] | None = None) -> list[tuple[str, Path | None]]:
     """-f FORMAT[=PATH] as (format, file or None for stdout) pairs, in the order given; exit 2 before anything runs
-    on an unknown format, an empty path, two formats for stdout, two formats into one file, or any --output."""
+    on an unknown format, an empty path, two formats for stdout, two formats into one file, any --output, or a file
+    that cannot be written (a directory, a missing parent: fsutil.check_target)."""
     if outputs:
         raise InputError(OUTPUT_GONE)
     known = list(choices)
@@ -109,6 +114,7 @@ def report_targets(specs: list[str], choices: Iterable[str], default: str = "tab
             raise InputError(f"--format {fmt}={out}: {out} already receives the {seen[key]} report; "
                              "give every format its own file")
         seen[key] = fmt
+        check_target(out, f"--format {fmt}")
     return targets
 
 
@@ -161,5 +167,5 @@ def emit_report(report: Any, pairs: list[tuple[str, Path | None]], written: dict
                     sys.stdout.write(piece)
                 sys.stdout.flush()
         else:
-            atomic_write_chunks(out, pieces(fmt), mode=mode)
+            write_target(out, pieces(fmt), mode=mode, option=f"--format {fmt}")
             err_console.print(f"wrote {fmt} report to {out}")

@@ -45,11 +45,38 @@ def finish_run(code: int, runs_dir: Path, run_id: str) -> None:
     """Write the run's report, print its decision log (the story an auditor reads) and exit with the run's code."""
     run_dir = Path(runs_dir) / run_id
     page = write_report(run_dir)
-    say(f"decision log {run_dir / decisions.DECISIONS_FILE}:")
-    for d in decisions.read(run_dir):
-        err_console.print("  " + shown(decisions.format_line(d)), soft_wrap=True)
+    print_decision_log(run_dir)
     status = st.RunState.load(run_dir).status
     if page is not None:
         say(f"rollout report {page}")
     say(f"run {run_id}: {status} (exit {int(code)})")
     raise typer.Exit(int(code))
+
+
+#: Unreadable lines shown on a terminal; `rollout status RUN -f json` lists every one.
+UNREADABLE_SHOWN = 20
+
+
+def decision_log_notes(log: decisions.Log, path: Path) -> list[str]:
+    """What an operator must know about a decision log besides its records: lines that are not records (by number)
+    and torn tails set aside beside it."""
+    out = []
+    if log.unreadable:
+        out.append(f"{len(log.unreadable)} unreadable line(s) in {path} (kept there, not decisions):")
+        out += ["  " + decisions.format_unreadable(u) for u in log.unreadable[:UNREADABLE_SHOWN]]
+        if len(log.unreadable) > UNREADABLE_SHOWN:
+            out.append(f"  (+{len(log.unreadable) - UNREADABLE_SHOWN} more: `rollout status RUN -f json` lists all)")
+    if log.set_aside:
+        out.append(f"torn last line(s) set aside beside {path.name}, kept as they were: {', '.join(log.set_aside)}")
+    return out
+
+
+def print_decision_log(run_dir: Path) -> None:
+    """The run's decision log on stderr: the story an auditor reads, and what in the file is not part of it."""
+    path = decisions.path_of(run_dir)
+    log = decisions.read_log(run_dir)
+    say(f"decision log {path}:")
+    for d in log.records:
+        err_console.print("  " + shown(decisions.format_line(d)), soft_wrap=True)
+    for note in decision_log_notes(log, path):
+        say(note)

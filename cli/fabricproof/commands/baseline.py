@@ -13,7 +13,7 @@ from .. import documents
 from .. import facts as facts_mod
 from ..capture import capture as capture_values
 from ..errors import InputError
-from ..fsutil import atomic_write_text
+from ..fsutil import check_target, write_target
 from ..timeutil import utc_now
 from ._common import console, err_console, input_errors
 
@@ -51,6 +51,8 @@ def capture(
 
     Example: fabricproof baseline capture --facts runs/last --host h100-0001 -o baseline.yaml
     """
+    if output:
+        check_target(output, "--output")
     all_facts = facts_mod.load_dir(facts)
     if host not in all_facts:
         raise InputError(f"--host {host!r}: no facts for that host in {facts} (hosts: {', '.join(sorted(all_facts)[:10])})")
@@ -65,7 +67,7 @@ def capture(
     text = "# Captured by `fabricproof baseline capture`; review every value before trusting it.\n" + yaml.safe_dump(doc, sort_keys=False)
     documents.validate(documents.parse_yaml(text, str(output or "<captured>")), "baseline")
     if output:
-        atomic_write_text(output, text, mode=0o644)  # a baseline is configuration, committed and shared
+        write_target(output, (text,), mode=0o644, option="--output")  # configuration, committed and shared
         err_console.print(f"wrote baseline with {_count_leaves(values)} values to {output}")
     else:
         typer.echo(text, nl=False)

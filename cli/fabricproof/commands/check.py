@@ -14,18 +14,18 @@ import typer
 from .. import __version__, catalog
 from .. import baseline as baseline_mod
 from .. import facts as facts_mod
-from .. import slurm
+from .. import breaker, slurm
 from ..collect import DEFAULT_HOST_TIMEOUT_S, check_settings, collect, select_collectors, this_node
 from ..errors import InputError
 from ..evaluate import evaluate, exit_code
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_text, check_target, write_target
 from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now
 from ..reporters import REPORTERS
 from ..reporters._common import found_lines
 from ..collectors.probes.spec import PROBES, Layout
 from ..runstore import RunStore
-from . import _probes
+from . import _breaker, _probes
 from ._common import (OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, console, err_console, input_errors, output_mode,
                       report_targets, shown)
 
@@ -46,8 +46,11 @@ Examples (on the node itself):
 Prints one line per problem (NHC style) and exits like validate: 0 pass; 1 a check at or above --fail-on failed;
 2 invalid input; 3 something could not be collected or judged (a tool cut off at --timeout, say). --drain drains this node in Slurm on exit 1 (reason
 "fabricproof check: <check ids>") and, on a later passing run, resumes it only if that reason is still the node's: a
-person's drain, or a rollout's ("fabricproof: <plan> run <id>"), stays. With --facts-dir, the facts of
-the previous run there also feed the counter-delta checks.
+person's drain, or a rollout's ("fabricproof: <plan> run <id>"), stays. It drains only while fewer than --breaker
+(default 10%) of the node's partitions were drained by fabricproof in --breaker-window (default 1h), counted from
+Slurm's node list; past it the node is reported ("would drain: breaker open, ...") and left in service, exit 1,
+until `fabricproof breaker reset`. With --facts-dir, the facts of the previous run there also feed the
+counter-delta checks.
 """
 
 
@@ -119,7 +122,7 @@ def _collect_here(host: Host, run_dir: Path | None, command_timeout: float | Non
     return doc
 
 
-def _slurm(node: str, report: Report, code: int, fail_on: str) -> None:
+def _slurm(node: str, report: Report, code: int, fail_on: str, limit: breaker.Limit, window_s: int) -> None:
     ids = failed_ids(report, fail_on)
     if code not in (ExitCode.OK, ExitCode.CHECK_FAILED):
         err_console.print(f"--drain: {node} left as it is: the run was incomplete (exit {code})")
@@ -127,10 +130,13 @@ def _slurm(node: str, report: Report, code: int, fail_on: str) -> None:
     try:
         state = slurm.parse_show_node(slurm.run(slurm.show_argv(node)), node)
         action = slurm.decide(state, ids, passed=code == ExitCode.OK)
-        if action.message:
-            err_console.print(shown(action.message), soft_wrap=True, highlight=False)
-        if action.argv:
+        messages = [action.message] if action.message else []
+        if action.new_drain:
+            messages = breaker.guarded_drain(node, action, limit, window_s).messages
+        elif action.argv:
             slurm.run(action.argv)
+        for message in messages:
+            err_console.print(shown(message), soft_wrap=True, highlight=False)
     except slurm.SlurmError as exc:
         err_console.print(f"[bold red]error:[/] --drain: {shown(str(exc))}", soft_wrap=True)
 
@@ -168,11 +174,14 @@ def check(
     probes: _probes.ProbesOpt = [],  # noqa: B006
     probe_budget: _probes.BudgetOpt = None,
     require_idle: _probes.RequireIdleOpt = False,
+    breaker_limit: _breaker.LimitOpt = breaker.DEFAULT_LIMIT,
+    breaker_window: _breaker.WindowOpt = breaker.DEFAULT_WINDOW,
 ) -> None:
     """Check this node against a baseline (node-local mode)."""
     if not local:
         raise InputError("`check` runs on the node itself: pass --local (to check a fleet, use `fabricproof validate`)")
     check_fail_on(fail_on)
+    limit, window_s = breaker.parse_limit(breaker_limit), breaker.parse_window(breaker_window)
     check_settings(1, timeout, command_timeout, host_timeout_option="--timeout")
     file_mode = output_mode(mode)
     ((fmt, path),) = report_targets([fmt], ["nhc", *REPORTERS], default="nhc")
@@ -181,6 +190,10 @@ def check(
     output = output or path
     if output is not None and fmt == "nhc":
         raise InputError("--output needs a report --format (json, prometheus, ...); nhc lines go to stdout")
+    if output is not None:
+        check_target(output, "--output")
+    if facts_dir is not None and facts_dir.exists() and not facts_dir.is_dir():
+        raise InputError(f"--facts-dir {facts_dir} is not a directory")
     probe_ids, probe_settings = _probes.settings(probes, probe_budget, require_idle, None, 1)
     pairwise = [p for p in probe_ids if PROBES[p].layout is Layout.PAIR]
     if pairwise:
@@ -210,9 +223,9 @@ def check(
     if fmt != "nhc":
         text = REPORTERS[fmt].render(report)
         if output is not None:
-            atomic_write_text(output, text, mode=file_mode)
+            write_target(output, (text,), mode=file_mode, option="--output")
         else:
             sys.stdout.write(text)
     if drain:
-        _slurm(node, report, code, fail_on)
+        _slurm(node, report, code, fail_on, limit, window_s)
     raise typer.Exit(code)

@@ -1,4 +1,4 @@
-"""`fabricproof rollout`: plan (dry run), run, status, resume and abort staged rollouts."""
+"""`fabricproof rollout`: plan (dry run), run, status, resume, abort and unlock staged rollouts."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from ..errors import InputError
 from ..rollout import decisions, runs
 from ..rollout import plan as plan_mod
 from ..rollout import state as st
-from ..fsutil import atomic_write_text
+from ..fsutil import write_target
 from ._common import OUTPUT_MODE_HELP, console, err_console, input_errors, output_mode, report_targets, shown
-from ._runlog import finish_run, report_page, say
+from ._runlog import decision_log_notes, finish_run, report_page, say
 
 EXIT_HELP = ("Exit codes: 0 done · 1 a gate failed and the run halted · 2 bad input (nothing touched) · "
              "4 rolled back · 5 waiting for an operator (paused, rollback not proven, aborted) · 6 the run's state "
@@ -145,6 +145,22 @@ def abort_cmd(
     say(runs.abort(runs_dir, run, reason or "aborted by an operator"))
 
 
+@app.command("unlock")
+@input_errors
+def unlock_cmd(
+    run: Annotated[str | None, typer.Argument(help="Run id or run directory whose host locks to release.",
+                                              show_default=False)] = None,
+    host: Annotated[list[str] | None, typer.Option("--host", help="Release this host's lock whatever it holds "
+                                                   "(an unreadable record too); repeatable.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Release them; without it nothing is released and the locks "
+                                      "it would release are listed (exit 2).")] = False,
+) -> None:
+    """Release on purpose the hosts a stopped run still reserves when it cannot be resumed, rolled back or aborted
+    (its state.json is unreadable), or hosts whose lock record cannot be read. The hosts may be drained or
+    half-changed: check them first. A run some process is driving is refused (abort it instead)."""
+    say(runs.unlock(run, host or [], yes=yes))
+
+
 # ------------------------------------------------------------------------------------------ status
 
 
@@ -182,7 +198,7 @@ def status_cmd(
         if target is None:
             typer.echo(page, nl=False)
         else:
-            atomic_write_text(target, page, mode=file_mode)
+            write_target(target, (page,), mode=file_mode, option="--format html")
             err_console.print(f"wrote the rollout report to {shown(target)}", soft_wrap=True)
         return
     if target is not None:
@@ -205,7 +221,11 @@ def status_cmd(
         return
     state = st.find_run(runs_dir, run)
     owner = lock.run_holder(state.dir)
-    doc = {**state.data, "driven_by": owner, "decisions": decisions.read(state.dir)}
+    log_path = decisions.path_of(state.dir)
+    log = decisions.read_log(state.dir)
+    doc = {**state.data, "driven_by": owner, "decisions": log.records,
+           "decision_log": {"path": str(log_path), "unreadable": [u.as_dict() for u in log.unreadable],
+                            "set_aside": log.set_aside}}
     if fmt == "json":
         typer.echo(json.dumps(doc, indent=2))
         return
@@ -227,4 +247,6 @@ def status_cmd(
     console.print("decisions:")
     for d in doc["decisions"][-15:]:
         console.print("  " + shown(decisions.format_line(d)), soft_wrap=True)
+    for note in decision_log_notes(log, log_path):
+        console.print(shown(note), soft_wrap=True)
     console.print(f"state {state.dir / st.STATE_FILE}")

@@ -10,9 +10,10 @@ import typer
 
 from .. import inventory as inventory_mod
 from ..errors import InputError, Problem
-from ..rollout import decisions, runs
+from ..rollout import runs
 from ..rollout import runbook as runbook_mod
 from ._common import console, err_console, input_errors, shown
+from ._runlog import print_decision_log
 
 app = typer.Typer(
     help="Incident runbooks: ordered steps (playbook, validate, rollback, wait, confirm) that ask before changing "
@@ -63,8 +64,6 @@ def run(
                                   progress=lambda m: err_console.print(shown(m), soft_wrap=True))
     rr = runbook_mod.RunbookRun(session)
     code = rr.run()
-    err_console.print(shown(f"decision log {rr.dir / decisions.DECISIONS_FILE}:"), soft_wrap=True)
-    for d in decisions.read(rr.dir):
-        err_console.print("  " + shown(decisions.format_line(d)), soft_wrap=True)
+    print_decision_log(rr.dir)
     err_console.print(shown(f"evidence bundle {rr.dir / runbook_mod.BUNDLE}"), soft_wrap=True)
     raise typer.Exit(int(code))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from ..errors import InputError, Problem
+from ..fsutil import read_chunks, write_target
 from ..paths import schemas_dir
 from ._common import console, err_console, input_errors, shown
 
@@ -39,10 +40,12 @@ def export(directory: Annotated[Path, typer.Argument(help="Directory to write *.
 
     Example: fabricproof schema export .schemas && check-jsonschema --schemafile .schemas/baseline.schema.json baseline.yaml
     """
+    if directory.exists() and not directory.is_dir():
+        raise InputError(Problem("schema export: not a directory", str(directory)))
     directory.mkdir(parents=True, exist_ok=True)
     names = sorted(p.name for p in schemas_dir().glob("*.schema.json"))
-    for name in names:
-        shutil.copyfile(schemas_dir() / name, directory / name)
+    for name in names:  # a schema is configuration, read by editors and CI: everyone may read it
+        write_target(directory / name, read_chunks(schemas_dir() / name), mode=0o644, option="schema export")
     err_console.print(f"wrote {len(names)} schemas to {shown(directory)}: {', '.join(names)}", soft_wrap=True)
     rel = Path(os.path.relpath(directory.resolve(), Path.cwd()))
     console.print("first line of a YAML file in this directory, by its kind (the path is relative to the file):")

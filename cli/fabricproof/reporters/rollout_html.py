@@ -235,7 +235,17 @@ def _decisions(view: Mapping[str, Any]) -> list[str]:
                    f"<td>{e(d.get('wave', ''))}</td><td>{e(', '.join(hosts[:10]))}{' …' if len(hosts) > 10 else ''}</td>"
                    f"<td>{e(d.get('why', ''))}</td><td>"
                    + "<br>".join(f"<code>{e(p)}</code>" for p in d.get("evidence") or []) + "</td></tr>")
-    return [*out, "</tbody></table>", "</section>"]
+    out.append("</tbody></table>")
+    log = view.get("decision_log") or {}
+    if log.get("unreadable"):  # lines of the file that hold no decision: kept there, listed so none goes unseen
+        out.append(f'<p class="unreadable">{len(log["unreadable"])} unreadable line(s) in decisions.jsonl:</p>'
+                   '<ul class="unreadable">' + "".join(f"<li data-line=\"{u['line']}\">line {u['line']}: "
+                                                       f"{e(u['reason'])}: <code>{e(u['text'])}</code></li>"
+                                                       for u in log["unreadable"]) + "</ul>")
+    if log.get("set_aside"):
+        out.append(f'<p class="set-aside">torn last line(s) set aside beside decisions.jsonl, kept as they were: '
+                   f'{e(", ".join(log["set_aside"]))}</p>')
+    return [*out, "</section>"]
 
 
 def _hosts(view: Mapping[str, Any]) -> list[str]:

@@ -5,6 +5,7 @@ rollback), so a run killed at any point resumes without applying any host twice.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import threading
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..fsutil import private_dir
 from ..model import ExitCode
 from . import state as st
 from .decisions import DecisionLog
@@ -45,11 +47,16 @@ class Executor:
         except Stopped:
             return self._stopped()
         except Exception as exc:
-            # Whatever stopped the run is in its log, so no RESUME record is left without an outcome.
-            self.log.record("ERROR", f"the run stopped on an error: {type(exc).__name__}: {exc}; "
-                                     f"`rollout resume {self.state.run_id}` retries from this step")
+            # Whatever stopped the run is in its log, so no RESUME record is left without an outcome. When the
+            # error is the disk itself (a record or the state could not be written) these writes may fail too:
+            # the error that stopped the run is the one reported, and state.json on disk still reads as running,
+            # which resume treats as a run whose process died.
+            with contextlib.suppress(OSError):
+                self.log.record("ERROR", f"the run stopped on an error: {type(exc).__name__}: {exc}; "
+                                         f"`rollout resume {self.state.run_id}` retries from this step")
             self.state.set_status(st.INTERRUPTED)
-            self.state.save()
+            with contextlib.suppress(OSError):
+                self.state.save()
             raise
         finally:
             for s, handler in previous.items():
@@ -107,8 +114,7 @@ def start_rollback(executor: Executor, hosts: Sequence[str] | None, reason: str)
 
 def snapshot_inputs(run_dir: Path, plan: Plan) -> dict[str, str]:
     """Copy the plan and its baselines into the run directory: the evidence says what the run was judged against."""
-    inputs = run_dir / "inputs"
-    inputs.mkdir(mode=0o700, exist_ok=True)
+    inputs = private_dir(run_dir, "inputs")
     copies = {"plan": plan.source, "before": plan.before, "after": plan.after}
     out = {}
     for name, src in copies.items():

@@ -18,6 +18,7 @@ from ..collectors.probes.spec import PROBES
 from ..errors import InputError, Problem
 from ..inventory import Inventory, limit
 from ..paths import playbooks_dir
+from ..timeutil import format_duration, parse_duration  # noqa: F401 - format_duration: plan summaries use it from here
 
 DEFAULT_SOAK_CHECKS = ("nvlink.crc_errors", "nvlink.replay_errors", "nvlink.recovery_errors", "ib.symbol_errors",
                        "ib.link_downed")
@@ -29,29 +30,6 @@ POLICIES = {
     "rollback_all": "every changed host, newest wave first",
     "halt": "nothing automatically (policy halt); `fabricproof rollback RUN` on demand",
 }
-
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-
-
-def parse_duration(value: int | str) -> int:
-    """Seconds from 90, '90s', '5m' or '1h30m' (the schema has already checked the form)."""
-    if isinstance(value, int):
-        return value
-    m = _DURATION.match(value)
-    if not m or not value:
-        raise ValueError(f"not a duration: {value!r} (use seconds, or e.g. 90s, 5m, 1h30m)")
-    h, mi, s = (int(g) if g else 0 for g in m.groups())
-    return h * 3600 + mi * 60 + s
-
-
-def format_duration(seconds: float) -> str:
-    """5400 -> '1h30m'; 45 -> '45s' (for plan summaries)."""
-    seconds = int(seconds)
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    out = (f"{h}h" if h else "") + (f"{m}m" if m else "") + (f"{s}s" if s or not (h or m) else "")
-    return out
-
 
 # ------------------------------------------------------------------------------------------- model
 

@@ -7,15 +7,18 @@ import difflib
 import json
 import re
 import tarfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import baseline as baseline_mod
+from .. import breaker as breaker_mod
 from .. import catalog as catalog_mod
 from .. import documents
 from .. import inventory as inventory_mod
+from .. import slurm
 from ..catalog import Check
 from ..errors import InputError, Problem, WriteError
 from ..fsutil import atomic_write_text
@@ -23,7 +26,7 @@ from ..inventory import Inventory
 from ..model import ExitCode
 from ..paths import state_dir
 from ..timeutil import utc_now
-from . import lock
+from . import decisions, lock
 from . import state as st
 from .decisions import DecisionLog, who
 from .gate import Clock, Collect, Proof, RealClock, prove, run_gate, summarize, wait
@@ -32,7 +35,7 @@ from .playbook import PlaybookResult, run_playbook
 
 ACTIONS = ("playbook", "validate", "rollback", "wait", "confirm")
 #: Every key a step may have: its name, its one action, and what qualifies it.
-STEP_KEYS = ("name", *ACTIONS, "hosts", "on_failure", "vars")
+STEP_KEYS = ("name", *ACTIONS, "hosts", "on_failure", "vars", "breaker")
 MUTATING = ("playbook", "rollback")
 FAILED_HOSTS = "@failed"
 BUNDLE = "evidence.tar.gz"
@@ -60,6 +63,7 @@ class Step:
     run: str | None = None  # rollback: run id or 'last'
     wait_s: int | None = None
     question: str | None = None
+    breaker: breaker_mod.Limit | None = None  # a drain step drains only within the Slurm drain breaker
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,13 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
                 path = resolve_playbook(s["playbook"], base)
             except ValueError as exc:
                 problems.append(doc.problem(at + ("playbook",), str(exc)))
-            steps.append(Step(**common, playbook=path, vars=dict(s.get("vars") or {})))
+            limit = None
+            if "breaker" in s:
+                try:
+                    limit = breaker_mod.parse_limit(str(s["breaker"]), "breaker")
+                except InputError as exc:
+                    problems.append(doc.problem(at + ("breaker",), exc.problems[0].message))
+            steps.append(Step(**common, playbook=path, vars=dict(s.get("vars") or {}), breaker=limit))
         elif kind == "validate":
             v = s["validate"]
             bpath = (base / v["baseline"]).resolve()
@@ -132,6 +142,8 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
             steps.append(Step(**common, wait_s=parse_duration(s["wait"])))
         else:
             steps.append(Step(**common, question=s["confirm"]))
+        if "breaker" in s and kind != "playbook":
+            problems.append(doc.problem(at + ("breaker",), f"a {kind} step drains nothing; remove breaker"))
         if s.get("hosts") and kind in ("rollback", "wait", "confirm"):
             problems.append(doc.problem(at + ("hosts",), f"a {kind} step acts on no hosts; remove hosts"))
     if problems:
@@ -295,6 +307,17 @@ class RunbookRun:
         hosts = self._hosts(step)
         if not hosts:
             return "skipped", "no hosts" + (" failed the last validate step" if step.hosts == FAILED_HOSTS else ""), []
+        held: list[str] = []
+        if step.breaker is not None:
+            try:
+                hosts, held, said = _within_breaker(hosts, step.breaker, time.time())
+            except slurm.SlurmError as exc:
+                return "failed", f"breaker: {exc}; nothing drained", []
+            if held:
+                self.log.record("BREAKER_OPEN", said, step=f"{step.index + 1}", hosts=held)
+                self.s.progress(f"  {said}")
+            if not hosts:
+                return "failed", said, []
         shown = ", ".join(hosts[:5]) + (f" (+{len(hosts) - 5})" if len(hosts) > 5 else "")
         if not self._confirm(step, f"run {step.playbook.name} on {len(hosts)} host(s): {shown}?"):
             return "declined", f"operator declined {step.playbook.name}", []
@@ -310,6 +333,9 @@ class RunbookRun:
         if res.failed:
             listing = summarize([f"{h}: {r}" for h, r in res.failed.items()], 3)
             return "failed", f"{step.playbook.name}: {len(res.failed)} of {len(hosts)} failed: {listing}", [res.artifacts]
+        if held:  # the breaker kept hosts the step was for in service: not done
+            return "failed", (f"{step.playbook.name} ok on {len(hosts)} host(s); breaker open: "
+                              f"{summarize(held, 5)} left in service"), [res.artifacts]
         return "done", f"{step.playbook.name} ok on {len(hosts)} host(s)", [res.artifacts]
 
     def _rollback(self, step: Step) -> tuple[str, str, list[str]]:
@@ -323,11 +349,29 @@ class RunbookRun:
         seams = runs.Seams(collect_factory=self.s.collect_factory, run_playbook=self.s.run_playbook, clock=self.s.clock)
         code, state = runs.rollback(self.s.runs_dir, target.run_id, limit=self.s.limit, progress=self.s.progress,
                                     seams=seams)
-        evidence = [str(state.dir / "decisions.jsonl"), str(state.dir / st.STATE_FILE)]
+        evidence = [str(decisions.path_of(state.dir)), str(state.dir / st.STATE_FILE)]
         if code in (ExitCode.OK, ExitCode.ROLLED_BACK):
             return "done", f"run {target.run_id}: {state.status}", evidence
         self.step_code = code  # 5: hosts not proven after the rollback wait for an operator
         return "failed", f"run {target.run_id}: {state.status} (exit {int(code)})", evidence
+
+
+def _within_breaker(hosts: list[str], limit: breaker_mod.Limit, now: float) -> tuple[list[str], list[str], str]:
+    """The hosts the drain breaker lets this step drain (in order), those it keeps in service, and what it said:
+    judged from Slurm's node list as `check --local --drain` judges it (scontrol runs here: this machine needs the
+    cluster's slurm.conf), over the partitions of the step's hosts."""
+    nodes = breaker_mod.read()
+    wanted = set(hosts)
+    partitions = {p for n in nodes if n.name in wanted for p in n.partitions}
+    verdict = breaker_mod.judge(breaker_mod.in_partitions(nodes, partitions), limit,
+                                breaker_mod.parse_window(breaker_mod.DEFAULT_WINDOW), now)
+    room = 0 if verdict.open else max(0, verdict.allowed - len(verdict.drains))
+    allowed, held = hosts[:room], hosts[room:]
+    if not held:
+        return allowed, held, ""
+    said = f"would drain: breaker open, {verdict.count_words()}; {len(held)} host(s) left in service: {summarize(held, 5)}"
+    problem = breaker_mod.latch(verdict, held[0], now)
+    return allowed, held, said + (f" ({problem})" if problem else "")
 
 
 def _slug(text: str) -> str:
@@ -368,9 +412,9 @@ def bundle(run_dir: Path, related: Sequence[Path] = ()) -> Path:
             if path.is_file() and path not in (out, tmp):
                 tar.add(path, arcname=str(Path(run_dir.name) / path.relative_to(run_dir)), recursive=False)
         for other in related:
-            for name in ("decisions.jsonl", st.STATE_FILE):
-                if (other / name).is_file():
-                    tar.add(other / name, arcname=str(Path(run_dir.name) / "rollouts" / other.name / name))
+            for path in [*decisions.files(other), other / st.STATE_FILE]:
+                if path.is_file():
+                    tar.add(path, arcname=str(Path(run_dir.name) / "rollouts" / other.name / path.name))
     tmp.chmod(0o600)
     tmp.replace(out)
     return out

@@ -166,8 +166,8 @@ def ensure_runs_dir(runs_dir: Path) -> Path:
 def _drive(state: st.RunState, ctx: Context, locks: lock.HostLocks) -> int:
     log = DecisionLog(state.dir, state.run_id)
     for stale in locks.stale:
-        log.record("LOCK_TAKEN_OVER", f"lock of run {stale.get('run_id')} (pid {stale.get('pid')}) was stale: that "
-                   "run finished or is gone", hosts=[stale.get("host", "")])
+        log.record("LOCK_TAKEN_OVER", f"lock of run {stale.get('run_id')} (pid {stale.get('pid')}) was stale: "
+                   f"{stale['why']}", hosts=[stale.get("host", "")])
     with lock.run_lock(state.dir, state.run_id):
         return Executor(ctx, state, log).run()
 
@@ -313,3 +313,43 @@ def abort(runs_dir: Path, run: str, reason: str) -> str:
     state.save()
     lock.clear(state_dir(), state.run_id, state.hosts)
     return f"run {state.run_id} marked aborted; its hosts are free (drained hosts stay drained)"
+
+
+def unlock(run: str | None, hosts: Sequence[str], *, yes: bool) -> str:
+    """Release on purpose the hosts a stopped run still holds (its state unreadable, say), or the hosts named,
+    whatever their lock records say. Without `yes` nothing is released: the refusal lists what would be. The
+    release is recorded in the run's decision log when its directory is still there."""
+    if not run and not hosts:
+        raise InputError("give the run (its id or its run directory) whose hosts to release, or --host HOST")
+    base = state_dir()
+    found = lock.reserved(base, run, hosts)
+    where = str(base / lock.LOCK_DIR)
+    if not found:
+        what = " and ".join(x for x in (f"run {run}" if run else "", ", ".join(hosts)) if x)
+        raise InputError(Problem(f"no lock record holds {what}: nothing to release", where))
+    by_holder: dict[tuple[str, str], list[str]] = {}
+    for host, owner in found.items():
+        holder = (f"unknown holder ({owner[lock.UNREADABLE]})" if lock.UNREADABLE in owner else
+                  f"run {owner.get('run_id', '?')} (pid {owner.get('pid', '?')}, {owner.get('owner', '?')}, "
+                  f"since {owner.get('since', '?')})")
+        by_holder.setdefault((holder, str(owner.get("run_dir", ""))), []).append(host)
+    listing = "; ".join(f"{holder}: {', '.join(sorted(taken))}" for (holder, _d), taken in sorted(by_holder.items()))
+    if not yes:
+        raise InputError(Problem(f"would release {len(found)} host(s) held by {listing}. They may be drained or "
+                                 "half-changed; nothing was released: add --yes to release them", where))
+    released = lock.release(base, found)
+    notes = []
+    for (_holder, run_dir), taken in sorted(by_holder.items()):
+        mine = sorted(set(taken) & set(released))
+        if not run_dir or not mine or not Path(run_dir).is_dir():
+            continue
+        run_id = found[mine[0]].get("run_id", "?")
+        try:
+            DecisionLog(Path(run_dir), str(run_id)).record(
+                "LOCKS_RELEASED", f"{len(mine)} host(s) released on purpose with `rollout unlock` by {who()}: "
+                                  "this run no longer reserves them", hosts=mine)
+        except OSError as exc:
+            notes.append(f"; not recorded in {run_dir}'s decision log ({exc.strerror or exc})")
+    if len(released) < len(found):
+        notes.append(f"; {len(found) - len(released)} record(s) changed meanwhile and were left as they are")
+    return f"released {len(released)} host(s) held by {listing}" + "".join(notes)

@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import documents
 from ..errors import InputError, Problem
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_text, refuse_links_in
 from ..model import ExitCode
 from ..timeutil import utc_now
 from .plan import Wave
@@ -251,7 +251,14 @@ def list_runs(runs_dir: Path) -> list[RunState]:
 
 
 def find_run(runs_dir: Path, run: str) -> RunState:
-    """A run by id, by path, or 'last' (the newest)."""
+    """A run by id, by path, or 'last' (the newest); exit 2 when a symbolic link was planted inside its directory
+    (resume, rollback and abort write there, status reads it: none of them follows one elsewhere)."""
+    state = _find_run(runs_dir, run)
+    refuse_links_in(state.dir)
+    return state
+
+
+def _find_run(runs_dir: Path, run: str) -> RunState:
     runs_dir = Path(runs_dir)
     if run == "last":
         runs = list_runs(runs_dir)

@@ -11,6 +11,7 @@ from typing import Any
 from ..baseline import Baseline
 from ..catalog import Check
 from ..collect import DEFAULT_FORKS
+from ..fsutil import private_dir
 from ..timeutil import utc_now
 from . import state as st
 from .decisions import DecisionLog
@@ -91,9 +92,7 @@ class RunSteps:
             raise Stopped()
 
     def evidence_dir(self, *parts: str) -> Path:
-        d = self.state.dir.joinpath(*parts)
-        d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return d
+        return private_dir(self.state.dir, *parts)  # never through a link planted in the run directory
 
     def wave_dir(self, w: Wave, *parts: str) -> Path:
         return self.evidence_dir("waves", f"{w.index + 1}-{w.name}", *parts)

@@ -74,6 +74,7 @@ def build(run_dir: Path) -> dict[str, Any]:
         if step["kind"] in ("pre_gate", "post_gate", "gate", "soak"):
             step["proofs"] = _proofs(run_dir, [str(e) for e in rec.get("evidence", [])])
         steps.append(step)
+    log = decisions.read_log(run_dir)
     return {
         "run": {k: data.get(k) for k in ("run_id", "plan", "plan_file", "inventory", "status", "exit_code",
                                          "created_at", "updated_at", "created_by", "phase")},
@@ -83,6 +84,7 @@ def build(run_dir: Path) -> dict[str, Any]:
         "hosts": data["hosts"],
         "steps": steps,
         "rollback": data.get("rollback"),
-        "decisions": decisions.read(run_dir),
+        "decisions": log.records,
+        "decision_log": {"unreadable": [u.as_dict() for u in log.unreadable], "set_aside": log.set_aside},
         "verdicts": [decisions.PROCEED, decisions.ROLLBACK, decisions.HALT],
     }

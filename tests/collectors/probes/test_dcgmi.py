@@ -62,7 +62,43 @@ def test_skips_and_a_table_printed_twice(corpus):
     f = parse_dcgmi_diag(read(corpus, FAMILY, SKIPS))
     assert len(f["tests"]) == 15  # 9 deployment + PCIe + GPU Memory + 4 stress, once each
     assert {t["result"] for t in f["tests"] if t["category"] != "Deployment"} == {"skip"}
-    assert f["passed"] is True
+
+
+def test_a_diag_whose_hardware_tests_all_skipped_is_not_proven(corpus):
+    """DCGM 3.3.9 predates the RTX PRO 6000 Blackwell: every Deployment test passes and every hardware test says
+    Skip. No test failed, yet nothing but the installation was tested: never passed, the skipped tests named."""
+    f = parse_dcgmi_diag(read(corpus, FAMILY, SKIPS))
+    assert (f["passed"], f["proven"], f["failed_tests"]) == (False, None, [])
+    assert f["skipped_tests"] == ["PCIe", "GPU Memory", "Targeted Stress", "Targeted Power", "Memory Bandwidth"]
+    assert f["notes"] == ["not proven: 5 of 5 hardware tests skipped (PCIe, GPU Memory, Targeted Stress, "
+                          "Targeted Power, Memory Bandwidth)"]
+
+
+def test_the_eud_test_alone_skipped_leaves_the_run_proven(corpus):
+    """EUD is a separately installed package DCGM skips where it is absent: derived from the Blackwell table with
+    every other test set to Pass."""
+    text = read(corpus, FAMILY, SKIPS).replace("Skip - All ", "Pass - All ").replace(
+        "| EUD Test                  | Pass - All ", "| EUD Test                  | Skip - All ")
+    f = parse_dcgmi_diag(text)
+    assert [t["result"] for t in f["tests"] if t["name"] == "EUD Test"] == ["skip"]
+    assert (f["passed"], f["proven"], f["skipped_tests"], f["notes"]) == (True, True, [], [])
+
+
+def test_a_test_skipped_on_one_gpu_is_not_proven_on_it(corpus):
+    """DCGM 4 prints per-GPU rows; one GPU's Skip under an overall Pass (derived from the A10G table)."""
+    text = read(corpus, FAMILY, A10G).replace(
+        "| pcie                      | Pass                                           |\n"
+        "|                           | GPU0: Pass ",
+        "| pcie                      | Pass                                           |\n"
+        "|                           | GPU0: Skip ")
+    f = parse_dcgmi_diag(text)
+    assert (f["passed"], f["proven"], f["skipped_tests"]) == (False, None, ["pcie (GPU0)"])
+
+
+def test_every_real_run_that_ran_its_tests_is_proven(corpus):
+    for name in (A100, A10G, V100):
+        f = parse_dcgmi_diag(read(corpus, FAMILY, name))
+        assert (f["proven"], f["skipped_tests"], f["notes"]) == (True, [], [])
 
 
 def test_a_repeated_table_keeps_the_worse_result(corpus):

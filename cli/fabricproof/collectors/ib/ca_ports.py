@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..fragments import array, integer, number, obj, string
+from ..fragments import array, integer, notes, number, obj, string
 
 # ibstatus prints one block per port under this header; ibstat refuses output that has it.
 IBSTATUS_HEADER = re.compile(r"^Infiniband device '(?P<dev>[^']+)' port (?P<port>\d+) status:\s*$")
@@ -54,12 +54,16 @@ IBSTAT_SCHEMA = obj(
             "Diagnostics the tool printed (e.g. the ibpanic line when ibstat dies on a vanished device).",
             string("One diagnostic line as printed."),
         ),
+        "notes": notes(),
     },
+    optional=("notes",),
 )
 
 
-def ca_ports_fragment(hcas: list[dict[str, Any]], ports: list[dict[str, Any]], errors: list[str]) -> dict[str, Any]:
+def ca_ports_fragment(hcas: list[dict[str, Any]], ports: list[dict[str, Any]], errors: list[str],
+                      noted: list[str] | None = None) -> dict[str, Any]:
     return {
+        **({"notes": noted} if noted else {}),
         "hcas": hcas,
         "ports": ports,
         "count": len(hcas),

@@ -14,6 +14,8 @@ _CA_HEADER = re.compile(r"^CA '(?P<name>[^']+)'$")
 _PORT_HEADER = re.compile(r"^Port (?P<port>\d+)$")
 # libibumad/infiniband-diags report failures as "ibpanic: ...", "ibwarn: ...", "iberror: ..." at column 0.
 _IB_DIAG = re.compile(r"^ib(panic|warn|error)\b")
+# What a loop over devices prints between them ("---- mlx5_1 ----", "=== mlx5_1 ==="): no diagnostic of ibstat's
+_SEPARATOR = re.compile(r"^[-=#*]{3,}\s*(?:[\w.:-]+\s*)?[-=#*]{3,}$")
 
 
 def _ibstat_port(ca: str, ca_type: str | None, port: int, node: Node) -> dict[str, Any]:
@@ -48,8 +50,12 @@ def parse_ibstat(text: str) -> dict[str, Any]:
     ports: list[dict[str, Any]] = []
     errors: list[str] = []
     diagnostics = 0
+    separators = 0
     for ca_node in indent_tree(strip_ansi(text)).children:
         m = _CA_HEADER.match(ca_node.key) if ca_node.value is None else None
+        if not m and ca_node.value is None and _SEPARATOR.match(ca_node.key):
+            separators += 1
+            continue
         if not m:
             line = ca_node.key if ca_node.value is None else f"{ca_node.key}: {ca_node.value}"
             errors.append(line)
@@ -79,7 +85,8 @@ def parse_ibstat(text: str) -> dict[str, Any]:
         if any(IBSTATUS_HEADER.match(line) for line in text_lines(text)):
             raise ParseError("ibstatus output, not ibstat (use the ibstatus collector)")
         raise ParseError("no \"CA '<name>'\" block: not ibstat output")
-    return ca_ports_fragment(hcas, ports, errors)
+    noted = [f"{separators} separator line(s) between devices ignored"] if separators else []
+    return ca_ports_fragment(hcas, ports, errors, noted)
 
 
 COLLECTORS = (

@@ -20,7 +20,10 @@ MLXLINK_SCRIPT = (
     'for d in *; do [ -e "$d" ] || continue; echo "=== $d"; mlxlink -d "$d" -m -c 2>&1; done'
 )
 
-_DEVICE = re.compile(r"^=== (\S+)$")
+# A device's heading: the collector's loop prints "=== mlx5_0"; operators' loops print their own, e.g.
+# "========== mt4123_pciconf0 ==========", "========== mlx5_3 FEC Counters ==========" or "---- mlx5_1 ----". The
+# first word names it; mlxlink's own rules ("--------") name nothing.
+_DEVICE = re.compile(r"^(?:={3,}|-{3,}|#{3,})\s*([^\s=#-]\S*)(?:\s+[^=#]*?)?\s*(?:[=#-]{3,})?$")
 _KV = re.compile(r"^([^:]+?)\s*:\s*(.*)$")
 _RULE = re.compile(r"^-{3,}$")
 _BER = re.compile(r"^(\d+(?:\.\d+)?)[eE]([-+]?\d+)$")
@@ -45,12 +48,17 @@ def _device(name: str | None, lines: list[str]) -> dict[str, Any]:
     errors: list[str] = []
     for i, line in enumerate(lines):
         if line in _SECTIONS or (i + 1 < len(lines) and _RULE.match(lines[i + 1]) and ":" not in line):
+            if line in sections and sections[line]:
+                raise _merged(name, f"section {line!r} twice")
             section = line
             sections.setdefault(section, {})
         elif line.startswith("-E-"):
             errors.append(line)
         elif not _RULE.match(line) and (m := _KV.match(line)):
-            sections.setdefault(section, {})[m.group(1).strip()] = m.group(2).strip()
+            key = m.group(1).strip()
+            if key in sections.get(section, {}):
+                raise _merged(name, f"{key!r} twice")
+            sections.setdefault(section, {})[key] = m.group(2).strip()
     op = sections.get("Operational Info", {})
     counters = sections.get("Physical Counters and BER Info", {})
     module = sections.get("Module Info")
@@ -74,8 +82,17 @@ def _device(name: str | None, lines: list[str]) -> dict[str, Any]:
     }
 
 
+def _merged(name: str | None, what: str) -> ParseError:
+    """Several devices' outputs under one heading (or none) would read as one device, the worst BER hidden among
+    them: refused, never merged."""
+    where = f"under the heading {name!r}" if name else "without a device heading"
+    return ParseError(f"mlxlink output of several devices {where} ({what}): one record per device needs a "
+                      "'=== <device>' heading before each")
+
+
 def parse_mlxlink(text: str) -> dict[str, Any]:
-    """`=== <dev>` chunks of the collector's loop, or one pasted mlxlink output without them."""
+    """`=== <dev>` chunks of the collector's loop (or an operator's `==== <dev> ... ====` headings): one record per
+    device; one pasted mlxlink output without a heading is one device with no name."""
     lines = [line.strip() for line in text_lines(text) if line.strip()]
     if not lines:
         raise ParseError("empty output")
@@ -89,11 +106,23 @@ def parse_mlxlink(text: str) -> dict[str, Any]:
             chunks[-1][1].append(line)
         else:
             chunks.append((None, [line]))
+    noted: list[str] = []
+    if len(chunks) > 1 and chunks[0][0] is None:
+        # lines before the first heading (a shell prompt, the loop itself) belong to no device
+        lead = _device(None, chunks.pop(0)[1])
+        if _read_anything(lead):
+            raise _merged(None, "a device's output before the first heading")
+        noted.append("lines before the first device heading ignored")
     devices = [_device(name, body) for name, body in chunks]
-    if not any(d["state"] or d["errors"] or d["effective_ber"] is not None for d in devices):
+    if not any(_read_anything(d) for d in devices):
         raise ParseError(f"not mlxlink output: {first_line(text)!r}")
-    noted = [f"{d['device'] or 'device'}: {e}" for d in devices for e in d["errors"]]
+    noted += [f"{d['device'] or 'device'}: {e}" for d in devices for e in d["errors"]]
     return {"available": True, "devices": devices, "notes": noted}
+
+
+def _read_anything(device: dict[str, Any]) -> bool:
+    return bool(device["state"] or device["errors"] or device["effective_ber"] is not None
+                or device["raw_ber"] is not None)
 
 
 _MODULE_SCHEMA = obj(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -9,17 +10,28 @@ from ..base import Collector, ParseError
 from ..fragments import array, boolean, integer, mapping, notes, obj, string
 from ..textutil import strip_ansi
 
-# A kernel log line starts with one of: dmesg "[  38.17]", `dmesg -T` "[Sun Feb 23 16:24:18 2025]", journal
-# "Jan 05 14:44:41 host", ISO time, `dmesg --decode` "kern  :err   :", a raw "<3>" printk level, or a journal marker.
+# A kernel log line starts with one of: dmesg "[  38.17]", `dmesg -T` "[Sun Feb 23 16:24:18 2025]", a journal or
+# syslog "Jan 05 14:44:41 host" (short-precise "Jan 05 14:44:41.123456 host"; the month as the locale spells it,
+# "kwi 15 07:56:59" in Polish), ISO time (short-iso, dmesg --time-format iso), short-full "Mon 2025-03-03 08:00:01
+# UTC host", short-unix "1741000801.123456 host", `dmesg --decode`/`-x` "kern  :err   :", a raw "<3>" printk level,
+# a journal marker, the bare "kernel: " a grep or a paste leaves when it cuts time and host, `talosctl dmesg`
+# "10.5.0.2: kern:    info: [ISO]:" (node address, facility, level), or a /dev/kmsg record "6,1234,5678,-;".
 _LOG_PREFIX = re.compile(
     r"^(?:\[\s*\d+\.\d+\]"
     r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4}\]"
-    r"|[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2}\s"
+    r"|[^\W\d_]{2,9}\.? +\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s"
     r"|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}"
+    r"|[^\W\d_]{2,9}\.? \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"
+    r"|\d{9,}\.\d+ "
     r"|[a-z]+\s*:[a-z]+\s*:"
     r"|<\d+>"
-    r"|-- .* --$)"
+    r"|-- .* --$"
+    r"|kernel: "
+    r"|(?:\S+: )?kern:\s*[a-z]+: \["
+    r"|\d+,\d+,\d+,[^;]*;)"
 )
+# `journalctl -o json` (one record a line), json-pretty or json-seq: the fields a journal record always has
+_JOURNAL_FIELDS = ("__REALTIME_TIMESTAMP", "__CURSOR", "_TRANSPORT", "__MONOTONIC_TIMESTAMP")
 # A driver message pasted without its timestamp (a ticket, an issue): read, with a note.
 _BARE = re.compile(r"^(?:NVRM: |nvidia-nvswitch\d*: )")
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)(?:,\s*(.*))?$")
@@ -53,12 +65,14 @@ def parse_kernel_log(text: str) -> dict[str, Any]:
     a truncated log), each of its non-Severity lines counts once as non-fatal, because the
     driver always prints "Fatal" for fatal SXids.
     """
-    lines = strip_ansi(text).replace("\r", "").split("\n")
+    text = strip_ansi(text).replace("\r", "")
+    records = _journal_json(text)
+    lines = records if records is not None else text.split("\n")
     content = [line for line in lines if line.strip()]
     if not content:
         raise ParseError("empty output")
     noted: list[str] = []
-    if not any(_LOG_PREFIX.match(line.strip()) for line in content):
+    if records is None and not any(_LOG_PREFIX.match(line.strip()) for line in content):
         if not any(_BARE.match(line.strip()) for line in content):
             raise ParseError("no kernel log lines found")
         noted.append("driver messages without timestamps (pasted lines): read as one boot's log")
@@ -101,6 +115,32 @@ def parse_kernel_log(text: str) -> dict[str, Any]:
         "ib_lost_carrier": sum(carrier.values()),
         "ib_lost_carrier_by_netdev": carrier,
     }
+
+
+def _journal_json(text: str) -> list[str] | None:
+    """The MESSAGE of each record of `journalctl -o json` (or json-pretty, json-seq), as "IDENTIFIER: message" lines;
+    None when the text is not journal records. A MESSAGE journald could not store as text is a list of bytes."""
+    body = text.lstrip("\x1e \t\n")
+    if not body.startswith("{"):
+        return None
+    decoder, pos, lines = json.JSONDecoder(), 0, []
+    while pos < len(body):
+        try:
+            record, end = decoder.raw_decode(body, pos)
+        except ValueError:
+            return None
+        if not isinstance(record, dict) or not any(k in record for k in _JOURNAL_FIELDS):
+            return None
+        message = record.get("MESSAGE")
+        if isinstance(message, list) and all(isinstance(b, int) and 0 <= b < 256 for b in message):
+            message = bytes(message).decode("utf-8", errors="replace")
+        if isinstance(message, str):
+            # every line of a multi-line message is its own log line (the fallen-off-the-bus message spans three)
+            lines += [f"{record.get('SYSLOG_IDENTIFIER') or '-'}: {part}" for part in message.split("\n")]
+        pos = end
+        while pos < len(body) and body[pos] in "\x1e \t\n":
+            pos += 1
+    return lines
 
 
 def _xid(m: re.Match[str], line: str) -> dict[str, Any]:

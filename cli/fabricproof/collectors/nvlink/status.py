@@ -44,8 +44,10 @@ def parse_status(text: str) -> dict[str, Any]:
             # links (and any <inactive> one among them) are still facts.
             reader.messages.append(ELIDED_NOTE)
         counted = not block.elided
+        all_inactive = not gpu_links and any("all links are inactive" in m.lower() for m in reader.messages)
         gpus.append(
             {
+                "all_inactive": all_inactive,
                 "index": block.index,
                 "name": block.name,
                 "uuid": block.uuid,
@@ -57,9 +59,11 @@ def parse_status(text: str) -> dict[str, Any]:
                 "gbps_min": min_or_none(link["gbps"] for link in active),
                 "gbps_max": max_or_none(link["gbps"] for link in active),
                 "note": reader.note(),
+                "_numbers": [link["link"] for link in gpu_links],
             }
         )
         links.extend(gpu_links)
+    unlisted = _count_all_inactive(gpus)
     speeds = [link["gbps"] for link in links if link["active"]]
     return reader.fragment(
         split,
@@ -68,12 +72,37 @@ def parse_status(text: str) -> dict[str, Any]:
         gpus,
         links=links,
         links_active_total=sum(1 for link in links if link["active"]),
-        links_inactive_total=sum(1 for link in links if not link["active"]),
+        # a GPU that printed "all links are inactive" lists no link, yet every one of its links is down
+        links_inactive_total=sum(1 for link in links if not link["active"]) + unlisted,
         # Over GPUs that answered in full: a GPU with "all links are inactive" counts as 0, an elided one not at all.
         links_per_gpu_min=min_or_none(g["links_active"] for g in gpus if g["supported"] and g["links_active"] is not None),
         gbps_min=min_or_none(speeds),
         gbps_max=max_or_none(speeds),
     )
+
+
+def _count_all_inactive(gpus: list[dict[str, Any]]) -> int:
+    """A GPU that says "all links are inactive" prints none of them: it has as many as a GPU of the same name that
+    listed all of its own (the GPUs of one node are alike); with no such GPU in the output the count stays unknown.
+    Returns how many such links were counted."""
+    listed = {g["name"]: (g["links_total"], g["_numbers"]) for g in gpus
+              if g["links_total"] and g["links_inactive"] is not None and not g["all_inactive"]}
+    counted = 0
+    for g in gpus:
+        numbers = g.pop("_numbers")
+        if not g.pop("all_inactive"):
+            continue
+        g["links_active"] = 0
+        if g["name"] in listed:
+            total, numbers = listed[g["name"]]
+            g["links_total"] = g["links_inactive"] = total
+            g["inactive_links"] = list(numbers)
+            counted += total
+        else:
+            g["links_total"] = g["links_inactive"] = None
+            g["note"] = "; ".join(filter(None, [g["note"], "how many links are inactive is not printed (no other "
+                                                          "GPU of this model listed its links)"]))
+    return counted
 
 
 STATUS_SCHEMA = obj(
@@ -87,9 +116,13 @@ STATUS_SCHEMA = obj(
                 {
                     **GPU_ID,
                     "supported": boolean("False when NVLink queries are not supported (MIG mode, no NVLink)."),
-                    "links_total": integer("Links listed; null when the source elided some of this GPU's links.", True),
+                    "links_total": integer(
+                        "Links listed (for a GPU saying 'all links are inactive': as many as a GPU of the same model "
+                        "listed); null when elided or not printed.", True),
                     "links_active": integer("Links with a speed; null when the source elided some.", True),
-                    "links_inactive": integer("Links listed as <inactive>; null when the source elided some.", True),
+                    "links_inactive": integer(
+                        "Links listed as <inactive>, or all of them on a GPU saying 'all links are inactive'; null "
+                        "when the source elided some or the count is not printed.", True),
                     "inactive_links": array("Numbers of the inactive links.", {"type": "integer"}),
                     "gbps_min": number("Lowest active link speed in GB/s.", True),
                     "gbps_max": number("Highest active link speed in GB/s.", True),

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from ..base import ParseError
-from ..fragments import array, boolean, choice, mapping, obj, string
+from ..fragments import array, boolean, choice, mapping, notes, obj, string
 from .declare import probe_collector
 from .text import lines_of
 
@@ -18,6 +18,11 @@ _GPU = re.compile(r"^GPU\s*(?P<gpu>\d+)\s*:\s*(?P<result>Pass|Fail|Warn|Skip)\b"
 _ERROR = re.compile(r"^\s*Error:\s*(?P<msg>.*\S)")
 _META = {"DCGM Version": "dcgm_version", "Driver Version Detected": "driver_version"}
 _MESSAGE_ROWS = ("Warning", "Info", "Error")
+# The Deployment (software) tests check the installation; the others exercise the hardware, and the run level decides
+# which of them run. The EUD test is a separately installed package that DCGM skips where it is absent, so its Skip
+# leaves nothing unproven; any other Skip means the run did not test what its level asks for.
+_DEPLOYMENT = ("deployment",)
+_OPTIONAL = ("eud test", "eud")
 
 
 def _join(chunks: list[str]) -> str:
@@ -90,6 +95,22 @@ def _worst(tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(kept.values())
 
 
+def _hardware(tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tests that exercise the hardware and must run at the run's level (not Deployment, not optional EUD)."""
+    return [t for t in tests if (t["category"] or "").lower() not in _DEPLOYMENT and t["name"].lower() not in _OPTIONAL]
+
+
+def _skipped(hardware: list[dict[str, Any]]) -> list[str]:
+    """The hardware tests that did not run: 'PCIe', or 'pcie (GPU1)' when one GPU skipped it."""
+    skipped = []
+    for t in hardware:
+        if t["result"] == "skip":
+            skipped.append(t["name"])
+        else:
+            skipped += [f"{t['name']} (GPU{gpu})" for gpu, result in t["gpus"].items() if result == "skip"]
+    return skipped
+
+
 def parse_dcgmi_diag(text: str) -> dict[str, Any]:
     if not text.strip():
         raise ParseError("empty dcgmi diag output")
@@ -102,7 +123,13 @@ def parse_dcgmi_diag(text: str) -> dict[str, Any]:
         raise ParseError("no dcgmi diag result table: not dcgmi diag output")
     tests = _worst(tests)
     failed = [t["name"] for t in tests if t["result"] in ("fail", "warn")]
-    return {**meta, "tests": tests, "passed": not failed and not errors, "failed_tests": failed, "errors": errors}
+    hardware = _hardware(tests)
+    skipped = _skipped(hardware)
+    noted = [f"not proven: {len(skipped)} of {len(hardware)} hardware tests skipped ({', '.join(skipped)})"] \
+        if skipped else []
+    return {**meta, "tests": tests, "passed": not failed and not errors and not skipped,
+            "proven": None if skipped else True, "skipped_tests": skipped, "failed_tests": failed, "errors": errors,
+            "notes": noted}
 
 
 SCHEMA = obj(
@@ -122,10 +149,17 @@ SCHEMA = obj(
                 "messages": array("Warning/Info rows of the test, unwrapped.", string("'warning: <text>'.")),
             },
         )),
-        "passed": boolean("No test failed or warned, and dcgmi reported no error."),
+        "passed": boolean("Every test the level requires ran, none failed or warned, and dcgmi reported no error."),
+        "proven": boolean("True when every hardware test the run's level asks for ran on every GPU (the EUD test, "
+                          "a separate package, aside); null when some were skipped: not proven, skipped_tests "
+                          "names them.", True),
+        "skipped_tests": array("Hardware tests the level asks for that said Skip ('pcie (GPU1)': on one GPU).",
+                               string("Test name.")),
         "failed_tests": array("Names of tests that failed or warned.", string("Test name.")),
         "errors": array("'Error:' lines dcgmi printed next to the table.", string("Message.")),
+        "notes": notes(),
     },
+    optional=("proven", "skipped_tests", "notes"),
 )
 
 COLLECTORS = (

@@ -118,13 +118,16 @@ def _net_facts(messages: list[str]) -> tuple[str | None, bool | None]:
     return net, gdr
 
 
-def _headline(rows: list[dict[str, Any]]) -> tuple[float, int, float]:
-    """(busbw at the largest size: the mean of out-of-place and in-place, which is what nccl-tests' own average
-    is for a one-size run like aznhc's; that size; the highest busbw of any cell)."""
+def _headline(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """busbw at the largest size, out-of-place and in-place kept apart, and the lower of the two: the gated figure
+    (their mean, nccl-tests' own average for a one-size run, would let a slow in-place path pass on a fast
+    out-of-place one); that size; the highest busbw of any cell."""
     last = max(rows, key=lambda r: r["size_bytes"])
-    cells = [g["busbw_gbps"] for g in (last["out_of_place"], last["in_place"]) if g]
+    oop = last["out_of_place"]["busbw_gbps"]
+    inp = last["in_place"]["busbw_gbps"] if last["in_place"] else None
     peak = max(g["busbw_gbps"] for r in rows for g in (r["out_of_place"], r["in_place"]) if g)
-    return round(sum(cells) / len(cells), 3), last["size_bytes"], peak
+    return {"busbw_gbps": oop if inp is None else min(oop, inp), "busbw_out_of_place_gbps": oop,
+            "busbw_in_place_gbps": inp, "busbw_size_bytes": last["size_bytes"], "peak_busbw_gbps": peak}
 
 
 def parse_nccl_tests(text: str) -> dict[str, Any]:
@@ -187,7 +190,6 @@ def parse_nccl_tests(text: str) -> dict[str, Any]:
                          "first size completed")
     if avg is None:
         raise ParseError(f"nccl-tests stopped after {rows[-1]['size_bytes']} bytes: no '# Avg bus bandwidth' line")
-    busbw, size, peak = _headline(rows)
     wrongs = [g["wrong"] for r in rows for g in (r["out_of_place"], r["in_place"]) if g and g["wrong"] is not None]
     validated = frag["params"]["validation"] if frag["params"] else None
     oob_count = oob[0] if oob else None
@@ -196,7 +198,7 @@ def parse_nccl_tests(text: str) -> dict[str, Any]:
     net, gdr = _net_facts(messages)
     frag.update(
         rows=rows, gpus=len(frag["devices"]) or None, hosts=sorted({d["host"] for d in frag["devices"]}),
-        avg_busbw_gbps=avg, busbw_gbps=busbw, busbw_size_bytes=size, peak_busbw_gbps=peak,
+        avg_busbw_gbps=avg, **_headline(rows),
         wrong_total=wrong_total, out_of_bounds=oob_count,
         # the run's correctness verdict: null when nccl-tests did not check (-c 0 prints "0 OK" regardless)
         data_errors=None if validated is False or not known else max(known),
@@ -265,7 +267,11 @@ SCHEMA = obj(
             },
         )),
         "avg_busbw_gbps": number("The '# Avg bus bandwidth' line: busbw averaged over every row, in GB/s."),
-        "busbw_gbps": number("busbw at the largest size in GB/s: mean of out-of-place and in-place (the gated figure)."),
+        "busbw_gbps": number("busbw at the largest size in GB/s: the lower of out-of-place and in-place (the gated "
+                             "figure)."),
+        "busbw_out_of_place_gbps": number("Out-of-place busbw at the largest size in GB/s."),
+        "busbw_in_place_gbps": number("In-place busbw at the largest size in GB/s (null when the table has no "
+                                      "in-place group).", True),
         "busbw_size_bytes": integer("The largest size, where busbw_gbps was measured."),
         "peak_busbw_gbps": number("Highest busbw of any row and group, in GB/s."),
         "wrong_total": integer("Sum of the #wrong cells (null: validation off or old layout).", True),

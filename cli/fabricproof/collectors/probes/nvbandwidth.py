@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from ..base import ParseError
-from ..fragments import array, boolean, integer, mapping, number, obj, string
+from ..fragments import array, boolean, integer, mapping, notes, number, obj, string
 from .declare import probe_collector
 from .text import lines_of, median, pct
 from .text import number as to_number
@@ -19,14 +19,21 @@ _KV = re.compile(r"^(?P<k>CUDA Runtime Version|CUDA Driver Version(?: \(API\))?|
 _DEVICE = re.compile(r"^Device (?P<index>\d+): (?P<name>.*?)(?: \((?P<bus>[0-9a-fA-F:.]+)\))?\s*$")
 _PROCESS = re.compile(r"^Process (?P<process>\d+) \((?P<host>[^)]*)\): device (?P<index>\d+): (?P<name>.*?)"
                       r"(?: \((?P<bus>[0-9a-fA-F:.]+)\))?\s*$")
-_RUNNING = re.compile(r"^Running (?P<name>\S+?)\.\s*$")
-_WAIVED = re.compile(r"^Waiving (?P<name>\S+?)\.\s*$")
+# A pasted "Running ..." line may carry a markdown quote mark ("> Running host_to_device_memcpy_sm.").
+_RUNNING = re.compile(r"^(?:>\s*)?Running (?P<name>\S+?)\.\s*$")
+_WAIVED = re.compile(r"^(?:>\s*)?Waiving (?P<name>\S+?)\.\s*$")
+_ELIDED = {"...", "[...]", "…"}
 # "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)", "... Read1 bandwidth (GB/s)", "... latency (ns)"
 _TITLE = re.compile(r"^(?P<title>.*\S)\s+\((?P<unit>[^()]+)\)\s*$")
 _LABEL = re.compile(r"\b(?P<label>Read1|Read2|Write1|Write2|Total)\b")
 _PEERS = re.compile(r"GPU\(row\).*GPU\(column\)")
 _SUM = re.compile(r"^SUM (?P<name>\S+) (?P<value>\S+)\s*$")
+# A bidirectional testcase's SUM lines name its matrices: "SUM <testcase>_read1", "..._total".
+_SUM_PART = re.compile(r"_(?:read1|read2|write1|write2|total)$")
 _COV = re.compile(r"^COEFFICIENT_OF_VARIATION (?P<name>\S+) (?P<value>\S+)\s*$")
+_UNNAMED = ""  # the key of a testcase not yet named
+# From v0.10 nvbandwidth lists no devices at all; before, a missing list is an elision.
+_LISTS_NO_DEVICES = re.compile(r"^v?(?:0\.(?:[1-9]\d)|[1-9])")
 _FAILED = re.compile(r"^\s*(?:ASSERT\b|.*\bCUDA_ERROR|.*\bcudaError|terminate called|Segmentation fault)")
 
 
@@ -100,26 +107,41 @@ def parse_nvbandwidth(text: str) -> dict[str, Any]:
                             "driver_version": None, "mpi_version": None, "devices": []}
     tests: dict[str, dict[str, Any]] = {}
     current: dict[str, Any] | None = None
+    unnamed: dict[str, Any] | None = None  # a testcase whose 'Running' line is missing, until a SUM line names it
+    summed = False  # the current testcase printed its last SUM line: a matrix after it starts another testcase
+    noted: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
-        if m := _RUNNING.match(stripped):
-            current = tests.setdefault(m["name"], {"waived": False, "title": None, "unit": None, "matrices": [],
-                                                   "sum": None, "sums": {}, "cov": None})
+        if stripped in _ELIDED:
+            noted.append(f"line {i + 1}: output elided in the source ({stripped})")
+        elif m := _RUNNING.match(stripped):
+            current, summed = tests.setdefault(m["name"], _entry()), False
         elif m := _WAIVED.match(stripped):
-            tests[m["name"]] = {"waived": True, "title": None, "unit": None, "matrices": [], "sum": None, "sums": {},
-                                "cov": None}
+            tests[m["name"]] = {**_entry(), "waived": True}
             current = None
         elif _FAILED.match(line):
             raise ParseError(_failure(lines, i, next(reversed(tests), None)))
         elif (m := _SUM.match(stripped)) and current is not None:
+            if unnamed is current:
+                unnamed = _name_unnamed(tests, m["name"], noted)
+            summed = not m["name"].endswith(("_read1", "_read2", "_write1", "_write2"))
             value = to_number(m["value"])
             current["sums"][m["name"]] = value
             current["sum"] = value
         elif (m := _COV.match(stripped)) and current is not None:
+            if unnamed is current:
+                unnamed = _name_unnamed(tests, m["name"], noted)
             current["cov"] = to_number(m["value"])
-        elif current is not None and (m := _TITLE.match(stripped)) and ("(row)" in stripped or "(column)" in stripped):
+        elif (m := _TITLE.match(stripped)) and ("(row)" in stripped or "(column)" in stripped):
+            if current is None or summed:
+                # a matrix with no 'Running' line before it: the SUM (or COEFFICIENT_OF_VARIATION) line after it
+                # names its testcase
+                if _UNNAMED in tests:
+                    raise ParseError(f"line {i + 1}: two result matrices and no testcase name for the first")
+                current, summed = tests.setdefault(_UNNAMED, _entry()), False
+                unnamed = current
             matrix, i = _matrix(lines, i + 1, i)
             label = _LABEL.search(m["title"])
             current["title"] = current["title"] or m["title"]
@@ -139,6 +161,10 @@ def parse_nvbandwidth(text: str) -> dict[str, Any]:
             frag["devices"].append({"index": int(m["index"]), "name": m["name"], "bus_id": m["bus"],
                                     "process": None, "host": None})
         i += 1
+    if _UNNAMED in tests:
+        raise ParseError("a result matrix without its testcase name (no 'Running <testcase>.' line and no SUM line)")
+    if not frag["devices"] and (frag["version"] is None or not _LISTS_NO_DEVICES.match(frag["version"])):
+        noted.append("no device list (elided in the source, or not printed): device names unknown")
     if frag["version"] is None and not tests:
         raise ParseError("no 'nvbandwidth Version' line and no testcase: not nvbandwidth output")
     if not tests:
@@ -147,7 +173,19 @@ def parse_nvbandwidth(text: str) -> dict[str, Any]:
         if not entry["waived"] and not entry["matrices"]:
             raise ParseError(f"nvbandwidth stopped in {name}: no result matrix")
     frag["testcases"] = {name: _testcase(entry) for name, entry in tests.items()}
+    frag["notes"] = noted
     return frag
+
+
+def _name_unnamed(tests: dict[str, dict[str, Any]], printed: str, noted: list[str]) -> None:
+    """Name the testcase pasted without its 'Running <testcase>.' line after a SUM or COV line that names it."""
+    name = _SUM_PART.sub("", printed)
+    tests[name] = tests.pop(_UNNAMED)
+    noted.append(f"'Running {name}.' line elided: testcase named by its SUM line")
+
+
+def _entry() -> dict[str, Any]:
+    return {"waived": False, "title": None, "unit": None, "matrices": [], "sum": None, "sums": {}, "cov": None}
 
 
 _MATRIX = obj(
@@ -208,7 +246,9 @@ SCHEMA = obj(
                 "summary": _SUMMARY,
             },
         )),
+        "notes": notes(),
     },
+    optional=("notes",),
 )
 
 COLLECTORS = (

@@ -17,12 +17,14 @@ _SEPARATOR = re.compile(r"^-{20,}\s*$")
 _PAIR = re.compile(r"([A-Za-z][A-Za-z0-9_.*\- ]*?)\s*:\s*(\S+)")
 _ADDRESS = re.compile(r"^\s*(?P<side>local|remote) address: LID (?P<lid>\S+) QPN (?P<qpn>\S+)")
 _GID = re.compile(r"^\s*GID: (?P<gid>\S+)")
+# The column header names each column (a name may hold a space, a unit follows in brackets); any other token is a
+# column perftest added that this parser does not know: it still takes its cell, so the row lines up.
 _COLUMN = re.compile(r"(#bytes|#iterations|BW peak|BW average|MsgRate|t_min|t_max|t_typical|t_avg|t_stdev|"
-                     r"99% percentile|99\.9% percentile)(?:\[(?P<unit>[^\]]+)\])?")
+                     r"99% percentile|99\.9% percentile|CPU_Util|[^\s\[]+)(?:\[(?P<unit>[^\]]+)\])?")
 _COLUMN_KEYS = {"#bytes": "size_bytes", "#iterations": "iterations", "BW peak": "bw_peak", "BW average": "bw_average",
                 "MsgRate": "msg_rate_mpps", "t_min": "t_min_us", "t_max": "t_max_us", "t_typical": "t_typical_us",
                 "t_avg": "t_avg_us", "t_stdev": "t_stdev_us", "99% percentile": "p99_us",
-                "99.9% percentile": "p99_9_us"}
+                "99.9% percentile": "p99_9_us", "CPU_Util": "cpu_util_pct"}
 _CUDA_DEVICE = re.compile(r"^Picking device No\. (?P<n>\d+)|^\[pid = \d+, dev = (?P<dev>\d+)\] device name = \[(?P<name>[^\]]*)\]")
 _CUDA = re.compile(r"CUDA_MEM_DEVICE|creating CUDA Ctx|initializing CUDA")
 _DMABUF = re.compile(r"using DMA-BUF|ibv_reg_dmabuf_mr")
@@ -36,9 +38,9 @@ _ERROR = re.compile(r"^\s*(?:Couldn't|Could not|Failed|Completion with error|Una
 _HEADER_KEYS = {"Device": "device", "Number of qps": "qps", "Transport type": "transport", "Connection type":
                 "connection", "Link type": "link_type", "Mtu": "mtu", "GID index": "gid_index", "rdma_cm QPs": "rdma_cm",
                 "TX depth": "tx_depth", "RX depth": "rx_depth", "Max inline data": "max_inline_bytes",
-                "Data ex. method": "exchange", "TOS": "tos"}
+                "Data ex. method": "exchange", "TOS": "tos", "Outstand reads": "outstanding_reads"}
 _COUNTS = ("size_bytes", "iterations")
-_INTS = {"qps", "mtu", "gid_index", "tx_depth", "rx_depth", "max_inline_bytes", "tos"}
+_INTS = {"qps", "mtu", "gid_index", "tx_depth", "rx_depth", "max_inline_bytes", "tos", "outstanding_reads"}
 _GBITS_PER_MB = 1048576 * 8 / 1e9  # MB/sec is 2^20 bytes a second (perftest's format_factor 0x100000)
 
 
@@ -61,10 +63,12 @@ def _rows(lines: list[str], columns: list[tuple[str, str | None]], start_no: int
             raise ParseError(f"line {no}: {len(cells)} cells under {len(columns)} columns: {line.strip()[:80]}")
         row: dict[str, Any] = {}
         for (name, _), cell in zip(columns, cells):
+            key = _COLUMN_KEYS.get(name)
+            if key is None:
+                continue  # a column this parser does not know: its cell is skipped, the others stay in place
             value = to_number(cell)
             if value is None:
                 raise ParseError(f"line {no}: {name} cell {cell!r} is not a number")
-            key = _COLUMN_KEYS[name]
             row[key] = int(value) if key in _COUNTS else value
         rows.append(row)
     return rows
@@ -76,7 +80,7 @@ def _run(title: re.Match[str], lines: list[str], offset: int, side: str, prelude
     run: dict[str, Any] = {"side": side, "test": f"{title['test']} {title['kind']}",
                            "kind": "bw" if title["kind"] == "BW" else "lat", **{k: None for k in _HEADER_KEYS.values()},
                            "local_lid": None, "remote_lid": None, "local_gid": None, "remote_gid": None,
-                           "units": None, "rows": [], "cuda": _cuda(prelude + lines),
+                           "units": None, "columns": [], "rows": [], "cuda": _cuda(prelude + lines),
                            "cpu_freq_warnings": sum(1 for line in lines if _FREQ.match(line))}
     i = 1
     while i < len(lines) and not _SEPARATOR.match(lines[i]):
@@ -95,6 +99,7 @@ def _run(title: re.Match[str], lines: list[str], offset: int, side: str, prelude
             run[f"{last_address}_gid"] = m["gid"]
         elif line.lstrip().startswith("#bytes"):
             columns = [(m.group(1), m.group("unit")) for m in _COLUMN.finditer(line)]
+            run["columns"] = [name + (f"[{unit}]" if unit else "") for name, unit in columns]
             units = [u for name, u in columns if name == "BW average"]
             run["units"] = units[0] if units else "usec"
             run["rows"] = _rows(lines[j + 1:], columns, offset + j + 1)
@@ -189,6 +194,8 @@ _RUN = obj(
         "remote_gid": string("Remote GID (RoCE).", True),
         "units": string("Units of the bandwidth columns (MB/sec, or Gb/sec with --report_gbits); usec for latency.",
                         True),
+        "columns": array("The result table's column header as printed, e.g. 'BW average[Gb/sec]' (--cpu_util adds "
+                         "'CPU_Util[%]'); columns not listed under rows are read past.", string("Column.")),
         "rows": array("Result rows, one per message size, in the units printed.", obj(
             "One message size: the columns the test prints (bw: peak, average, rate; lat: t_* and percentiles).",
             {"size_bytes": integer("Column #bytes."), "iterations": integer("Column #iterations."),
@@ -202,6 +209,7 @@ _RUN = obj(
         }, nullable=True),
         "cpu_freq_warnings": integer("'Conflicting CPU frequency values' warnings (latency and rates may be off)."),
     },
+    optional=("columns", "outstanding_reads"),
 )
 
 _TARGET = obj(

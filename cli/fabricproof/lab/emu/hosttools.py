@@ -115,7 +115,10 @@ def _lab_node_dir(node_dir: Path, name: str) -> Path | None:
 
 
 def scontrol(node_dir: Path, args: list[str]) -> Result:
-    """scontrol listpids [JOB[.STEP]] | show node [NAME] | update NodeName=NAME State=DRAIN|RESUME|DOWN|UNDRAIN Reason=TEXT."""
+    """scontrol [-o] listpids [JOB[.STEP]] | show node [NAME] | update NodeName=NAME State=DRAIN|RESUME|DOWN|UNDRAIN
+    Reason=TEXT. With -o (one line a node) and no NAME, show lists every lab node, as Slurm lists every node."""
+    oneline = any(a in ("-o", "--oneliner") for a in args)
+    args = [a for a in args if a not in ("-o", "--oneliner")]
     if not args:
         return "", "scontrol: error: no command given\n", 1
     op = args[0].lower()
@@ -126,6 +129,15 @@ def scontrol(node_dir: Path, args: list[str]) -> Result:
         if what not in ("node", "nodes") and not what.startswith("node="):
             return "", f"scontrol: error: lab node only shows nodes, not \"{what}\"\n", 1
         name = what.split("=", 1)[1] if "=" in what else (args[2] if len(args) > 2 else None)
+        if oneline:
+            if name is None:
+                by_name = node_dir.parent / "by-name"
+                targets = [link.resolve() for link in sorted(by_name.iterdir())] if by_name.is_dir() else [node_dir]
+            elif (found := _lab_node_dir(node_dir, name)) is not None:
+                targets = [found]
+            else:
+                return "", f"Node {name} not found\n", 1
+            return "".join(" ".join(render_sys.render_scontrol_node(read(t)).split()) + "\n" for t in targets), "", 0
         target = node_dir if name is None else _lab_node_dir(node_dir, name)
         if target is None:
             return "", f"Node {name} not found\n", 1
