@@ -75,7 +75,8 @@ def capture(facts: dict[str, Any]) -> dict[str, Any]:
     _put(out, "driver", driver)
     _put(out, "cuda", {"version": _get(facts, "gpu", "cuda_version")} if _get(facts, "gpu", "cuda_version") else None)
 
-    fm_version = _get(facts, "fm", "build", "version")
+    # FM's own version, or the version its log says it ran: either proves FM runs on this node.
+    fm_version = _get(facts, "fm", "build", "version") or _get(facts, "fm", "log", "running_version")
     if fm_version and platform != "gb200":
         fm: dict[str, Any] = {"required": True, "version": fm_version, "max_restarts": 0}
         settings = _get(facts, "fm", "config", "settings") or {}
@@ -122,7 +123,10 @@ def capture(facts: dict[str, Any]) -> dict[str, Any]:
         layer = _one([p.get("link_layer") for p in compute])
         _put(ib, "link_layer", layer)
         _put(ib, "fw", _one([h.get("fw_version") for h in hcas]))
-        psids = sorted({d.get("psid") for d in _get(facts, "ib", "firmware", "devices") or [] if d.get("psid")})
+        # ib.psid reads the board id sysfs gives each compute HCA; mlxfwmanager's PSIDs when sysfs was not read.
+        psids = sorted({d.get("board_id") for d in _get(facts, "ib", "counters", "devices") or []
+                        if d.get("board_id") and d.get("hca_type") == ca_type}
+                       or {d.get("psid") for d in _get(facts, "ib", "firmware", "devices") or [] if d.get("psid")})
         _put(ib, "psids", psids)
         compute_devs = {h.get("name") for h in hcas}
         _put(ib, "mtu", _one([p.get("active_mtu") for p in _get(facts, "ib", "devinfo", "ports") or [] if p.get("device") in compute_devs]))

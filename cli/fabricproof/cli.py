@@ -8,6 +8,7 @@ import typer
 
 from . import __version__
 from .commands import baseline, breaker, check, checks, collect, collectors, demo, lab, rollback, rollout, runbook, schema, validate
+from .transport import liblog
 
 app = typer.Typer(
     name="fabricproof",
@@ -34,6 +35,8 @@ def root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
     """fabricproof: fabric validation and staged rollouts for GPU clusters."""
+    # Before any library runs: what paramiko and ansible-runner log never reaches the terminal raw.
+    liblog.capture()
 
 
 app.command("validate", epilog=validate.EPILOG)(validate.validate)

@@ -38,6 +38,9 @@ def from_list_json(data: Mapping[str, Any], source: str = "") -> Inventory:
             continue
         direct[name] = set(body.get("hosts") or ())
         children[name] = list(body.get("children") or ())
+    for kids in list(children.values()):  # a group without hosts is named only as a child: it exists, empty
+        for kid in kids:
+            direct.setdefault(kid, set())
 
     memo: dict[str, set[str]] = {}
 

@@ -81,6 +81,9 @@ class CommandResult:
     exit_code: int | None = 0  # None: the command did not finish (timeout, connection lost)
     duration_s: float = 0.0
     error: str | None = None  # transport-level reason when the command could not run
+    #: Output past the host's in-memory bound is in this file instead (stdout/stderr then empty): spool.py.
+    stdout_path: str | None = None
+    stderr_path: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,7 @@ class Summary:
     failed_by_severity: dict[str, int] = field(default_factory=dict)
     hosts: int = 0
     hosts_failed: int = 0
+    hosts_not_proven: int = 0
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,9 @@ class Report:
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # host -> its inventory groups (heatmap rows)
     #: Every probe figure: {host, probe, target, figure, value, unit, higher_is_better}; empty when no probe ran.
     figures: tuple[dict[str, Any], ...] = ()
+    #: Host -> the checks its hardware needs that were skipped for want of a baseline value: such a host is not
+    #: proven (exit 3), never passed. Hosts not collected are in collection_errors instead.
+    not_proven: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def summary(self) -> Summary:
@@ -174,4 +181,5 @@ class Report:
             failed_by_severity=by_sev,
             hosts=len(self.hosts),
             hosts_failed=len(failed_hosts),
+            hosts_not_proven=len(self.not_proven),
         )

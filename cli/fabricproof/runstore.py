@@ -17,6 +17,7 @@ reader sees it complete or not at all; the file system is synced once before run
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import os
 import shutil
@@ -169,6 +170,12 @@ class RunStore:
     def raw_dir(self, host: str) -> Path:
         return self.root / RAW_DIR / host
 
+    @property
+    def spool_dir(self) -> Path:
+        """Where a transport puts output past its memory bound as it arrives (hidden files, spool.PREFIX): on the
+        evidence's own file system, so write_evidence renames them into place instead of copying."""
+        return self.root / RAW_DIR
+
     def facts_path(self, host: str) -> Path:
         return self.root / FACTS_DIR / f"{host}.json"
 
@@ -203,19 +210,26 @@ class RunStore:
         meta: dict[str, Any] = {}
         evidence: dict[str, str] = {}
         for name, r in outputs.items():
-            out = r.stdout.encode("utf-8", errors="replace")
-            err = r.stderr.encode("utf-8", errors="replace")
-            _write_bytes(staging / f"{name}{STDOUT_SUFFIX}", out)
-            if err:
-                _write_bytes(staging / f"{name}{STDERR_SUFFIX}", err)
+            out = _place(staging / f"{name}{STDOUT_SUFFIX}", r.stdout, r.stdout_path, always=True)
+            err = _place(staging / f"{name}{STDERR_SUFFIX}", r.stderr, r.stderr_path, always=False)
             evidence[name] = self.evidence_ref(host, name)
             meta[name] = {"argv": list(r.argv), "exit_code": r.exit_code, "duration_s": round(r.duration_s, 3),
-                          "error": r.error, "stdout_bytes": len(out), "stderr_bytes": len(err)}
+                          "error": r.error, "stdout_bytes": out, "stderr_bytes": err}
         # One command per line: readable, and the C encoder (indent= would take the pure-Python one).
         _write_bytes(staging / META_FILE, ("{\n" + ",\n".join(f"{json.dumps(n)}:{json.dumps(m)}"
                                                               for n, m in meta.items()) + "\n}\n").encode())
         os.rename(staging, final)
         return evidence
+
+    def placed(self, host: str, name: str, result: CommandResult) -> CommandResult:
+        """A result whose spilled outputs write_evidence moved: pointing at their evidence files, where parsers
+        read them."""
+        if result.stdout_path is None and result.stderr_path is None:
+            return result
+        directory = self.raw_dir(host)
+        return dataclasses.replace(
+            result, stdout_path=str(directory / f"{name}{STDOUT_SUFFIX}") if result.stdout_path else None,
+            stderr_path=str(directory / f"{name}{STDERR_SUFFIX}") if result.stderr_path else None)
 
     def write_facts(self, host: str, doc: Mapping[str, Any]) -> None:
         """Compact JSON (the C encoder is ~8x cheaper than indented output, once per host), renamed into
@@ -316,6 +330,18 @@ class RunStore:
         stderr = err_path.read_text(encoding="utf-8", errors="replace") if err_path.is_file() else ""
         return Recorded(stdout, stderr, record.get("exit_code", 0) if record else 0,
                         float(record.get("duration_s") or 0.0), record.get("error"))
+
+
+def _place(path: Path, text: str, spilled: str | None, always: bool) -> int:
+    """One output into the staging directory: its spilled file renamed there, else its text written (not at all
+    when empty, unless `always`). Returns its size in bytes."""
+    if spilled is not None:
+        os.rename(spilled, path)
+        return os.stat(path).st_size
+    data = text.encode("utf-8", errors="replace")
+    if data or always:
+        _write_bytes(path, data)
+    return len(data)
 
 
 def _write_bytes(path: Path, data: bytes) -> None:

@@ -224,7 +224,8 @@ def test_a_link_planted_in_the_run_directory_exits_2_before_any_host_is_touched(
     outside.mkdir()
     (run_dir / "raw").symlink_to(outside)
     inventory = tmp_path / "inventory.yml"
-    inventory.write_text("all:\n  hosts:\n    n1: {ansible_host: 127.0.0.1, ansible_port: 1}\n")
+    inventory.write_text("all:\n  hosts:\n    n1: {ansible_host: 127.0.0.1, ansible_port: 1}\n  children:\n"  # the lab
+                         + "".join(f"    {g}: {{}}\n" for g in ("dgx_a100", "dgx_h100", "hgx_h200", "gb200_nvl72")))  # baseline's groups
     args = (("collect", "-o", run_dir) if command == "collect"
             else ("validate", "-b", LAB / "baseline.yaml", "--run-dir", run_dir))
     res = run(*args, "-i", inventory)

@@ -120,6 +120,19 @@ REPORT = Report(
     tool_version="0.1.0",
 )
 EMPTY = Report(results=(), hosts=())
+UNPROVEN_SKIP = Result(
+    check_id="fm.version",
+    title="Fabric Manager runs the pinned version",
+    host="gpu-04",
+    outcome=Outcome.SKIP,
+    severity=Severity.CRITICAL,
+    expected="the nv-fabricmanager version should be the baseline's fm.version",
+    reason="not proven: baseline sets no fm.required, and this host has what the check judges (/fm/build/version)",
+    family="fm",
+)
+#: Everything judged passed, but gpu-04's FM check had no baseline value while gpu-04 runs FM: not proven.
+NOT_PROVEN = Report(results=(PASS, UNPROVEN_SKIP), hosts=("gpu-02", "gpu-04"), created_at=CREATED,
+                    tool_version="0.1.0", not_proven={"gpu-04": ("fm.version",)})
 ALL_PASS = Report(results=(PASS,), hosts=("gpu-02",), created_at=CREATED, tool_version="0.1.0")
 
 
@@ -146,6 +159,24 @@ def test_status_orders_failed_over_incomplete_over_passed():
     assert status(Report(results=(PASS, UNKNOWN), hosts=())) == "incomplete"
     assert status(ALL_PASS) == "passed"
     assert status(EMPTY) == "empty"
+
+
+@pytest.mark.parametrize("name", sorted(REPORTERS))
+def test_every_reporter_names_a_host_not_proven_and_never_says_passed(name):
+    text = REPORTERS[name].render(NOT_PROVEN)
+    assert status(NOT_PROVEN) == "not_proven" and NOT_PROVEN.summary.hosts_not_proven == 1
+    assert "gpu-04" in text and "fm.version" in text
+    assert re.search(r"not[ _]proven", text, re.IGNORECASE), text
+    assert "PASSED" not in text
+    if name == "junit":
+        case = SafeET.fromstring(text).find(".//testsuite[@name='not_proven']/testcase[@name='gpu-04']")
+        assert case is not None and case.find("error") is not None
+    if name == "tap":
+        assert "not ok 2 - gpu-04 fm.version" in text
+    if name == "sarif":
+        assert json.loads(text)["runs"][0]["invocations"][0]["executionSuccessful"] is False
+    if name == "prometheus":
+        assert 'fabricproof_host_not_proven{host="gpu-04"} 1' in text
 
 
 def test_host_rows_cover_hosts_without_results_and_name_the_worst_failure():
@@ -178,7 +209,7 @@ def test_registry_names_every_format_with_its_file_suffix():
 
 
 @pytest.mark.parametrize("name", sorted(REPORTERS))
-@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS], ids=["mixed", "empty", "all-pass"])
+@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS, NOT_PROVEN], ids=["mixed", "empty", "all-pass", "not-proven"])
 def test_every_reporter_renders_a_newline_terminated_string(name, report):
     text = REPORTERS[name].render(report)
     assert isinstance(text, str) and text.endswith("\n")
@@ -219,7 +250,7 @@ def test_report_schema_is_2020_12_and_describes_every_field():
             assert node.get("additionalProperties") is False, f"{path} allows unknown keys"
 
 
-@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS], ids=["mixed", "empty", "all-pass"])
+@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS, NOT_PROVEN], ids=["mixed", "empty", "all-pass", "not-proven"])
 def test_json_validates_against_the_report_schema_and_round_trips(report):
     text = json_report.render(report)
     doc = json.loads(text)
@@ -250,6 +281,7 @@ def test_json_carries_summary_metadata_and_every_result_field():
         "failed_by_severity": {"critical": 1, "warning": 1},
         "hosts": 4,
         "hosts_failed": 2,
+        "hosts_not_proven": 0,
     }
     first = doc["results"][0]
     assert first["actual"] == [18, 17, 18]
@@ -386,7 +418,7 @@ def junit_schema():
     return xmlschema.XMLSchema(str(JUNIT_XSD))
 
 
-@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS], ids=["mixed", "empty", "all-pass"])
+@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS, NOT_PROVEN], ids=["mixed", "empty", "all-pass", "not-proven"])
 def test_junit_validates_against_the_published_junit_schema(junit_schema, report):
     errors = [f"{e.path}: {e.reason}" for e in junit_schema.iter_errors(junit.render(report))]
     assert errors == []
@@ -415,7 +447,7 @@ def sarif_validator():
     return jsonschema.Draft4Validator(schema, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER)
 
 
-@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS], ids=["mixed", "empty", "all-pass"])
+@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS, NOT_PROVEN], ids=["mixed", "empty", "all-pass", "not-proven"])
 def test_sarif_validates_against_the_official_schema(sarif_validator, report):
     doc = json.loads(sarif.render(report))
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in sarif_validator.iter_errors(doc)]

@@ -103,6 +103,45 @@ def test_evidence_is_renamed_into_place_whole(tmp_path):
         store.write_evidence("h1", {"lsmod": CommandResult(("lsmod",), "other")})
 
 
+def test_spilled_outputs_are_renamed_into_the_evidence_not_copied_and_parsed_from_there(tmp_path):
+    from fabricproof import facts as facts_mod
+    from fabricproof.spool import Spooler
+
+    store = RunStore.create(tmp_path / "r")
+    store.begin()
+    spooler = Spooler(store.spool_dir, memory_bytes=8)
+    out, err = spooler.spool(), spooler.spool()
+    out.write(LSMOD.encode())
+    err.write(b"lsmod: a warning longer than the bound\n")
+    (_, out_path), (_, err_path) = out.finish(), err.finish()
+    inodes = (Path(out_path).stat().st_ino, Path(err_path).stat().st_ino)
+    spilled = CommandResult(("lsmod",), "", "", exit_code=0, stdout_path=out_path, stderr_path=err_path)
+    store.write_evidence("h1", {"lsmod": spilled})
+    raw = store.raw_dir("h1")
+    assert ((raw / "lsmod.txt").stat().st_ino, (raw / "lsmod.stderr").stat().st_ino) == inodes
+    assert sorted(p.name for p in (store.root / "raw").iterdir()) == ["h1"]  # no spill file left behind
+    assert (store.meta("h1")["lsmod"]["stdout_bytes"], store.meta("h1")["lsmod"]["stderr_bytes"]) == (len(LSMOD), 39)
+    placed = store.placed("h1", "lsmod", spilled)
+    assert placed.stdout_path == str(raw / "lsmod.txt") and placed.stderr_path == str(raw / "lsmod.stderr")
+    doc = facts_mod.build("h1", {"lsmod": placed}, via="ssh")
+    assert doc["collectors"]["lsmod"]["status"] == "ok" and doc["kernel"]["modules"]["loaded"]
+    failed = CommandResult(("lsmod",), "", "", exit_code=1, stderr_path=str(raw / "lsmod.stderr"))
+    assert facts_mod.build("h1", {"lsmod": failed}, via="ssh")["collectors"]["lsmod"]["error"] == \
+        "exit 1: lsmod: a warning longer than the bound"
+
+
+def test_an_output_too_large_to_parse_is_kept_as_evidence_and_not_read(tmp_path):
+    from fabricproof import facts as facts_mod
+    from fabricproof.spool import PARSE_BYTES
+
+    flood = tmp_path / "ibstat.txt"
+    with open(flood, "wb") as fh:  # sparse: its size is what counts
+        fh.truncate(PARSE_BYTES + 1)
+    doc = facts_mod.build("h1", {"ibstat": CommandResult(("ibstat",), "", stdout_path=str(flood))}, via="ssh")
+    assert doc["collectors"]["ibstat"]["error"] == \
+        "the output (8,388,609 bytes) is larger than fabricproof parses (8 MiB): kept as evidence, not read"
+
+
 def test_facts_are_found_in_a_run_directory_or_a_plain_one(tmp_path):
     (tmp_path / "run" / "facts").mkdir(parents=True)
     assert facts_dir_of(tmp_path / "run") == tmp_path / "run" / "facts"

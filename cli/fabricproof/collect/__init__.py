@@ -68,26 +68,29 @@ def select_collectors(patterns: Sequence[str] | None = None) -> list[Collector]:
     return [c for c in COLLECTORS.values() if c.id in chosen]  # registry order: stable raw/ and facts
 
 
-def this_node(inventory: str | None = None, name: str | None = None, groups: Sequence[str] = ()) -> Host:
+def this_node(inventory: str | None = None, name: str | None = None, groups: Sequence[str] = (),
+              loaded: inventory_mod.Inventory | None = None) -> Host:
     """This node, named `name` or by its short hostname; its groups are `groups` plus, when the inventory lists
-    it, the inventory's."""
+    it, the inventory's (`loaded`: that inventory, already read)."""
     name = name or socket.gethostname().split(".")[0]
     found: tuple[str, ...] = ()
     if inventory:
-        inv = inventory_mod.load(inventory)
+        inv = loaded or inventory_mod.load(inventory)
         if name in inv.hosts:
             found = inv.hosts[name].groups
     return Host(name, {}, tuple(sorted({*groups, *found})))
 
 
-def select_hosts(inventory: str | None, limit: str | None, via: str) -> list[Host]:
+def select_hosts(inventory: str | None, limit: str | None, via: str,
+                 loaded: inventory_mod.Inventory | None = None) -> list[Host]:
     """The hosts a run over `via` targets, before any is touched (inventory and --limit errors exit 2 here):
-    this node for a transport that reaches itself, else the inventory's hosts matching --limit."""
+    this node for a transport that reaches itself, else the inventory's hosts matching --limit (`loaded`: that
+    inventory, already read)."""
     if transport.kind(via, transport.LIVE).reach is Reach.SELF:
         return [this_node(inventory)]
     if not inventory:
         raise InputError(f"--via {via} needs --inventory (-i)")
-    inv = inventory_mod.load(inventory)
+    inv = loaded or inventory_mod.load(inventory)
     return [inv.hosts[name] for name in inventory_mod.limit(inv, limit)]
 
 

@@ -130,6 +130,7 @@ class HostWriter:
         host = self.hosts[name]
         outputs = {c.id: r for c, r in zip(self.collectors, outcome, strict=True)}
         evidence = self.store.write_evidence(name, outputs)
+        outputs = {cid: self.store.placed(name, cid, r) for cid, r in outputs.items()}
         doc = facts_mod.mark_not_applicable(facts_mod.build(name, outputs, via=self.via, groups=host.groups,
                                                             collected_at=utc_now(), evidence=evidence))
         failed = {}

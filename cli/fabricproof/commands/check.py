@@ -14,6 +14,7 @@ import typer
 from .. import __version__, catalog
 from .. import baseline as baseline_mod
 from .. import facts as facts_mod
+from .. import inventory as inventory_mod
 from .. import breaker, slurm
 from ..collect import DEFAULT_HOST_TIMEOUT_S, check_settings, collect, select_collectors, this_node
 from ..errors import InputError
@@ -22,7 +23,7 @@ from ..fsutil import atomic_write_text, check_target, write_target
 from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now
 from ..reporters import REPORTERS
-from ..reporters._common import found_lines
+from ..reporters._common import found_lines, not_proven_reason
 from ..collectors.probes.spec import PROBES, Layout
 from ..runstore import RunStore
 from . import _breaker, _probes
@@ -70,6 +71,8 @@ def nhc_lines(report: Report, node: str, fail_on: str) -> list[str]:
             lines.append(f"{r.outcome.value.upper()} {node}: {r.check_id}: {r.reason}")
     for host, why in sorted(report.collection_errors.items()):
         lines.append(f"ERROR {host}: not collected: {why}")
+    for host, checks in report.not_proven.items():
+        lines.append(f"NOT PROVEN {host}: {not_proven_reason(checks)}")
     s = report.summary
     if not lines:
         lines.append(f"OK {node}: {s.passed} checks passed, {s.skipped} not applicable")
@@ -199,8 +202,11 @@ def check(
     if pairwise:
         raise InputError(f"--probes {pairwise[0]}: a pairwise probe needs two hosts; run it with `validate --probes`")
     base = baseline_mod.load(baseline)
+    inv = inventory_mod.load(inventory) if inventory else None
+    if inv is not None:
+        baseline_mod.check_groups(base, inv.groups, inventory)
     selected = catalog.select(catalog.load(), checks)
-    host = this_node(inventory, node_name, group)
+    host = this_node(inventory, node_name, group, loaded=inv)
     node, groups = host.name, list(host.groups)
     probe_runs: list = []
     doc = _collect_here(host, run_dir, command_timeout, timeout,

@@ -58,6 +58,7 @@ def _envelope(report: Report) -> tuple[dict[str, Any], dict[str, Any]]:
     after = {
         "unapplied": [{"check_id": c.check_id, "reason": c.reason} for c in report.unapplied],
         "collection_errors": dict(report.collection_errors),
+        "not_proven": {h: list(ids) for h, ids in report.not_proven.items()},
     }
     if report.figures:
         after["figures"] = [dict(f) for f in report.figures]
@@ -144,6 +145,7 @@ def report_from_json(text: str) -> Report:
         created_at=meta["created_at"],
         unapplied=tuple(CheckCoverage(check_id=c["check_id"], reason=c["reason"]) for c in doc["unapplied"]),
         collection_errors=dict(doc["collection_errors"]),
+        not_proven={h: tuple(ids) for h, ids in doc.get("not_proven", {}).items()},
         tool_version=meta["tool_version"],
         figures=tuple(dict(f) for f in doc.get("figures", ())),
     )

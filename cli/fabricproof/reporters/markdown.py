@@ -13,6 +13,7 @@ from ._common import (
     host_rows,
     not_verified,
     status_word,
+    not_proven_reason,
     summary_phrase,
 )
 from .base import Reporter
@@ -74,6 +75,9 @@ def render(report: Report) -> str:
     if report.collection_errors:
         lines += ["", f"### Collection errors ({len(report.collection_errors)})", ""]
         lines += _table(["Host", "Reason"], [[h, reason] for h, reason in sorted(report.collection_errors.items())])
+    if report.not_proven:
+        lines += ["", f"### Not proven ({len(report.not_proven)})", ""]
+        lines += _table(["Host", "Reason"], [[h, not_proven_reason(c)] for h, c in report.not_proven.items()])
     if report.unapplied:
         lines += ["", f"### Checks that applied to no host ({len(report.unapplied)})", ""]
         lines += _table(["Check", "Reason"], [[c.check_id, c.reason] for c in report.unapplied])

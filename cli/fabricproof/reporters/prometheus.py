@@ -102,6 +102,11 @@ def render(report: Report) -> str:
         [([("host", row.host)], 1) for row in host_rows(report) if row.collection_error],
     )
     out.family(
+        "host_not_proven",
+        "1 for each host whose hardware's checks had no baseline value in the last run (not proven).",
+        [([("host", host)], 1) for host in report.not_proven],
+    )
+    out.family(
         "check_unapplied",
         "1 for each check that applied to no host in the last run.",
         [([("check", cov.check_id)], 1) for cov in report.unapplied],

@@ -15,6 +15,7 @@ from ..catalog import Check
 from ..evaluate import evaluate
 from ..fsutil import atomic_write_text
 from ..model import Outcome, Report, Severity
+from ..reporters._common import not_proven_reason
 from ..timeutil import utc_now
 from .plan import Budget
 
@@ -68,11 +69,14 @@ class GateResult:
 def host_failures(report: Report, fail_on: str = "critical") -> dict[str, list[str]]:
     """Host -> reasons it is not proven (pure). A host fails on a failed check at or above fail_on, and on a
     check it cannot be judged on at that severity (collector error, fact missing): an unproven host must not
-    reach the next wave. Hosts that could not be collected fail with the transport's reason."""
+    reach the next wave. Hosts that could not be collected fail with the transport's reason, and hosts not proven
+(checks their hardware needs had no baseline value) with those checks."""
     threshold = Severity(fail_on).rank
     out: dict[str, list[str]] = {}
     for host, reason in report.collection_errors.items():
         out.setdefault(host, []).append(f"not collected: {reason}")
+    for host, checks in report.not_proven.items():
+        out.setdefault(host, []).append(f"not proven: {not_proven_reason(checks)}")
     for r in report.results:
         if r.host in report.collection_errors or r.severity.rank < threshold:
             continue

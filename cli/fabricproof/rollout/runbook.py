@@ -187,6 +187,10 @@ class RunbookRun:
         self.s = s
         self.rb = s.runbook
         self.target = targets(s.runbook, s.inventory, s.limit)  # exit 2 before the run directory exists
+        for step in self.rb.steps:
+            if step.validate is not None:
+                baseline_mod.check_groups(baseline_mod.load(step.validate.baseline), s.inventory.groups,
+                                          s.inventory_path)
         self.run_id = st.new_run_id(f"runbook-{self.rb.name}")
         self.dir = Path(s.runs_dir) / self.run_id
         self.dir.mkdir(mode=0o700, parents=True)

@@ -58,11 +58,12 @@ def select_checks(patterns: Sequence[str], catalog: Sequence[Check]) -> list[Che
 def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id: str, inv_path: str,
                  forks: int = DEFAULT_FORKS) -> Collect:
     """Collection over a remote transport (SSH, Ansible) into each proof's evidence directory, running only the
-    collectors these checks read."""
+    collectors these checks read (their own, and those providing the facts they compare with or apply by)."""
     from ..collect import collect as collect_fleet
     from ..collectors import COLLECTORS
+    from ..projection import collectors_read
 
-    collectors = [COLLECTORS[cid] for cid in sorted({c.collector for c in checks}) if cid in COLLECTORS]
+    collectors = [COLLECTORS[cid] for cid in collectors_read(checks, COLLECTORS)]
     options = transport.configure(via, inventory_path=inv_path)
 
     def collect(hosts: Sequence[str], evidence_dir: Path) -> Collected:
@@ -126,6 +127,8 @@ def prepare(plan_file: Path, inventory_override: str | None) -> Prepared:
     plan = plan_mod.load(plan_file, catalog)
     inv_path = inventory_path(plan, inventory_override)
     inv = inventory_mod.load(inv_path)
+    for path in dict.fromkeys((plan.before, plan.after)):
+        baseline_mod.check_groups(baseline_mod.load(path), inv.groups, inv_path)
     waves = plan_mod.compute_waves(plan, inv)
     return Prepared(plan, inv_path, inv, waves, catalog)
 

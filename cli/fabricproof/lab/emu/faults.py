@@ -654,6 +654,15 @@ def garbage(seed: str, size: int = 600) -> str:
     return raw[:size].decode("latin-1")
 
 
+#: What the tool-floods fault prints, unless its record says `mib`: past the collector's 256 MiB cap per host.
+FLOOD_MIB = 300
+
+
+def flood_mib(node: Node) -> int:
+    """How many MiB the flooding tool prints on this node."""
+    return int((node["faults"].get("tool-floods") or {}).get("mib", FLOOD_MIB))
+
+
 def _noop(_: Node) -> None:
     """Tool faults change how a tool answers, not the node: outputs.render_key and cli.py act on their names."""
     return None
@@ -851,6 +860,9 @@ _TOOL_FAULTS = (
           "process exits when its SSH session goes away.", "overlay", catches=(), breaks=NVSMI_COLLECTORS,
           apply=_noop),
     Fault("tool-garbage", "`ibstat` prints binary garbage and exits 0.", "overlay", breaks=("ibstat",), apply=_noop),
+    Fault("tool-floods", f"`ibstat` prints {FLOOD_MIB} MiB of text (a tool, or a host, gone mad), as fast as the "
+          "reader takes it, and exits 0; the size is the fault record's `mib`.", "overlay", breaks=("ibstat",),
+          apply=_noop),
     Fault("upgrade-breaks-fm", "The next apt-get run that upgrades the NVIDIA driver leaves the Fabric Manager "
           "package at its old version (as a stale mirror would); after the reboot FM fails with the version-mismatch "
           "line. For rehearsing a failed pilot.", "trigger", FM_PROFILES, apply=_noop),
