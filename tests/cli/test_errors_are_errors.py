@@ -46,7 +46,8 @@ def snapshot(*roots: Path) -> dict[str, bytes | None]:
 def world(tmp_path: Path, private_state_dir: Path) -> dict[str, Path]:
     """An inventory nobody can be reached through (port 9), a valid plan for it, and an empty runs directory."""
     inv = tmp_path / "inv.yml"
-    inv.write_text("all:\n  children:\n    dgx_h100:\n      hosts:\n"
+    # The lab baseline's other groups exist, empty: a baseline naming a group the inventory lacks is refused.
+    inv.write_text("all:\n  children:\n    dgx_a100:\n    hgx_h200:\n    gb200_nvl72:\n    dgx_h100:\n      hosts:\n"
                    + "".join(f"        h100-000{i}: {{ansible_host: 127.0.0.1, ansible_port: 9}}\n" for i in (1, 2, 3)))
     runs = tmp_path / "runs"
     runs.mkdir()
