@@ -16,7 +16,7 @@ app = typer.Typer(
         "Prove a GPU cluster's fabric (Fabric Manager, NVLink, NVSwitch, InfiniBand/RoCE, GPUDirect RDMA) against a "
         "schema-checked baseline, and roll changes out in gated waves.\n\n"
         "Exit codes: 0 pass · 1 check failed · 2 invalid input · 3 incomplete collection · 4 rolled back · "
-        "5 halted for an operator · 130 interrupted."
+        "5 halted for an operator · 6 a file could not be written (disk full, I/O error) · 130 interrupted."
     ),
     no_args_is_help=True,
     rich_markup_mode="rich",

@@ -157,7 +157,11 @@ def limit(inv: Inventory, pattern: str | None) -> list[str]:
     unknown: list[str] = []
     for term in terms:
         kind, name = (term[0], term[1:]) if term[0] in "&!" else ("", term)
-        hosts = _term_hosts(inv, name)
+        try:
+            hosts = _term_hosts(inv, name)
+        except re.error as exc:
+            raise InputError(f"--limit {pattern!r}: {name!r} is not a valid regular expression ({exc}); a '~' "
+                             "term is a Python regex matched from the start of host and group names") from None
         if not hosts and not any(c in name for c in "*?[~"):
             unknown.append(name)
         if kind == "&":

@@ -44,6 +44,7 @@ class ExitCode(enum.IntEnum):
     INCOMPLETE = 3
     ROLLED_BACK = 4
     HALTED = 5
+    WRITE_FAILED = 6  # a file of our own could not be written (disk full, quota, I/O error): the run is not whole
     INTERRUPTED = 130
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import documents
-from .errors import InputError, Problem
+from .errors import STORAGE_ERRNOS, InputError, Problem, WriteError, writing
 from .fsutil import create_private, planted, private_dir, refuse_links, refuse_links_in
 from .model import CommandResult
 
@@ -59,10 +59,12 @@ class Recorded:
 def manifest_document(*, run_id: str, status: str, via: str, tool_version: str, started_at: str, finished_at: str,
                       duration_s: float, hosts: Iterable[str], commands: Iterable[Mapping[str, Any]], collected: int,
                       errors: Mapping[str, tuple[str, str]], command_errors: Mapping[str, Mapping[str, str]],
-                      settings: Mapping[str, Any], done: Iterable[str] | None = None) -> dict[str, Any]:
+                      settings: Mapping[str, Any], done: Iterable[str] | None = None,
+                      reason: str = "") -> dict[str, Any]:
     """run.json as schemas/run.schema.json defines it. `errors` is host -> (kind, message) for hosts not collected;
     `command_errors` host -> collector id -> reason; `settings` the run's inventory, limit, forks, workers and
-    timeouts; `done` the hosts that finished (collected or not), in that order, once the run has ended."""
+    timeouts; `done` the hosts that finished (collected or not), in that order, once the run has ended; `reason`
+    why an incomplete run stopped."""
     hosts = list(hosts)
     doc = {
         "apiVersion": "fabricproof/v1", "kind": "CollectionRun", "run_id": run_id, "status": status, "via": via,
@@ -75,6 +77,8 @@ def manifest_document(*, run_id: str, status: str, via: str, tool_version: str, 
         "errors": {h: {"kind": kind, "message": message} for h, (kind, message) in sorted(errors.items())},
         "collector_errors": {h: dict(e) for h, e in sorted(command_errors.items())},
     }
+    if reason:
+        doc["reason"] = reason
     if done is not None:
         done = list(done)
         finished = set(done)
@@ -124,13 +128,16 @@ class RunStore:
             store.root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
             os.chmod(store.root, DIR_MODE)  # whatever the umask or an existing empty directory's mode
         except OSError as exc:
+            if exc.errno in STORAGE_ERRNOS:
+                raise WriteError(store.root, exc.strerror or str(exc), exc.errno) from None
             raise InputError(Problem(f"cannot create the run directory: {exc.strerror}", str(store.root))) from None
         return store
 
     def begin(self) -> None:
         """Make the evidence and facts directories: from here on the directory holds a run."""
-        for sub in (RAW_DIR, FACTS_DIR):
-            private_dir(self.root, sub, mode=DIR_MODE)
+        with writing(self.root):
+            for sub in (RAW_DIR, FACTS_DIR):
+                private_dir(self.root, sub, mode=DIR_MODE)
 
     @classmethod
     def open(cls, root: Path) -> RunStore:
@@ -185,7 +192,12 @@ class RunStore:
 
     def write_evidence(self, host: str, outputs: Mapping[str, CommandResult]) -> dict[str, str]:
         """RUNDIR/raw/<host>/, written whole in a hidden sibling and renamed into place (one rename, not one per
-        file). Returns name -> evidence reference for the facts document."""
+        file). Returns name -> evidence reference for the facts document. WriteError naming raw/<host> when the
+        storage fails under it (discard_staging frees what it left)."""
+        with writing(self.raw_dir(host)):
+            return self._write_evidence(host, outputs)
+
+    def _write_evidence(self, host: str, outputs: Mapping[str, CommandResult]) -> dict[str, str]:
         final = refuse_links(self.root, self.raw_dir(host))
         if final.exists():
             raise FileExistsError(f"{final}: this run already holds evidence of {host}; evidence is never overwritten")
@@ -222,20 +234,39 @@ class RunStore:
     def write_facts(self, host: str, doc: Mapping[str, Any]) -> None:
         """Compact JSON (the C encoder is ~8x cheaper than indented output, once per host), renamed into
         place; not fsynced one by one: sync() flushes the whole run once, before the manifest says complete."""
+        with writing(self.facts_path(host)):
+            self._write_facts(host, doc)
+
+    def _write_facts(self, host: str, doc: Mapping[str, Any]) -> None:
         path = refuse_links(self.root, self.facts_path(host))
         tmp = path.with_name(f".{path.name}.tmp")
         _write_bytes(tmp, (json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
         os.replace(tmp, path)
 
     def sync(self) -> None:
-        """syncfs(2) on the run directory's file system: one flush for all the evidence of a run."""
+        """syncfs(2) on the run directory's file system: one flush for all the evidence of a run. The storage
+        failing the flush (EIO: written pages are lost) is a WriteError naming the run directory."""
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            if getattr(_LIBC, "syncfs", None) is not None and _LIBC.syncfs(fd) == 0:
-                return
+            if getattr(_LIBC, "syncfs", None) is not None:
+                if _LIBC.syncfs(fd) == 0:
+                    return
+                code = ctypes.get_errno()
+                if code in STORAGE_ERRNOS:
+                    raise WriteError(self.root, os.strerror(code), code)
             os.sync()  # no syncfs (not glibc): flush everything, still once per run
         finally:
             os.close(fd)
+
+    def discard_staging(self) -> None:
+        """Remove what writes cut short left hidden (a host's staged evidence, a facts temp file): after a full
+        disk this frees the room run.json needs to say why the run stopped."""
+        for pattern in (f"{RAW_DIR}/.*.partial", f"{FACTS_DIR}/.*.tmp"):
+            for path in self.root.glob(pattern):
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------------------ reading
     def manifest(self) -> dict[str, Any] | None:

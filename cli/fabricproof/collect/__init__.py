@@ -20,7 +20,7 @@ from .. import facts as facts_mod
 from .. import inventory as inventory_mod
 from .. import transport
 from ..collectors import COLLECTORS, Collector, default_collectors
-from ..errors import InputError
+from ..errors import InputError, WriteError
 from ..model import Command, Host
 from ..runstore import RunStore, check_host_names
 from ..timeutil import utc_now
@@ -161,7 +161,7 @@ def collect(hosts: Sequence[Host], run_dir: Path, *, via: str = "ssh", options: 
         link, fleet = transport.open_fleet(via, options, ctx)
     store.begin()
     run.write_manifest("running", settings)
-    status = "interrupted"
+    status, reason = "interrupted", ""
     try:
         if link is None:
             shards.run_sharded(hosts, commands, [c.id for c in chosen], via, options, ctx, n_workers, run.accept,
@@ -171,14 +171,23 @@ def collect(hosts: Sequence[Host], run_dir: Path, *, via: str = "ssh", options: 
         for name in run.names:  # hosts the transport forgot to report
             run.record(name, HostError(ErrorKind.FAILED, f"{name}: the transport returned nothing"))
         status = "complete"
+    except WriteError as exc:
+        status, reason = "incomplete", str(exc)
+        store.discard_staging()
+        raise
     finally:
         if link is not None:
             link.close()
         r = run.result
         r.finished_at = utc_now()
         r.duration_s = time.monotonic() - run.t0
-        store.sync()  # evidence and facts are on disk before run.json says so
-        run.write_manifest(status, settings)
+        try:
+            store.sync()  # evidence and facts are on disk before run.json says so
+            run.write_manifest(status, settings, reason)
+        except WriteError:
+            if not reason:
+                raise
+            # run.json cannot say it either: the failed write already names the path, and that error stands.
     return run.result
 
 

@@ -212,7 +212,7 @@ class Recorder:
             if self.progress is not None:
                 self.progress(event)  # under the lock: renderers see events one at a time, in order
 
-    def write_manifest(self, status: str, settings: Mapping[str, Any]) -> None:
+    def write_manifest(self, status: str, settings: Mapping[str, Any], reason: str = "") -> None:
         r = self.result
         with self.lock:
             done = list(r.done)
@@ -224,4 +224,4 @@ class Recorder:
             finished_at=r.finished_at, duration_s=r.duration_s, hosts=r.hosts,
             commands=[{"id": c.id, "command": c.command, "timeout_s": c.timeout_s} for c in self.collectors],
             collected=collected, errors=errors, command_errors=command_errors, settings=settings,
-            done=done if status != "running" else None))
+            done=done if status != "running" else None, reason=reason))

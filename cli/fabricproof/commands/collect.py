@@ -35,7 +35,8 @@ Writes RUNDIR/raw/<host>/<collector>.txt (+ .stderr, meta.json), RUNDIR/facts/<h
 evaluate them with `fabricproof validate --facts RUNDIR -b BASELINE`.
 
 Exit codes: 0 every host and collector collected; 2 invalid input (no host touched);
-3 some host or collector was not collected (see RUNDIR/run.json).
+3 some host or collector was not collected (see RUNDIR/run.json); 6 the run directory could not be written
+(disk full, I/O error: the path is named, run.json says incomplete with the reason when it can still be written).
 """
 
 DRIFT_EPILOG = """\

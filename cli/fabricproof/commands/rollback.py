@@ -14,7 +14,8 @@ from ._common import input_errors
 from ._runlog import finish_run, say
 
 EPILOG = ("Exit codes: 0 rolled back and proven (or nothing to roll back) · 2 bad input · 5 some hosts do not prove "
-          "the before-baseline and stay drained for an operator · 130 interrupted.")
+          "the before-baseline and stay drained for an operator · 6 the run's state could not be written (disk full, "
+          "I/O error) · 130 interrupted.")
 
 
 @input_errors

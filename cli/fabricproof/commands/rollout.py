@@ -20,7 +20,8 @@ from ._common import OUTPUT_MODE_HELP, console, err_console, input_errors, outpu
 from ._runlog import decision_log_notes, finish_run, report_page, say
 
 EXIT_HELP = ("Exit codes: 0 done · 1 a gate failed and the run halted · 2 bad input (nothing touched) · "
-             "4 rolled back · 5 waiting for an operator (paused, rollback not proven, aborted) · 130 interrupted.")
+             "4 rolled back · 5 waiting for an operator (paused, rollback not proven, aborted) · 6 the run's state "
+             "or evidence could not be written (disk full, I/O error) · 130 interrupted.")
 
 app = typer.Typer(
     help="Staged rollouts: change a pilot, prove it, widen in waves, roll back by itself when the proof fails.\n\n"

@@ -42,7 +42,8 @@ Reports: fabricproof validate ... -f table -f junit=junit.xml -f sarif=fabric.sa
 
 Exit codes: 0 all pass; 1 a check at or above --fail-on failed; 2 invalid input (nothing touched);
 3 collection incomplete (collector errors or unreachable hosts, no failures), or a host not proven (checks its
-hardware needs had no baseline value).
+hardware needs had no baseline value); 6 evidence or a report could not be written (disk full, I/O error: the
+path is named, run.json says incomplete when it can still be written).
 """
 
 

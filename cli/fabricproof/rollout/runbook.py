@@ -20,7 +20,7 @@ from .. import documents
 from .. import inventory as inventory_mod
 from .. import slurm
 from ..catalog import Check
-from ..errors import InputError, Problem
+from ..errors import InputError, Problem, WriteError
 from ..fsutil import atomic_write_text
 from ..inventory import Inventory
 from ..model import ExitCode
@@ -251,6 +251,9 @@ class RunbookRun:
             raise
         except KeyboardInterrupt:
             code = ExitCode.INTERRUPTED
+            raise
+        except WriteError:
+            code = ExitCode.WRITE_FAILED
             raise
         except Exception:
             code = ExitCode.CHECK_FAILED
