@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from labkit import LAB_BASELINE_GROUPS
 from fabricproof.lab.emu import api
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,5 +52,6 @@ def lab_node(tmp_path: Path) -> LabNode:
     exe.write_text(f'#!/bin/sh\nexec {sys.executable} -m fabricproof "$@"\n')
     exe.chmod(0o755)
     inventory = tmp_path / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"children": {"dgx_h100": {"hosts": {NODE: None}}}}}))
+    groups = {g: {} for g in LAB_BASELINE_GROUPS}  # the lab baseline's: a group it sets the inventory lacks is refused
+    inventory.write_text(yaml.safe_dump({"all": {"children": {**groups, "dgx_h100": {"hosts": {NODE: None}}}}}))
     return LabNode(lab, bin_dir, inventory)

@@ -173,12 +173,12 @@ def test_a_failing_node_keeps_its_taint_and_npd_reads_nonok_with_the_worst_failu
     node.fault("nvlink-inactive")
     res = node_check(node, state)
     assert res.returncode == 1, res.stdout + res.stderr
-    assert res.stdout.startswith(f"FAIL {NODE}: nvlink.links_active (critical): GPU 1: 16 of 18 links active\n")
+    assert res.stdout.startswith(f"FAIL {NODE}: nvlink.links_active (critical): GPU 1: 16 of 18 links active [action: reset_gpu]\n")
     assert "fabricproof.io/validation-pending" in taints.read_text() and not log.exists()
     status, message, stdout = npd(state / "status")
     assert status == "NonOK"
     assert _one_line(stdout) == message
-    assert message == f"2 problems: FAIL {NODE}: nvlink.links_active (critical): GPU 1: 16 of 18 links active"
+    assert message == f"2 problems: FAIL {NODE}: nvlink.links_active (critical): GPU 1: 16 of 18 links active [action: reset_gpu]"
     prom = state / "fabricproof.prom"
     assert stat.S_IMODE(prom.stat().st_mode) == 0o644  # node_exporter runs as its own user
     assert 'fabricproof_check_result{check="nvlink.links_active",host="h100-0001"' in prom.read_text()
