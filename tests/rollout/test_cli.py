@@ -145,3 +145,26 @@ def test_plan_output_shows_control_characters_from_hosts_and_the_plan_never_obey
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.output and "\x07" not in result.output and "\r" not in result.output
     assert "\\x1b[2J\\x1b[31mred\\x0d" in result.output and "h100-\\x1b]0;owned" in result.output
+
+
+@pytest.mark.parametrize("command", ["resume", "rollback"])
+def test_resume_and_rollback_take_the_run_path_that_status_takes(tmp_path, monkeypatch, command):
+    """`rollout status PATH` reads a run by its directory; resume and rollback take the same PATH, wherever the
+    operator stands and whatever --runs-dir says (the run's own runs directory is where it lives)."""
+    from .test_executor import FakeClock
+
+    runs_dir, run_id, fleet = _fake_run(tmp_path, monkeypatch)
+    fleet.breaks.clear()
+    fleet.version["n2"] = "2.0"  # the operator fixed the halted host
+    seams = runs.Seams(collect_factory=fleet.collect_factory, run_playbook=fleet.run_playbook, clock=FakeClock())
+    monkeypatch.setattr(runs, "Seams", lambda: seams)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    path = runs_dir / run_id
+    assert cli("rollout", "status", path).exit_code == 0
+    args = ["rollout", "resume", path] if command == "resume" else ["rollback", path]
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    assert st.RunState.load(path).status == (st.DONE if command == "resume" else st.ROLLED_BACK)
+    assert not (elsewhere / "runs").exists()

@@ -122,12 +122,13 @@ def run_cmd(
 @app.command("resume", epilog=EXIT_HELP)
 @input_errors
 def resume_cmd(
-    run: Annotated[str, typer.Argument(help="Run id (or 'last').", show_default=False)],
+    run: Annotated[str, typer.Argument(help="Run id, its directory, or 'last'.", show_default=False)],
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Continue an interrupted, paused or halted run. Hosts whose apply was cut short are probed first and never
     applied twice: a host that already proves the after-baseline is left alone."""
     state = st.find_run(runs_dir, run)
+    runs_dir = state.dir.parent  # RUN may be the run's path (as status takes it): its runs dir is where it lives
     code = runs.resume(runs_dir, state.run_id, progress=say)
     finish_run(code, runs_dir, state.run_id)
 
