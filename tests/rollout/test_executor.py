@@ -344,3 +344,22 @@ def test_host_reservations_hold_across_runs_directories(tmp_path):
     assert code == 0
     locks = Path(os.environ["FABRICPROOF_STATE_DIR"]) / "locks"
     assert {p.name: json.loads(p.read_text()) for p in locks.iterdir()} == {f"{h}.lock": {} for h in HOSTS}
+
+
+@pytest.mark.parametrize(("timeout", "host_timeout"), [("20s", 30.0), ("2m", 120.0), ("1h", 300.0)])
+def test_gates_bound_each_host_by_the_plans_gate_timeout(tmp_path, timeout, host_timeout):
+    """A gate's collection gives one host no longer than the gate's own timeout (never below the shortest collector
+    timeout, never above the collection default): a silent host must not hold an attempt past its gate."""
+    fleet = Fleet(HOSTS)
+    asked: list[tuple] = []
+
+    def factory(*args):
+        asked.append(args)
+        return fleet.collect
+
+    plan = write_plan(tmp_path, THREE)
+    plan.write_text(plan.read_text().replace("timeout: 20s", f"timeout: {timeout}"))
+    code, _ = runs.start(plan, runs_dir=tmp_path / "runs",
+                         seams=runs.Seams(collect_factory=factory, run_playbook=fleet.run_playbook, clock=FakeClock()))
+    assert code == 0 and len(asked) == 1
+    assert asked[0][6] == host_timeout  # (inventory, checks, via, run id, inventory path, forks, host timeout)

@@ -214,3 +214,64 @@ def test_host_names_no_file_system_takes_are_collected_under_made_names_that_rea
     again, errors = reparse(result.run_dir)  # validate --raw: evidence read back under the made names
     assert errors == {} and sorted(again) == sorted(h.name for h in hosts)
     assert again[LONG]["kernel"] == loaded[LONG]["kernel"]
+
+
+# ------------------------------------------------------------------------------------- host timeouts
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.lab
+def test_validate_takes_host_timeout_and_a_hung_host_ends_there(small_lab, tmp_path):
+    from typer.testing import CliRunner
+
+    from fabricproof.cli import app
+
+    manager.fault_inject(small_lab.dir, "h100-0001", "tool-hangs")  # nvidia-smi hangs past its own 30 s timeout
+    try:
+        result = CliRunner().invoke(app, ["validate", "-i", str(small_lab.dir / "inventory.yml"), "--limit",
+                                          "h100-0001", "-b", str(REPO / "inventories/lab/baseline.yaml"), "-c",
+                                          "nvlink.*", "--host-timeout", "8", "--run-dir", str(tmp_path / "run"),
+                                          "-q"], catch_exceptions=False)
+    finally:
+        manager.fault_clear(small_lab.dir, "h100-0001", "tool-hangs")
+    assert result.exit_code == ExitCode.INCOMPLETE, result.output
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["host_timeout_s"] == 8
+    failed = run["collector_errors"]["h100-0001"]
+    assert failed and all("deadline passed" in why or "not run" in why for why in failed.values()), failed
+    assert not any("timed out after 30 s" in why for why in failed.values())
+
+
+@pytest.mark.lab
+def test_a_gate_collection_ends_a_silent_host_at_the_plans_gate_timeout(small_lab, small_inventory, tmp_path):
+    """The rollout gates collect with the plan's gates.host_timeout_s (30 s here): a host gone silent ends there,
+    before the keepalives' 45 s and far before the collection default of 300 s."""
+    from fabricproof import catalog as catalog_mod
+    from fabricproof.inventory import from_list_json
+    from fabricproof.rollout.plan import Gates
+    from fabricproof.rollout.runs import live_collect
+    from fabricproof.transport import framing
+
+    host = small_inventory.hosts["h100-0001"]
+    target = (host.vars["ansible_host"], int(host.vars["ansible_port"]))
+    checks = catalog_mod.select(catalog_mod.load(), ["rdma.peermem_loaded", "iommu.mode"])
+    collectors = sorted({c.collector for c in checks})
+    script = framing.build_script([Command(COLLECTORS[c].argv, COLLECTORS[c].timeout_s, c, COLLECTORS[c].lock)
+                                   for c in collectors], "0" * 32)
+    relay = Relay(target, len(script))
+    known = small_lab.dir / "known_hosts"
+    hostvars = {**host.vars, "ansible_host": "127.0.0.1", "ansible_port": relay.listener.port,
+                "ansible_ssh_common_args": f"-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes "
+                                           f"-o HostKeyAlias=[{target[0]}]:{target[1]}"}
+    inv = from_list_json({"_meta": {"hostvars": {host.name: hostvars}}, "gpu": {"hosts": [host.name]}}, "inv.yml")
+    gates = Gates(checks=("rdma.peermem_loaded",), timeout_s=20)
+    assert gates.host_timeout_s == 30
+    try:
+        collected = live_collect(inv, checks, "ssh", "gate-test", "inv.yml", 4, gates.host_timeout_s)(
+            [host.name], tmp_path / "gate" / "attempt-1")
+    finally:
+        relay.stop()
+    assert relay.frozen.is_set()
+    assert "the host's collection deadline passed" in collected.errors[host.name], collected.errors

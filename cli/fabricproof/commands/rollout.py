@@ -81,8 +81,8 @@ def _print_plan(doc: dict[str, Any]) -> None:
     console.print(table)
     g = doc["gates"]
     console.print(f"gates: {len(g['checks'])} check(s) fail a host at {g['fail_on']} or above; post-gate retried "
-                  f"every {g['retry_interval_s']}s for up to {g['timeout_s']}s\n  budget boundary: {g['boundary']}",
-                  soft_wrap=True)
+                  f"every {g['retry_interval_s']}s for up to {g['timeout_s']}s; a host's collection is cut after "
+                  f"{g['host_timeout_s']:g}s\n  budget boundary: {g['boundary']}", soft_wrap=True)
     console.print("  checks: " + shown(", ".join(g["checks"])), soft_wrap=True)
     if doc["soak"]:
         s = doc["soak"]

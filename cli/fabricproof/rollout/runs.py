@@ -15,7 +15,7 @@ from .. import catalog as catalog_mod
 from .. import inventory as inventory_mod
 from .. import transport
 from ..catalog import Check
-from ..collect import DEFAULT_FORKS, check_settings
+from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, check_settings
 from ..errors import InputError, Problem
 from ..inventory import Inventory
 from ..model import ExitCode
@@ -56,9 +56,9 @@ def select_checks(patterns: Sequence[str], catalog: Sequence[Check]) -> list[Che
 
 
 def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id: str, inv_path: str,
-                 forks: int = DEFAULT_FORKS) -> Collect:
+                 forks: int = DEFAULT_FORKS, host_timeout_s: float = DEFAULT_HOST_TIMEOUT_S) -> Collect:
     """Collection over a remote transport (SSH, Ansible) into each proof's evidence directory, running only the
-    collectors these checks read."""
+    collectors these checks read, each host bounded by `host_timeout_s` (the plan's gates.host_timeout_s)."""
     from ..collect import collect as collect_fleet
     from ..collectors import COLLECTORS
 
@@ -69,7 +69,7 @@ def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id
         # Each proof is a run of its own (the Ansible transport keeps its runner artifacts with its evidence);
         # its id names the rollout run and the proof, so runner artifacts of two proofs never mix.
         res = collect_fleet([inventory.hosts[h] for h in hosts], evidence_dir, via=via, options=options,
-                            collectors=collectors, forks=forks, inventory=inv_path,
+                            collectors=collectors, forks=forks, inventory=inv_path, host_timeout_s=host_timeout_s,
                             run_id=f"{run_id}-{evidence_dir.parent.name}-{evidence_dir.name}")
         return Collected(res.facts_by_host, res.collection_errors)
 
@@ -105,7 +105,8 @@ def live_probe(inventory: Inventory, via: str, inv_path: str, probes: Sequence[s
 class Seams:
     """What a run talks to: collection, playbooks and the clock. Tests replace them; defaults are the real ones."""
 
-    collect_factory: Callable[..., Collect] | None = None  # (inventory, checks, via, run id, inventory path, forks)
+    #: (inventory, checks, via, run id, inventory path, forks, host timeout)
+    collect_factory: Callable[..., Collect] | None = None
     run_playbook: RunPlaybook | None = None
     clock: Clock | None = None
     probe_factory: Callable[..., Any] | None = None  # (inventory, via, inventory path, probes, forks)
@@ -137,7 +138,7 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
     soak_checks = select_checks(plan.soak.checks, prep.catalog) if plan.soak else []
     factory = seams.collect_factory or live_collect
     collect = factory(prep.inventory, list(gate_checks) + list(soak_checks), via, run_id, prep.inventory_path,
-                      forks)
+                      forks, plan.gates.host_timeout_s)
     return Context(plan=plan, inventory_path=prep.inventory_path, groups=prep.inventory.groups_of(),
                    before=baseline_mod.load(plan.before), after=baseline_mod.load(plan.after),
                    gate_checks=gate_checks, soak_checks=soak_checks, collect=collect,
