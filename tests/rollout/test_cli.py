@@ -168,3 +168,16 @@ def test_resume_and_rollback_take_the_run_path_that_status_takes(tmp_path, monke
     assert result.exit_code == 0, result.output
     assert st.RunState.load(path).status == (st.DONE if command == "resume" else st.ROLLED_BACK)
     assert not (elsewhere / "runs").exists()
+
+
+def test_plan_checks_every_waves_hosts_for_the_transport_the_run_will_use(tmp_path, lab_inventory):
+    text = lab_inventory.read_text().replace("h100-0004: {ansible_host: 127.10.0.4}",
+                                             "h100-0004: {ansible_host: 127.10.0.4, ansible_become: true, "
+                                             "ansible_become_method: su}")
+    lab_inventory.write_text(text)
+    refused = cli("rollout", "plan", PLANS / "hca-firmware.yml", "-i", lab_inventory)
+    assert refused.exit_code == 2
+    said = " ".join(refused.output.split())  # the console wraps long lines
+    assert (f"{lab_inventory}: wave 2 (rest), host 'h100-0004': --via ssh cannot use its connection settings: "
+            f"ansible_become_method 'su' is not supported by --via ssh") in said, refused.output
+    assert cli("rollout", "plan", PLANS / "hca-firmware.yml", "-i", lab_inventory, "--via", "ansible").exit_code == 0

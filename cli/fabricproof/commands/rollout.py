@@ -47,6 +47,8 @@ def plan_cmd(
     plan: Annotated[Path, typer.Argument(help="Rollout plan YAML (kind: RolloutPlan).", show_default=False)],
     inventory: Inventory = None,
     fmt: Fmt = "table",
+    via: Annotated[str, typer.Option("--via", help="How `rollout run` will collect (its settings are checked for "
+                                     "every host of every wave).")] = "ssh",
 ) -> None:
     """Dry run: validate the plan and show the hosts of every wave, the gates and thresholds, the soak and the
     rollback steps. Touches nothing: no host, no lock, no run directory.
@@ -54,7 +56,9 @@ def plan_cmd(
     Example: fabricproof rollout plan inventories/lab/plans/driver-fm-upgrade.yml -i "$(fabricproof lab up)"
     """
     _check_fmt(fmt)
+    transport.kind(via, (transport.Reach.REMOTE,))
     prep = runs.prepare(plan, inventory)
+    runs.preflight(prep, via)
     gate_checks = runs.select_checks(prep.plan.gates.checks, prep.catalog)
     soak_checks = runs.select_checks(prep.plan.soak.checks, prep.catalog) if prep.plan.soak else []
     doc = plan_mod.describe(prep.plan, prep.waves, prep.inventory_path, gate_checks, soak_checks)

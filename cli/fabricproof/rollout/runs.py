@@ -20,6 +20,7 @@ from ..errors import InputError, Problem
 from ..inventory import Inventory
 from ..model import ExitCode
 from ..paths import state_dir
+from ..runstore import check_host_names
 from . import lock
 from . import plan as plan_mod
 from . import state as st
@@ -131,6 +132,26 @@ def prepare(plan_file: Path, inventory_override: str | None) -> Prepared:
     return Prepared(plan, inv_path, inv, waves, catalog)
 
 
+def preflight(prep: Prepared, via: str) -> None:
+    """What every wave's gates will ask of its hosts, checked for all waves before the first is touched (exit 2,
+    nothing changed): a host the collection cannot name or whose connection settings the transport cannot use, in
+    wave 3, must not surface after wave 1 was changed. Names the wave and the host; the first of them, and how many."""
+    check_host_names([h for w in prep.waves for h in w.hosts])
+    k = transport.kind(via)
+    problems = []
+    for w in prep.waves:
+        for h in w.hosts:
+            try:
+                k.check_host(h, prep.inventory.hosts[h].vars)
+            except ValueError as exc:
+                problems.append(f"wave {w.index + 1} ({w.name}), host {h!r}: --via {via} cannot use its connection "
+                                f"settings: {exc}")
+    if problems:
+        more = f" (and {len(problems) - 1} more host(s))" if len(problems) > 1 else ""
+        raise InputError(Problem(f"{problems[0]}{more}; every wave is checked before any is changed: nothing was "
+                                 f"changed", prep.inventory_path))
+
+
 def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progress, seams: Seams | None = None) -> Context:
     seams = seams or Seams()
     plan = prep.plan
@@ -181,6 +202,7 @@ def start(plan_file: Path, *, runs_dir: Path, inventory_override: str | None = N
     transport.kind(via, (transport.Reach.REMOTE,))
     check_settings(forks, 1, None)
     prep = prepare(plan_file, inventory_override)
+    preflight(prep, via)
     runs_dir = ensure_runs_dir(runs_dir)
     run_id = st.new_run_id(prep.plan.name)
     hosts = [h for w in prep.waves for h in w.hosts]
