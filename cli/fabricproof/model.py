@@ -84,6 +84,28 @@ class CommandResult:
     #: Output past the host's in-memory bound is in this file instead (stdout/stderr then empty): spool.py.
     stdout_path: str | None = None
     stderr_path: str | None = None
+    #: The bytes the host sent, kept only when they are not valid UTF-8 (the text above then holds U+FFFD where
+    #: they were): evidence is what the host printed, byte for byte; parsers read the text. None: the text is exact.
+    stdout_bytes: bytes | None = None
+    stderr_bytes: bytes | None = None
+
+    @property
+    def stdout_raw(self) -> bytes:
+        """What the command printed on stdout, byte for byte (the evidence file's content)."""
+        return self.stdout_bytes if self.stdout_bytes is not None else self.stdout.encode("utf-8", errors="replace")
+
+    @property
+    def stderr_raw(self) -> bytes:
+        return self.stderr_bytes if self.stderr_bytes is not None else self.stderr.encode("utf-8", errors="replace")
+
+
+def decoded(data: bytes) -> tuple[str, bytes | None]:
+    """A command's output as text to parse (invalid UTF-8 as U+FFFD), and the bytes themselves when that replaced
+    any: the pair CommandResult keeps as stdout and stdout_bytes."""
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace"), bytes(data)
 
 
 @dataclass(frozen=True, slots=True)

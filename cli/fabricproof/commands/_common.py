@@ -141,6 +141,8 @@ WORKERS_HELP = ("Processes the hosts are shared across, each with its own connec
                 "hosts collected at once in total (default: the machine's cores, up to 16, one per 50 hosts).")
 
 #: The option every command that writes reports or facts takes.
+HOST_TIMEOUT_HELP = ("Seconds one host may take, connect to last byte (a host that stops answering altogether is cut "
+                     "sooner, by SSH keepalives).")
 OUTPUT_MODE_HELP = "File mode of written reports and facts, octal (default 600: the owner's only; 640 for a group)."
 
 

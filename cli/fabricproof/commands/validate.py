@@ -19,8 +19,8 @@ from ..fsutil import atomic_write_chunks
 from ..reporters import REPORTERS
 from ..runstore import RunStore
 from ..timeutil import utc_now
-from ._common import (FORMAT_HELP, OUTPUT_GONE, OUTPUT_MODE_HELP, SEVERITIES, WORKERS_HELP, check_fail_on,
-                      emit_report, err_console, input_errors, output_mode, pair_outputs, shown)
+from ._common import (FORMAT_HELP, HOST_TIMEOUT_HELP, OUTPUT_GONE, OUTPUT_MODE_HELP, SEVERITIES, WORKERS_HELP,
+                      check_fail_on, emit_report, err_console, input_errors, output_mode, pair_outputs, shown)
 from . import _probes
 from ._progress import collect_with_progress
 
@@ -100,6 +100,7 @@ def validate(
     via: Annotated[str, typer.Option("--via", help=f"Live collection over {transport.choices(transport.LIVE)}.")] = "ssh",
     forks: Annotated[int, typer.Option("--forks", help="Hosts collected at once.")] = DEFAULT_FORKS,
     workers: Annotated[int | None, typer.Option("--workers", help=WORKERS_HELP)] = None,
+    host_timeout: Annotated[float, typer.Option("--host-timeout", help=HOST_TIMEOUT_HELP)] = DEFAULT_HOST_TIMEOUT_S,
     accept_new_host_keys: Annotated[bool, typer.Option("--accept-new-host-keys", help="Record unknown host keys instead of refusing the host (never a changed key).")] = False,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Where a live run keeps its evidence (default runs/<run id>).")] = None,
     previous: Annotated[Path | None, typer.Option("--previous", help="Earlier facts of the same hosts: enables counter-delta checks.")] = None,
@@ -138,14 +139,15 @@ def validate(
 
     evidence_dir: Path | None = None
     if live:
-        check_settings(forks, DEFAULT_HOST_TIMEOUT_S, None, workers)
+        check_settings(forks, host_timeout, None, workers)
         hosts = select_hosts(inventory, limit, via, loaded=inv)
         options = transport.configure(via, inventory_path=inventory, accept_new_host_keys=accept_new_host_keys)
         run_id = new_run_id()
     if live and probe_ids:
         # The probes need every host's facts (the HCAs nearest each GPU) and merge theirs in: no streaming here.
         result = collect_with_progress(hosts, run_dir or Path("runs") / run_id, quiet=quiet, via=via, options=options,
-                                       forks=forks, run_id=run_id, inventory=inventory, limit=limit, workers=workers)
+                                       forks=forks, host_timeout_s=host_timeout, run_id=run_id, inventory=inventory,
+                                       limit=limit, workers=workers)
         reachable = [h for h in hosts if h.name in result.facts_by_host]
         probe_run = _probes.run(reachable, result.run_dir, probe_ids, base, result.facts_by_host, via, options,
                                 probe_settings, quiet)
@@ -165,8 +167,8 @@ def validate(
         # Judged as hosts finish: memory stays flat with fleet size (the facts are on disk, in the run).
         stream = StreamingEvaluation(base, selected, groups={h.name: h.groups for h in hosts}, previous=before)
         result = collect_with_progress(hosts, run_dir or Path("runs") / run_id, quiet=quiet, via=via, options=options,
-                                       forks=forks, run_id=run_id, sink=stream.add, inventory=inventory, limit=limit,
-                                       workers=workers)
+                                       forks=forks, host_timeout_s=host_timeout, run_id=run_id, sink=stream.add,
+                                       inventory=inventory, limit=limit, workers=workers)
         report = stream.finish(result.collection_errors, run_id=result.run_id, created_at=utc_now(),
                                tool_version=__version__)
         evidence_dir = result.run_dir

@@ -80,6 +80,16 @@ class Gates:
     probes: tuple[str, ...] = ()  # run in the pre-gate and the post-gate of every wave
     tolerance_pct: float | dict[str, float] | None = None  # a regression gate: no worse than the host's own before
 
+    @property
+    def host_timeout_s(self) -> float:
+        """How long a gate's collection may spend on one host: no longer than the gate's timeout (one silent host
+        must not hold an attempt past its gate), never below the shortest collector timeout, never above the
+        collection's default."""
+        from ..collect import DEFAULT_HOST_TIMEOUT_S
+        from ..durations import MIN_TIMEOUT_S
+
+        return float(min(DEFAULT_HOST_TIMEOUT_S, max(MIN_TIMEOUT_S, self.timeout_s)))
+
 
 @dataclass(frozen=True)
 class Soak:
@@ -478,7 +488,7 @@ def describe(plan: Plan, waves: Sequence[Wave], inventory: str, gate_checks: Seq
         "waves": [{**w.as_dict(), "tolerated_failures": w.budget.tolerated(len(w.hosts)),
                    "budget": w.budget.describe()} for w in waves],
         "gates": {"checks": [c.id for c in gate_checks], "fail_on": g.fail_on, "retry_interval_s": g.retry_interval_s,
-                  "timeout_s": g.timeout_s, "max_failed_hosts": g.budget.max_failed_hosts,
+                  "timeout_s": g.timeout_s, "host_timeout_s": g.host_timeout_s, "max_failed_hosts": g.budget.max_failed_hosts,
                   "max_failed_percent": g.budget.max_failed_percent,
                   **({"probes": list(g.probes), "regression_tolerance_pct": g.tolerance_pct} if g.probes else {}),
                   "boundary": "a wave proceeds when its failed hosts <= max_failed_hosts and, if set, failed * 100 "

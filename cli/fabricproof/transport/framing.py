@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model import Command, CommandResult
+from ..model import Command, CommandResult, decoded
 from ..spool import Spool, Spooler
 from . import lanes as lanes_mod
 from .lanes import Lanes
@@ -348,14 +348,15 @@ class Clock:
 
 
 def finished(cmd: Command, stdout: str, stderr: str, status: int, duration_s: float = 0.0,
-             timed: bool = False) -> CommandResult:
+             timed: bool = False, stdout_bytes: bytes | None = None, stderr_bytes: bytes | None = None) -> CommandResult:
     """The result of a command that ran to its end under GNU timeout, which exits 124 (or 137 after
     its -k KILL) when the command ran out of time. 137 is also a plain SIGKILL (the OOM killer),
     so with a measured duration (`timed`) it counts as a timeout only when the time was up."""
+    raw = {"stdout_bytes": stdout_bytes, "stderr_bytes": stderr_bytes}
     if status in TIMEOUT_STATUSES and (status == 124 or not timed or duration_s >= cmd.timeout_s - 0.5):
         return CommandResult(cmd.argv, stdout, stderr, exit_code=None, duration_s=duration_s,
-                             error=f"timed out after {cmd.timeout_s:g} s")
-    return CommandResult(cmd.argv, stdout, stderr, exit_code=status, duration_s=duration_s)
+                             error=f"timed out after {cmd.timeout_s:g} s", **raw)
+    return CommandResult(cmd.argv, stdout, stderr, exit_code=status, duration_s=duration_s, **raw)
 
 
 def _skip_reason(cmd: Command, commands: Sequence[Command], results: Sequence[CommandResult | None]) -> str:
@@ -377,16 +378,16 @@ def decode_results(commands: Sequence[Command], stdout: bytes | Frames, stderr: 
     results: list[CommandResult | None] = []
     for i, cmd in enumerate(commands):
         out, err = outs[i], errs[i]
-        err_text = err.data.decode("utf-8", errors="replace") if err else ""
+        err_text, err_bytes = decoded(err.data) if err else ("", None)
         spilled = {"stderr_path": err.path} if err is not None and err.path else {}
         if i in outs.skipped and out is None:
             results.append(None)  # below, once the timed-out command it follows is known
             continue
         if out is None:
             results.append(CommandResult(argv=cmd.argv, stdout="", stderr=err_text, exit_code=None,
-                                         error=f"not run: {cut_reason}", **spilled))
+                                         error=f"not run: {cut_reason}", stderr_bytes=err_bytes, **spilled))
             continue
-        text = out.data.decode("utf-8", errors="replace")
+        text, out_bytes = decoded(out.data)  # the text is for parsing; evidence keeps the bytes
         if out.path:
             spilled["stdout_path"] = out.path
         duration = out.duration_s if out.duration_s is not None else out.arrived_s
@@ -397,9 +398,11 @@ def decode_results(commands: Sequence[Command], stdout: bytes | Frames, stderr: 
         timed = duration is not None
         if out.status is None:
             result = CommandResult(argv=cmd.argv, stdout=text, stderr=err_text, exit_code=None,
-                                   duration_s=duration or 0.0, error=cut_reason)
+                                   duration_s=duration or 0.0, error=cut_reason, stdout_bytes=out_bytes,
+                                   stderr_bytes=err_bytes)
         else:
-            result = finished(cmd, text, err_text, out.status, duration or 0.0, timed=timed)
+            result = finished(cmd, text, err_text, out.status, duration or 0.0, timed=timed,
+                              stdout_bytes=out_bytes, stderr_bytes=err_bytes)
         results.append(dataclasses.replace(result, **spilled) if spilled else result)
     return [r if r is not None else CommandResult(argv=c.argv, stdout="", exit_code=None,
                                                   error=_skip_reason(c, commands, results))

@@ -76,6 +76,10 @@ class SSHOptions:
     retry_backoff_s: float = 0.5  # doubled after each failed attempt
     max_output_bytes: int = 256 * 1024 * 1024  # per host: a host printing without end must not eat the controller
     memory_bytes: int = spool.MEMORY_BYTES  # per host: output beyond it goes to the run directory as it arrives
+    #: OpenSSH's ServerAliveInterval/CountMax: after this long without a byte from a host, ask its sshd for a reply;
+    #: this many intervals without any answer and the connection is gone (a frozen host, a dead path), not 300 s on.
+    alive_interval_s: float = 15.0
+    alive_count_max: int = 3
     #: known_hosts files read when the inventory names none (ansible_ssh_known_hosts_file / UserKnownHostsFile)
     default_known_hosts: tuple[str, ...] = knownhosts.SYSTEM_FILES + knownhosts.USER_FILES
 
@@ -93,6 +97,43 @@ class _Connection:
                 t.close()
             except Exception:  # closing is best effort: the host may already be gone
                 pass
+
+
+class _Liveness:
+    """Whether a connection still answers while its commands print nothing: after `interval_s` of silence a
+    keepalive global request with want_reply (sshd answers any, as OpenSSH's ServerAlive relies on), asked from a
+    thread of its own since paramiko waits for the reply without a timeout; silence past `interval_s * count_max`
+    means the host is gone. The thread ends when the reply comes or the transport closes."""
+
+    def __init__(self, tr: paramiko.Transport, interval_s: float, count_max: int):
+        self.tr = tr
+        self.interval_s = interval_s
+        self.limit_s = interval_s * max(1, count_max)
+        self.heard = time.monotonic()  # the last sign of life: a byte, or a keepalive's answer
+        self.received = 0
+        self.answered = threading.Event()
+        self.asking = False
+
+    def gone(self, received: int) -> bool:
+        """Call with the bytes received so far; True once the host has been silent past the limit."""
+        now = time.monotonic()
+        if received != self.received or (self.asking and self.answered.is_set()):
+            self.received, self.heard, self.asking = received, now, False
+        if now - self.heard < self.interval_s:
+            return False
+        if not self.asking:
+            self.asking = True
+            self.answered.clear()
+            threading.Thread(target=self._ask, name="ssh-keepalive", daemon=True).start()
+        return now - self.heard >= self.limit_s
+
+    def _ask(self) -> None:
+        try:
+            self.tr.global_request("keepalive@openssh.com", wait=True)
+        except Exception:  # noqa: BLE001 - a failed ask is no answer; the deadline and is_active() still hold
+            return
+        if self.tr.is_active():
+            self.answered.set()
 
 
 @dataclass(frozen=True)
@@ -228,7 +269,10 @@ class SSHTransport(Transport):
         tr.name = liblog.thread_name(ep.label)  # what paramiko logs of this host is captured under its name
         try:
             timeout = max(_PAPERWORK_S, self._connect_timeout(tgt, deadline))
-            tr.banner_timeout = tr.handshake_timeout = tr.auth_timeout = timeout
+            tr.banner_timeout = tr.auth_timeout = timeout
+            # The packetizer's own handshake limit ends a stalled key exchange with a bare EOFError ("closed the
+            # connection"); past start_client's, it leaves the stall to the check below, which says what happened.
+            tr.handshake_timeout = timeout + _PAPERWORK_S
             self._prefer_known_key_types(tr, [t for name in (ep.known_name, ep.fallback_name) if name
                                               for t in knownhosts.known_types(
                                                   self.known.relevant(tgt.known_hosts_files, name), name)])
@@ -242,6 +286,11 @@ class SSHTransport(Transport):
                 raise HostError(ErrorKind.UNREACHABLE, f"{ep.label}: {ep.hostname}:{ep.port} closed the "
                                                        f"connection during the handshake ({type(exc).__name__})",
                                 retryable=True) from None
+            if not tr.is_active() or not tr.initial_kex_done:
+                # start_client returns without a word when its timeout passes mid key exchange: a server that sent
+                # its banner and stalled (overloaded sshd, MaxStartups) may answer the next attempt.
+                raise HostError(ErrorKind.TIMEOUT, f"{ep.label}: {ep.hostname}:{ep.port} sent its SSH banner and then "
+                                                   f"stalled: no key exchange within {timeout:g} s", retryable=True)
             self._check_host_key(ep, tr.get_remote_server_key(), tgt)
             self._authenticate(tr, ep, tgt)
             return tr
@@ -391,6 +440,7 @@ class SSHTransport(Transport):
         cut = "the connection closed before the command finished"
         poller = select.poll()
         poller.register(chan.fileno(), select.POLLIN)
+        alive = _Liveness(tr, self.options.alive_interval_s, self.options.alive_count_max)
         try:
             while True:
                 # Past the cap the loop ends: a host printing faster than it is read must not keep it here.
@@ -415,6 +465,9 @@ class SSHTransport(Transport):
                     break
                 if not tr.is_active():
                     cut = "the connection to the host was lost"
+                    break
+                if alive.gone(len(out) + len(err)):
+                    cut = f"the host stopped answering: nothing, not even a keepalive reply, for {alive.limit_s:g} s"
                     break
                 if self._closing.is_set():
                     cut = "the collection was interrupted"

@@ -645,13 +645,15 @@ def _slurm_job(view: Node) -> None:
 # ---------------------------------------------------------------------------------------------
 
 def garbage(seed: str, size: int = 600) -> str:
-    """Deterministic binary-looking noise (what a tool with a corrupted library or terminal prints)."""
-    raw = b""
+    """Deterministic binary noise (what a tool with a corrupted library or terminal prints), as the lab's str of
+    bytes (surrogateescape: the tools write those bytes back unchanged). It starts with \\xff\\xfe, a UTF-16
+    byte-order mark, which is never valid UTF-8: evidence must keep it byte for byte."""
+    raw = b"\xff\xfe"
     block = seed.encode()
     while len(raw) < size:
         block = hashlib.sha256(block).digest()
         raw += block
-    return raw[:size].decode("latin-1")
+    return raw[:size].decode("utf-8", "surrogateescape")
 
 
 #: What the tool-floods fault prints, unless its record says `mib`: past the collector's 256 MiB cap per host.
