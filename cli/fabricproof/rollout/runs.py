@@ -60,7 +60,7 @@ def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id
                  forks: int = DEFAULT_FORKS, host_timeout_s: float = DEFAULT_HOST_TIMEOUT_S) -> Collect:
     """Collection over a remote transport (SSH, Ansible) into each proof's evidence directory, running only the
     collectors these checks read (their own, and those providing the facts they compare with or apply by), each
-    host bounded by `host_timeout_s` (the plan's gates.host_timeout_s).
+    host bounded by `host_timeout_s` (the plan's gates.host_timeout_s)."""
     from ..collect import collect as collect_fleet
     from ..collectors import COLLECTORS
     from ..projection import collectors_read

@@ -466,7 +466,7 @@ class SSHTransport(Transport):
                 if not tr.is_active():
                     cut = "the connection to the host was lost"
                     break
-                if alive.gone(len(out) + len(err)):
+                if alive.gone(received):
                     cut = f"the host stopped answering: nothing, not even a keepalive reply, for {alive.limit_s:g} s"
                     break
                 if self._closing.is_set():
