@@ -21,7 +21,7 @@ LAYERS: dict[str, int] = {
     "platforms": 0, "drift": 0, "redact": 0, "textsafe": 0, "pairing": 0, "durations": 0,
     "documents": 1, "inventory": 1, "slurm": 1, "findings": 1, "fsutil": 1,  # raises InputError for bad targets
     # readers: tool output -> facts fragments, baselines, run directories
-    "collectors": 2, "breaker": 2, "runstore": 2, "baseline": 2, "capture": 2, "lab": 2,
+    "config": 2, "starter": 2, "collectors": 2, "breaker": 2, "runstore": 2, "baseline": 2, "capture": 2, "lab": 2,
     "catalog": 3, "facts": 3, "transport": 3,
     "collect": 4, "factschema": 4,
     "projection": 5, "reporters": 5,

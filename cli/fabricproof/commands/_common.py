@@ -53,6 +53,13 @@ def input_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+#: -b of the commands that judge: the option's default comes from config.resolve.
+BASELINE_HELP = ("Baseline YAML (kind: Baseline). Default: $FABRICPROOF_BASELINE, else `baseline:` in fabricproof.yaml "
+                 "(see `fabricproof config`).")
+#: -i of the commands that read an inventory.
+INVENTORY_DEFAULT = " Default: $FABRICPROOF_INVENTORY, else `inventory:` in fabricproof.yaml."
+
+
 #: "critical, warning or info", for --fail-on help and errors.
 SEVERITIES = ", ".join(s.value for s in list(Severity)[:-1]) + f" or {list(Severity)[-1].value}"
 
