@@ -35,6 +35,21 @@ def test_wheel_carries_data_and_console_script(wheel):
     assert "fabricproof = fabricproof.__main__:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
+#: sha256 of the Apache License 2.0 as the ASF publishes it (https://www.apache.org/licenses/LICENSE-2.0.txt).
+APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
+
+
+def test_the_license_file_is_the_declared_licence_and_ships_in_the_wheel(wheel):
+    import hashlib
+    import tomllib
+
+    assert tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["license"] == "Apache-2.0"
+    assert hashlib.sha256((REPO / "LICENSE").read_bytes()).hexdigest() == APACHE_2_SHA256
+    names = zipfile.ZipFile(wheel).namelist()
+    (shipped,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+    assert zipfile.ZipFile(wheel).read(shipped) == (REPO / "LICENSE").read_bytes()
+
+
 def test_installed_cli_works_from_any_directory(wheel, tmp_path):
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
