@@ -30,6 +30,14 @@ def shown(text: object) -> str:
     return escape(for_terminal(str(text)))
 
 
+def whole_ids(table: Any, column: int, ids: Iterable[str]) -> None:
+    """Show an id column's values whole, each on one line, at any width the other columns can give up (an id is
+    what the operator copies: rich cut `fabric.cluster_uuid_consistent` to `fabric.cluster_uuid_…` at 80 columns)."""
+    col = table.columns[column]
+    col.no_wrap, col.overflow = True, "fold"
+    col.min_width = max((len(i) for i in ids), default=0)
+
+
 def input_errors(fn: F) -> F:
     """Turn InputError into one clear message per problem on stderr and exit code 2 (nothing touched)."""
 

@@ -21,6 +21,7 @@ from ..model import Outcome, Report
 from ..paths import inventories_dir
 from ..reporters import table
 from ..rollout import decisions, runs
+from ..words import counted
 from ._common import console, input_errors, shown
 
 #: (host, fault) pairs the tour injects: one NVLink, one Fabric Manager, one GPUDirect RDMA failure. Two H100s, so
@@ -69,7 +70,8 @@ def tour(lab_dir: Path, nodes: int, work: Path, step: Callable[[Step], None]) ->
     ok = exit_code(healthy) == 0
     s = healthy.summary
     step(Step("validate the healthy fleet over SSH against inventories/lab/baseline.yaml", ok,
-              f"{s.passed} passed, {s.failed} failed, {s.skipped} not applicable on {s.hosts} hosts -> exit {exit_code(healthy)}"))
+              f"{s.passed} passed, {s.failed} failed, {s.skipped} not applicable on {counted(s.hosts, 'host')} -> exit "
+              f"{exit_code(healthy)}"))
 
     names = {h.name for h in lab.hosts}
     injected = [(h, f) for h, f in TOUR_FAULTS if h in names]

@@ -16,7 +16,7 @@ from ..rollout import decisions, runs
 from ..rollout import plan as plan_mod
 from ..rollout import state as st
 from ..fsutil import write_target
-from ._common import OUTPUT_MODE_HELP, console, err_console, input_errors, output_mode, report_targets, shown
+from ._common import OUTPUT_MODE_HELP, console, err_console, input_errors, output_mode, report_targets, shown, whole_ids
 from ._runlog import decision_log_notes, finish_run, report_page, say
 
 EXIT_HELP = ("Exit codes: 0 done · 1 a gate failed and the run halted · 2 bad input (nothing touched) · "
@@ -213,7 +213,7 @@ def status_cmd(
                                   indent=2))
             return
         table = Table("run", "plan", "status", "updated", "hosts", title=f"{len(all_runs)} run(s) in {runs_dir}")
-        table.columns[0].overflow = "fold"  # a run id is what the operator copies: never cut it
+        whole_ids(table, 0, (r.run_id for r in all_runs))
         for r in all_runs:
             table.add_row(r.run_id, r.data["plan"], r.status, r.data["updated_at"], _fmt_counts(_counts(r)))
         console.print(table)
