@@ -23,6 +23,7 @@ from ..reporters import table
 from ..rollout import decisions, runs
 from ..words import counted
 from ._common import console, input_errors, shown
+from ._runlog import stamp
 
 #: (host, fault) pairs the tour injects: one NVLink, one Fabric Manager, one GPUDirect RDMA failure. Two H100s, so
 #: fleet checks still have a majority to judge the outlier against.
@@ -109,7 +110,7 @@ def _rollout_rolls_back(lab_dir: Path, inv_path: Path, work: Path, step: Callabl
     step(Step(f"rollout {plan.name}: the pilot {pilot} will leave Fabric Manager behind the new driver", True,
               "waves pilot -> 25% -> rest; gates: driver, FM, fabric, NVLink; on failure: roll the wave back"))
     code, run_id = runs.start(plan, runs_dir=work / "rollouts", inventory_override=str(inv_path),
-                              progress=lambda m: _say(shown(m)))
+                              progress=lambda m: _say(shown(f"{stamp()}  {m}")))
     run_dir = work / "rollouts" / run_id
     log = [decisions.format_line(d) for d in decisions.read(run_dir)]
     step(Step("the post-gate failed on the pilot, which rolled itself back; no other host was touched", code == 4,
