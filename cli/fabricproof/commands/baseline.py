@@ -83,7 +83,8 @@ def show(
                   + "".join(f", then groups.{shown(g)}" for g in applied)
                   + f" (host groups: {shown(', '.join(sorted(groups)) or 'none')})", soft_wrap=True, highlight=False)
     rows = [(dotted, json.dumps(baseline_mod.lookup(values, dotted)), source) for dotted, source in sources.items()]
-    width = min(max((len(d) + len(v) + 2 for d, v, _ in rows), default=0), 60)  # a long list does not push every comment away
+    # One column for the sources, but a long list does not push every comment away.
+    width = min(max((len(d) + len(v) + 2 for d, v, _ in rows), default=0), 60)
     for dotted, value, source in rows:
         console.print(shown(f"{dotted}: {value}".ljust(width) + f"  # {source}"), soft_wrap=True, highlight=False)
 

@@ -1,4 +1,4 @@
-"""`fabricproof init`: a starter directory (inventory, baseline, plan, runbook, config) to begin outside the repository."""
+"""`fabricproof init`: a starter directory (inventory, baseline, plan, runbook, config) outside the repository."""
 
 from __future__ import annotations
 
