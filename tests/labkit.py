@@ -87,3 +87,14 @@ class RunningLab:
     def lab(self) -> lab_state.LabState:
         assert self.status.lab is not None
         return self.status.lab
+
+
+#: The inventory groups the lab baseline (inventories/lab/baseline.yaml) sets values for. An ad-hoc test inventory
+#: judged against that baseline declares them, empty, as the lab's own inventory does; a baseline group the
+#: inventory lacks is refused (issue 19.1).
+LAB_BASELINE_GROUPS = ("dgx_a100", "dgx_h100", "hgx_h200", "gb200_nvl72")
+
+
+def lab_baseline_children() -> str:
+    """YAML to put under `all:` of a test inventory: the lab baseline's groups, without hosts."""
+    return "  children:\n" + "".join(f"    {g}: {{}}\n" for g in LAB_BASELINE_GROUPS)

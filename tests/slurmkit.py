@@ -23,6 +23,9 @@ from fabricproof.lab import netstat, procs
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("munge", "scontrol", "sinfo", "squeue", "sbatch", "srun", "scancel")
 INSTALL_HINT = "apt-get install -y slurmctld slurmd slurm-client munge"
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "slurm"
+HEALTH_PROGRAM = DEPLOY / "fabricproof-health"  # what operators install as HealthCheckProgram
+SLURM_CONF_LINES = DEPLOY / "slurm.conf"  # the lines they add to slurm.conf
 START_TIMEOUT_S = 90.0  # generous: several daemons start at once on a loaded two-core machine
 T = TypeVar("T")
 
@@ -86,9 +89,19 @@ class Node:
     port: int  # slurmd's own port: Debian builds slurmd with --enable-multiple-slurmd
 
 
+def health_check_lines(program: Path, interval: int) -> list[str]:
+    """The lines of the shipped deploy/slurm/slurm.conf, with the test's program and interval in place of the
+    installed path and 300 s (every other setting as shipped)."""
+    settings = dict(line.split("=", 1) for line in SLURM_CONF_LINES.read_text().splitlines()
+                    if line.strip() and not line.startswith("#"))
+    assert set(settings) == {"HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState"}, settings
+    settings.update(HealthCheckProgram=str(program), HealthCheckInterval=str(interval))
+    return [f"{key}={value}" for key, value in settings.items()]
+
+
 def slurm_conf(root: Path, ctld_port: int, nodes: Sequence[Node], health: Path | None, interval: int) -> str:
     """The test cluster's slurm.conf: everything under `root`, every daemon on 127.0.0.1, no cgroups (containers),
-    no accounting, and fabricproof as HealthCheckProgram (the README's three lines)."""
+    no accounting, and fabricproof as HealthCheckProgram (deploy/slurm/slurm.conf's lines)."""
     lines = [
         "ClusterName=fabricproof-test",
         "SlurmctldHost=localhost(127.0.0.1)",
@@ -121,7 +134,7 @@ def slurm_conf(root: Path, ctld_port: int, nodes: Sequence[Node], health: Path |
         "MailProg=/bin/true",
     ]
     if health is not None:
-        lines += [f"HealthCheckProgram={health}", f"HealthCheckInterval={interval}", "HealthCheckNodeState=ANY"]
+        lines += health_check_lines(health, interval)
     lines += [f"NodeName={n.name} NodeAddr=127.0.0.1 NodeHostname=localhost Port={n.port} CPUs=1 RealMemory=1000"
               for n in nodes]
     lines.append(f"PartitionName=debug Nodes={','.join(n.name for n in nodes)} Default=YES MaxTime=INFINITE State=UP")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import documents
+from .errors import InputError, Problem
 
 UNSET = object()
 
@@ -50,6 +52,7 @@ class Baseline:
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    group_lines: dict[str, int] = field(default_factory=dict, compare=False)  # group -> its line in the source
 
     def for_groups(self, groups: Iterable[str]) -> dict[str, Any]:
         """The values for a host in these inventory groups: defaults, then matching groups in name order."""
@@ -85,7 +88,34 @@ def from_document(doc: documents.Document) -> Baseline:
         groups=data["spec"].get("groups") or {},
         source=doc.file,
         metadata=meta,
+        group_lines={g: line for g in data["spec"].get("groups") or {}
+                     if (line := doc.line(("spec", "groups", g))) is not None},
     )
+
+
+#: Groups Ansible puts every host in: never one of a host's own groups, so an override under them selects nothing.
+IMPLICIT_GROUPS = ("all", "ungrouped")
+
+
+def check_groups(baseline: Baseline, inventory_groups: Iterable[str], inventory: str) -> None:
+    """Every spec.groups key names a group of the inventory: a misspelt group (dgx_h10 for dgx_h100) selects no
+    host, so its hosts would be judged on the defaults alone. InputError (exit 2) naming file, line and path."""
+    known = sorted(set(inventory_groups) - set(IMPLICIT_GROUPS))
+    problems = []
+    for group in baseline.groups:
+        if group in known:
+            continue
+        hint = difflib.get_close_matches(group, known, n=1)
+        if group in IMPLICIT_GROUPS:
+            tip = "; it holds no host's own values: put them in spec.defaults"
+        elif hint:
+            tip = f"; did you mean {hint[0]!r}?"
+        else:
+            tip = f"; its groups: {', '.join(known[:12])}" + (" ..." if len(known) > 12 else "") if known else ""
+        problems.append(Problem(f"no group {group!r} in inventory {inventory}{tip}", baseline.source,
+                                baseline.group_lines.get(group), documents.pointer(("spec", "groups", group))))
+    if problems:
+        raise InputError(problems)
 
 
 def load(path: Path) -> Baseline:

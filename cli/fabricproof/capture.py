@@ -7,9 +7,8 @@ from collections import Counter
 from typing import Any
 
 from .platforms import platform_of
+from .xids import default_policy
 
-# Xid codes that fail a node when seen since boot (azurehpc-health-checks' list).
-CRITICAL_XIDS = [48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120]
 FORBIDDEN_THROTTLE = ["hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"]
 # A healthy port's effective BER prints as the floor (15E-255); 1e-12 is the usual alarm level for NDR/HDR links.
 MAX_EFFECTIVE_BER = 1e-12
@@ -53,7 +52,7 @@ def capture(facts: dict[str, Any]) -> dict[str, Any]:
     gpus = _get(facts, "gpu", "gpus") or []
     out: dict[str, Any] = {}
     name = _one([g.get("name") for g in gpus])
-    platform = platform_of(name or "")
+    platform = _one([platform_of(g) for g in gpus])
     _put(out, "platform", platform)
 
     gpu: dict[str, Any] = {}
@@ -65,7 +64,7 @@ def capture(facts: dict[str, Any]) -> dict[str, Any]:
     _put(gpu, "pcie_gen", _one([g.get("pcie_gen") for g in gpus]))
     _put(gpu, "pcie_width", _one([g.get("pcie_width") for g in gpus]))
     if gpus:
-        gpu["critical_xids"] = CRITICAL_XIDS
+        gpu["xid_policy"] = default_policy()
         gpu["forbidden_throttle_reasons"] = FORBIDDEN_THROTTLE
     _put(out, "gpu", gpu)
 
@@ -75,7 +74,8 @@ def capture(facts: dict[str, Any]) -> dict[str, Any]:
     _put(out, "driver", driver)
     _put(out, "cuda", {"version": _get(facts, "gpu", "cuda_version")} if _get(facts, "gpu", "cuda_version") else None)
 
-    fm_version = _get(facts, "fm", "build", "version")
+    # FM's own version, or the version its log says it ran: either proves FM runs on this node.
+    fm_version = _get(facts, "fm", "build", "version") or _get(facts, "fm", "log", "running_version")
     if fm_version and platform != "gb200":
         fm: dict[str, Any] = {"required": True, "version": fm_version, "max_restarts": 0}
         settings = _get(facts, "fm", "config", "settings") or {}
@@ -122,7 +122,10 @@ def capture(facts: dict[str, Any]) -> dict[str, Any]:
         layer = _one([p.get("link_layer") for p in compute])
         _put(ib, "link_layer", layer)
         _put(ib, "fw", _one([h.get("fw_version") for h in hcas]))
-        psids = sorted({d.get("psid") for d in _get(facts, "ib", "firmware", "devices") or [] if d.get("psid")})
+        # ib.psid reads the board id sysfs gives each compute HCA; mlxfwmanager's PSIDs when sysfs was not read.
+        psids = sorted({d.get("board_id") for d in _get(facts, "ib", "counters", "devices") or []
+                        if d.get("board_id") and d.get("hca_type") == ca_type}
+                       or {d.get("psid") for d in _get(facts, "ib", "firmware", "devices") or [] if d.get("psid")})
         _put(ib, "psids", psids)
         compute_devs = {h.get("name") for h in hcas}
         _put(ib, "mtu", _one([p.get("active_mtu") for p in _get(facts, "ib", "devinfo", "ports") or [] if p.get("device") in compute_devs]))

@@ -63,6 +63,7 @@ class Check:
     source: str = ""
     finding: str = ""  # how one failing item reads after its name, e.g. "{value} of {expected} links active"
     probe: bool = False  # its collector loads the fabric: it applies only where that probe was run
+    action: str = ""  # what its failure calls for (actions.ACTIONS); check.schema.json requires it of every check
 
     @property
     def baseline_keys(self) -> tuple[str, ...]:
@@ -84,6 +85,7 @@ def _check_from(doc: documents.Document, collectors: dict[str, Any] | None) -> C
         family=d["family"],
         severity=Severity(d["severity"]),
         scope=Scope(d["scope"]),
+        action=d["action"],
         subject=d["subject"],
         collector=d["collector"],
         fact=d["fact"],

@@ -9,6 +9,7 @@ import typer
 from . import __version__
 from .commands import (baseline, breaker, check, checks, collect, collectors, config, demo, init, lab, rollback, rollout,
                        runbook, schema, validate)
+from .transport import liblog
 
 app = typer.Typer(
     name="fabricproof",
@@ -16,7 +17,7 @@ app = typer.Typer(
         "Prove a GPU cluster's fabric (Fabric Manager, NVLink, NVSwitch, InfiniBand/RoCE, GPUDirect RDMA) against a "
         "schema-checked baseline, and roll changes out in gated waves.\n\n"
         "Exit codes: 0 pass · 1 check failed · 2 invalid input · 3 incomplete collection · 4 rolled back · "
-        "5 halted for an operator · 130 interrupted."
+        "5 halted for an operator · 6 a file could not be written (disk full, I/O error) · 130 interrupted."
     ),
     no_args_is_help=True,
     rich_markup_mode="rich",
@@ -35,6 +36,8 @@ def root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
     """fabricproof: fabric validation and staged rollouts for GPU clusters."""
+    # Before any library runs: what paramiko and ansible-runner log never reaches the terminal raw.
+    liblog.capture()
 
 
 app.command("validate", epilog=validate.EPILOG)(validate.validate)

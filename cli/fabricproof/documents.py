@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
+import stat
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -164,15 +166,46 @@ def parse_yaml(text: str, file: str) -> Document:
     return Document(data, file, lines)
 
 
-def read_text(path: Path) -> str:
+#: A JSON document fabricproof wrote itself (a host's facts, run.json, state.json) may be larger than an operator's
+#: YAML, but never this large: the cap that keeps /dev/zero or a runaway file from filling memory.
+MAX_JSON_BYTES = 64 * 1024 * 1024
+
+
+def read_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
+    """A document's text, read at most `max_bytes` (+1) bytes far: a device or a runaway file (/dev/zero, a log)
+    is refused once the cap is passed, never read whole first."""
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
     except FileNotFoundError:
         raise InputError(Problem("file not found", str(path))) from None
     except IsADirectoryError:
         raise InputError(Problem("is a directory, expected a file", str(path))) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise InputError(Problem(f"cannot read: {exc}", str(path))) from None
+    if len(data) > max_bytes:
+        raise InputError(Problem(f"the document is larger than {max_bytes >> 20} MiB", str(path)))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(Problem(f"cannot read: {exc}", str(path))) from None
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a pipe"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def regular_file(path: Path, why: str) -> None:
+    """Exit 2 unless path (its symlinks followed) is a regular file, saying what it is and `why` a file is needed."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(Problem("file not found", str(path))) from None
+    except OSError as exc:
+        raise InputError(Problem(f"cannot read: {exc.strerror}", str(path))) from None
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise InputError(Problem(f"is {kind}, not a regular file: {why}", str(path)))
 
 
 def load_yaml(path: Path) -> Document:
@@ -193,7 +226,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def load_json(path: Path) -> Document:
     """JSON is parsed with json (fast); line numbers are recovered only when an error needs them. Duplicate keys
     are errors, as in YAML (json would keep the last one silently), and so is nesting the parser cannot hold."""
-    text = read_text(path)
+    text = read_text(path, MAX_JSON_BYTES)
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:

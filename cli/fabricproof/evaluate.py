@@ -9,10 +9,11 @@ import threading
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from .baseline import UNSET, Baseline, lookup
-from .catalog import Check
+from .catalog import Applicability, Check
 from .findings import name_findings
 from .model import CheckCoverage, Finding, Outcome, Report, Result, Scope
 from .ops import OPERATORS, render_value
@@ -39,6 +40,7 @@ class _Evaluator:
         self.previous = previous
         self._values_cache: dict[tuple[str, ...], dict[str, Any]] = {}
         self._sentences: dict[tuple[str, str, str], str] = {}
+        self.gaps: dict[tuple[str, int], str | None] = {}  # (check, values) -> the baseline key it lacks (_gap)
 
     def values_for(self, host: str, facts: Facts) -> dict[str, Any]:
         groups = self.groups.get(host) or tuple(facts.get("groups", ()))
@@ -164,12 +166,13 @@ def _applicability(check: Check, values: dict[str, Any]) -> str | None:
     return None
 
 
-def _not_applicable(check: Check, values: dict[str, Any], facts: Facts, ev: _Evaluator) -> str | None:
-    """The reason the host's own facts put it outside the check (applies_when), or None.
+def _not_applicable(check: Check, values: dict[str, Any], facts: Facts, ev: _Evaluator,
+                    conditions: Iterable[Applicability] | None = None) -> str | None:
+    """The reason the host's own facts put it outside the check (applies_when, or just `conditions`), or None.
 
     A condition holds when any value at its pointer satisfies it; a pointer the facts do not reach (the
     collector did not run or failed) proves nothing, so the check is judged as usual. Raises _Skip."""
-    for cond in check.applies_when:
+    for cond in check.applies_when if conditions is None else conditions:
         vals, missing = values_at(facts, split_pointer(cond.fact))
         if not vals and missing:
             continue
@@ -182,6 +185,62 @@ def _not_applicable(check: Check, values: dict[str, Any], facts: Facts, ev: _Eva
     return None
 
 
+def _literal(spec: Any) -> bool:
+    """An expected value written in the check itself, not read from the baseline or the host's facts."""
+    return not (isinstance(spec, dict) and ("baseline" in spec or "fact" in spec))
+
+
+def _wanting(check: Check, values: dict[str, Any], facts: Facts, ev: _Evaluator) -> str | None:
+    """The baseline value a skipped check lacked on a host that has what it judges, or None: such a host is
+    not proven (a misspelt group leaves an NVSwitch system's FM and fabric checks, an IB host's port checks,
+    without their values).
+
+    Decided from the check and the host's facts, not from a list: the host has what a check judges when the
+    check's collector ran there, its fact holds a value on the items its literal `where` conditions pick, and
+    its literal applies_when conditions hold (NVSwitches present for fm.*, a GPU registered in an NVLink
+    fabric for fabric.*). Decisions are not gaps: a key the baseline sets to false, another platform, and an
+    opt-in check (one that `requires` the very value it compares, as roce.gid_index does: a baseline without
+    it does not pin a GID index) left unset. A probe is opt-in and compared across the fleet without a threshold."""
+    memo = (check.id, id(values))  # values are the evaluator's cached dict per group set: one answer per group set
+    if memo not in ev.gaps:
+        ev.gaps[memo] = _gap(check, values)
+    unset = ev.gaps[memo]
+    if unset is None or _collector_problem(facts, check):
+        return None
+    where = tuple((c.path, OPERATORS[c.op].test, c.expected) for c in check.where if _literal(c.expected))
+    vals, _ = values_at(facts, split_pointer(check.fact), where)
+    if all(v is None for v in vals):
+        return None
+    literal = [c for c in check.applies_when if _literal(c.expected)]
+    try:
+        if _not_applicable(check, values, facts, ev, literal):
+            return None
+    except (_Skip, _Missing):
+        return None
+    return unset
+
+
+def _gap(check: Check, values: dict[str, Any]) -> str | None:
+    """The first baseline key the check reads that these values leave unset, unless leaving it is a decision."""
+    if check.probe:
+        return None
+    platform = values.get("platform")
+    if check.platforms and platform and platform not in check.platforms:
+        return None
+    if any(lookup(values, k) is False for k in check.requires):
+        return None
+    unset = [k for k in check.baseline_keys if lookup(values, k) is UNSET or lookup(values, k) is None]
+    compared = check.expected.get("baseline") if isinstance(check.expected, dict) else None
+    if not unset or (compared in check.requires and compared in unset):
+        return None
+    return unset[0]
+
+
+def _unproven(result: Result, check: Check, key: str) -> Result:
+    return replace(result, reason=sys.intern(f"not proven: baseline sets no {key}, and this host has what the "
+                                             f"check judges ({check.fact})"))  # interned: one string per check
+
+
 def _result(check: Check, host: str, outcome: Outcome, expected: str, actual: Any = None, reason: str = "",
             evidence: tuple[str, ...] = (), findings: tuple[Finding, ...] = ()) -> Result:
     return Result(
@@ -189,7 +248,7 @@ def _result(check: Check, host: str, outcome: Outcome, expected: str, actual: An
         # Interned: a skip or missing-fact reason repeats on every host, and a fleet's report keeps them all.
         expected=expected, actual=actual, reason=sys.intern(reason) if reason else "",
         remediation=check.remediation if outcome is Outcome.FAIL else "",
-        evidence=evidence, family=check.family, references=check.references, findings=findings,
+        evidence=evidence, family=check.family, references=check.references, findings=findings, action=check.action,
     )
 
 
@@ -456,6 +515,7 @@ class StreamingEvaluation:
         self._fleet_facts: dict[str, Facts] | _PackedFacts = {} if keep is not None else _PackedFacts()
         self._judged: dict[str, list[Result]] = {}  # host -> one result per host-scope check, in check order
         self._groups: dict[str, tuple[str, ...]] = {}  # host -> the groups that chose its baseline (the report's rows)
+        self._unproven: dict[str, list[str]] = {}  # host -> checks its hardware needs that the baseline left unjudged
         self._lock = threading.Lock()
 
     def add(self, host: str, facts: Facts) -> None:
@@ -464,7 +524,12 @@ class StreamingEvaluation:
             if host in self._judged:
                 raise ValueError(f"{host}: facts given twice")
             memo: dict[str, tuple[str, ...]] = {}
-            self._judged[host] = [_judge_host(c, host, facts, self._ev, memo) for c in self._host_checks]
+            judged = self._judged[host] = [_judge_host(c, host, facts, self._ev, memo) for c in self._host_checks]
+            values = self._ev.values_for(host, facts)
+            for k, (check, r) in enumerate(zip(self._host_checks, judged)):
+                if r.outcome is Outcome.SKIP and (key := _wanting(check, values, facts, self._ev)):
+                    judged[k] = _unproven(r, check, key)
+                    self._unproven.setdefault(host, []).append(check.id)
             self._groups[host] = self._ev.groups.get(host) or tuple(facts.get("groups", ()))
             self._fleet_facts[host] = self._keep(facts)
 
@@ -478,6 +543,12 @@ class StreamingEvaluation:
         for check in self.checks:
             if check.scope is Scope.FLEET:
                 rs = _judge_fleet(check, hosts, self._fleet_facts, self._ev)
+                for k, r in enumerate(rs):
+                    if r.outcome is Outcome.SKIP:
+                        facts = self._fleet_facts[r.host]
+                        if key := _wanting(check, self._ev.values_for(r.host, facts), facts, self._ev):
+                            rs[k] = _unproven(r, check, key)
+                            self._unproven.setdefault(r.host, []).append(check.id)
             else:
                 k = column[check.id]
                 rs = [self._judged[h][k] for h in hosts]
@@ -490,8 +561,12 @@ class StreamingEvaluation:
         all_hosts = tuple(sorted(set(hosts) | set(collection_errors)))
         groups = {h: tuple(sorted(g)) for h in all_hosts
                   if (g := self._groups.get(h) or self._ev.groups.get(h))}
+        order = {c.id: k for k, c in enumerate(self.checks)}
+        not_proven = {h: tuple(sorted(ids, key=order.__getitem__)) for h, ids in sorted(self._unproven.items())
+                      if h not in collection_errors}
         return Report(results=tuple(results), hosts=all_hosts, baseline=self._ev.baseline.name,
-                      unapplied=tuple(unapplied), collection_errors=collection_errors, groups=groups, **meta)
+                      unapplied=tuple(unapplied), collection_errors=collection_errors, groups=groups,
+                      not_proven=not_proven, **meta)
 
 
 def evaluate(facts_by_host: Mapping[str, Facts], baseline: Baseline, checks: Iterable[Check],
@@ -506,8 +581,9 @@ def evaluate(facts_by_host: Mapping[str, Facts], baseline: Baseline, checks: Ite
 
 def exit_code(report: Report, fail_on: str = "critical", require_all: bool = False) -> int:
     """0 all pass; 1 a failure at or above fail_on (or, with require_all, a check that applied nowhere);
-    3 nothing failed but something was not collected or could not be judged, or no host was judged at all
-    (nothing proven is never a pass)."""
+    3 nothing failed but something was not collected or could not be judged (an error, or an unknown at or above
+    fail_on), a host is not proven (checks its
+    hardware needs went without baseline values), or no host was judged at all (nothing proven is never a pass)."""
     from .model import ExitCode, Severity
 
     if not report.hosts:
@@ -517,6 +593,21 @@ def exit_code(report: Report, fail_on: str = "critical", require_all: bool = Fal
         return ExitCode.CHECK_FAILED
     if require_all and report.unapplied:
         return ExitCode.CHECK_FAILED
-    if report.collection_errors or any(r.outcome is Outcome.ERROR for r in report.results):
+    if report.collection_errors or report.not_proven or any(r.outcome is Outcome.ERROR for r in report.results):
+        return ExitCode.INCOMPLETE
+    # A check at or above the threshold that could not be judged (its fact missing, a diag that ran no hardware
+    # test) is a partial proof, never a pass: the same threshold as a failure, so --fail-on warning counts both.
+    if any(r.outcome is Outcome.UNKNOWN and r.severity.rank >= threshold for r in report.results):
         return ExitCode.INCOMPLETE
     return ExitCode.OK
+
+
+def failing_actions(report: Report, fail_on: str = "critical") -> dict[str, str]:
+    """Host -> the most disruptive action of its failed checks at or above fail_on: what the failures that fail
+    it (a gate, a drain) call for. Hosts that could not be collected have none."""
+    from .actions import host_actions
+    from .model import Severity
+
+    threshold = Severity(fail_on).rank
+    return host_actions(r for r in report.results
+                        if r.severity.rank >= threshold and r.host not in report.collection_errors)

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import documents
+from . import documents, spool
 from .platforms import platform_of
 from .collectors import COLLECTORS, Collector, ParseError
 from .collectors.base import not_run_reason
@@ -33,17 +33,23 @@ def parse_output(collector: Collector, result: CommandResult) -> tuple[dict[str,
     if result.error:
         run.update(status="error", error=result.error)
         return run, None
-    reason = not_run_reason(result.exit_code, result.stdout)
+    size = spool.stdout_size(result)
+    if size > spool.PARSE_BYTES:
+        run.update(status="error", error=f"the output ({size:,} bytes) is larger than fabricproof parses "
+                                         f"({spool.PARSE_BYTES >> 20} MiB): kept as evidence, not read")
+        return run, None
+    stdout = spool.stdout_text(result)  # from its evidence file when it spilled: one output in memory at a time
+    reason = not_run_reason(result.exit_code, stdout)
     if reason is not None:
         # Its prerequisite is absent (unconfigured, not broken): nothing ran, so nothing failed either.
         run.update(status="skipped", error=reason)
         return run, None
-    if result.exit_code not in collector.ok_exit_codes and not result.stdout.strip():
-        first = (result.stderr.strip().splitlines() or [f"exit status {result.exit_code}"])[0]
+    if result.exit_code not in collector.ok_exit_codes and not stdout.strip():
+        first = (spool.stderr_head(result).strip().splitlines() or [f"exit status {result.exit_code}"])[0]
         run.update(status="error", error=f"exit {result.exit_code}: {first[:200]}")
         return run, None
     try:
-        fragment = collector.parse(result.stdout)
+        fragment = collector.parse(stdout)
     except ParseError as exc:
         run.update(status="error", error=f"cannot parse output: {exc}")
         return run, None
@@ -77,9 +83,10 @@ def build(host: str, outputs: Mapping[str, CommandResult], *, via: str, groups: 
 
 
 def host_platform(doc: Mapping[str, Any]) -> str | None:
-    """The platform (a100, h100, ...) a facts document shows, from its GPU names; None if unknown or mixed."""
+    """The platform (a100, h100, ...) a facts document shows, from its GPUs' PCI device ids (else exact names);
+    None if unknown or mixed."""
     gpus = ((doc.get("gpu") or {}).get("gpus")) or []
-    found = {platform_of(str(g.get("name") or "")) for g in gpus if isinstance(g, dict)}
+    found = {platform_of(g) for g in gpus if isinstance(g, dict)}
     return found.pop() if len(found) == 1 else None
 
 

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .errors import InputError, Problem
+from .errors import InputError, Problem, writes
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -31,6 +31,7 @@ def atomic_write_text(path: Path, text: str, mode: int = PRIVATE) -> None:
     atomic_write_chunks(path, (text,), mode)
 
 
+@writes
 def atomic_write_chunks(path: Path, chunks: Iterable[str], mode: int = PRIVATE, parents: bool = True) -> None:
     """atomic_write_text for a document made in pieces (a fleet-sized report): written as they come. `parents`
     makes missing parent directories."""
@@ -166,6 +167,7 @@ def check_target(path: Path, option: str) -> None:
     _plan(path, option)
 
 
+@writes
 def write_target(path: Path, chunks: Iterable[str], mode: int = PRIVATE, option: str = "") -> None:
     """Write an output the operator named as they expect: a device, a FIFO or an open descriptor's name
     (/dev/stdout) is opened and written where it is, never renamed over or chmod-ed (as root a rename would

@@ -38,6 +38,9 @@ def from_list_json(data: Mapping[str, Any], source: str = "") -> Inventory:
             continue
         direct[name] = set(body.get("hosts") or ())
         children[name] = list(body.get("children") or ())
+    for kids in list(children.values()):  # a group without hosts is named only as a child: it exists, empty
+        for kid in kids:
+            direct.setdefault(kid, set())
 
     memo: dict[str, set[str]] = {}
 
@@ -154,7 +157,11 @@ def limit(inv: Inventory, pattern: str | None) -> list[str]:
     unknown: list[str] = []
     for term in terms:
         kind, name = (term[0], term[1:]) if term[0] in "&!" else ("", term)
-        hosts = _term_hosts(inv, name)
+        try:
+            hosts = _term_hosts(inv, name)
+        except re.error as exc:
+            raise InputError(f"--limit {pattern!r}: {name!r} is not a valid regular expression ({exc}); a '~' "
+                             "term is a Python regex matched from the start of host and group names") from None
         if not hosts and not any(c in name for c in "*?[~"):
             unknown.append(name)
         if kind == "&":

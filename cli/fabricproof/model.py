@@ -44,6 +44,7 @@ class ExitCode(enum.IntEnum):
     INCOMPLETE = 3
     ROLLED_BACK = 4
     HALTED = 5
+    WRITE_FAILED = 6  # a file of our own could not be written (disk full, quota, I/O error): the run is not whole
     INTERRUPTED = 130
 
 
@@ -80,6 +81,31 @@ class CommandResult:
     exit_code: int | None = 0  # None: the command did not finish (timeout, connection lost)
     duration_s: float = 0.0
     error: str | None = None  # transport-level reason when the command could not run
+    #: Output past the host's in-memory bound is in this file instead (stdout/stderr then empty): spool.py.
+    stdout_path: str | None = None
+    stderr_path: str | None = None
+    #: The bytes the host sent, kept only when they are not valid UTF-8 (the text above then holds U+FFFD where
+    #: they were): evidence is what the host printed, byte for byte; parsers read the text. None: the text is exact.
+    stdout_bytes: bytes | None = None
+    stderr_bytes: bytes | None = None
+
+    @property
+    def stdout_raw(self) -> bytes:
+        """What the command printed on stdout, byte for byte (the evidence file's content)."""
+        return self.stdout_bytes if self.stdout_bytes is not None else self.stdout.encode("utf-8", errors="replace")
+
+    @property
+    def stderr_raw(self) -> bytes:
+        return self.stderr_bytes if self.stderr_bytes is not None else self.stderr.encode("utf-8", errors="replace")
+
+
+def decoded(data: bytes) -> tuple[str, bytes | None]:
+    """A command's output as text to parse (invalid UTF-8 as U+FFFD), and the bytes themselves when that replaced
+    any: the pair CommandResult keeps as stdout and stdout_bytes."""
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace"), bytes(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +140,7 @@ class Result:
     family: str = ""
     references: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = ()  # the failing items, each named (GPU 1, mlx5_0 port 1); the reason keeps pointers
+    action: str = ""  # what the check's failure calls for, one of actions.ACTIONS (set on every result of a check)
 
 
 @dataclass(frozen=True)
@@ -127,6 +154,7 @@ class Summary:
     failed_by_severity: dict[str, int] = field(default_factory=dict)
     hosts: int = 0
     hosts_failed: int = 0
+    hosts_not_proven: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,6 +180,9 @@ class Report:
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # host -> its inventory groups (heatmap rows)
     #: Every probe figure: {host, probe, target, figure, value, unit, higher_is_better}; empty when no probe ran.
     figures: tuple[dict[str, Any], ...] = ()
+    #: Host -> the checks its hardware needs that were skipped for want of a baseline value: such a host is not
+    #: proven (exit 3), never passed. Hosts not collected are in collection_errors instead.
+    not_proven: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def summary(self) -> Summary:
@@ -173,4 +204,5 @@ class Report:
             failed_by_severity=by_sev,
             hosts=len(self.hosts),
             hosts_failed=len(failed_hosts),
+            hosts_not_proven=len(self.not_proven),
         )

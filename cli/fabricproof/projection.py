@@ -108,3 +108,23 @@ def projector(checks: Iterable[Check]):
         return project(doc, trie)
 
     return apply
+
+
+def collectors_read(checks: Iterable[Check], collectors: Mapping[str, Any]) -> list[str]:
+    """The ids of every collector whose facts these checks read, in registry order: each check's own, and the
+    ones providing a fact it compares with or its applies_when reads (fm.version_matches_driver compares with
+    /gpu/driver_version and applies where /nvswitch/pci/count > 0). Collecting only each check's own collector
+    leaves those facts missing, and a healthy host is judged unknown. Where several collectors fill the same
+    facts (nvidia_smi_q and its XML twin), the registry's default ones stand for them."""
+    wanted: set[str] = set()
+    read: set[tuple[str, ...]] = set()
+    for check in checks:
+        wanted.add(check.collector)
+        read.update(segs for segs in pointers(check) if segs[:1] != ("collectors",))
+    for cid, col in collectors.items():
+        if cid in wanted or not getattr(col, "default", False):
+            continue
+        provides = split_pointer(col.provides)
+        if any(segs[: len(provides)] == provides or provides[: len(segs)] == segs for segs in read):
+            wanted.add(cid)
+    return [cid for cid in collectors if cid in wanted]

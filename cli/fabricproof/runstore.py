@@ -8,6 +8,9 @@ A run directory holds everything one collection produced, so evaluation can be r
     RUNDIR/facts/<host>.json             the parsed facts (schemas/facts.schema.json)
     RUNDIR/report.json                   the verdict, when `validate` judged the run
 
+<host> is the host's name when it is short and plain; any other name (a 253-character FQDN, `zz/bad`) goes by a
+readable cut of it and a hash (`file_name`), and run.json's evidence_names maps such hosts to their names.
+
 Everything is the owner's only (0700 directories, 0600 files): raw outputs show a fleet's addresses,
 firmware and errors. No symbolic link inside it is followed: one planted there (RUNDIR/raw -> elsewhere) is
 refused, exit 2, and nothing is written through it. A host's evidence is written whole in a hidden sibling and renamed into place, so a
@@ -17,8 +20,11 @@ reader sees it complete or not at all; the file system is synced once before run
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import hashlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -26,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from . import documents
-from .errors import InputError, Problem
+from .errors import STORAGE_ERRNOS, InputError, Problem, WriteError, writing
 from .fsutil import create_private, planted, private_dir, refuse_links, refuse_links_in
-from .model import CommandResult
+from .model import CommandResult, decoded
 
 RUN_FILE = "run.json"
 RAW_DIR = "raw"
@@ -43,6 +49,23 @@ FILE_MODE = 0o600
 
 _LIBC = ctypes.CDLL(None, use_errno=True)  # this process's libc (dlopen(NULL)): no ldconfig lookup
 
+#: Longest host name a run keeps as its file name: the hidden staging name (.<name>.partial) and the facts' temporary
+#: file (.<name>.json.tmp) must stay within NAME_MAX (255 bytes), with room to spare.
+READABLE_MAX = 128
+#: A host name kept as its file name: what host names and addresses are made of ('~' is left out: it marks made names).
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@+=,-]*")
+_CUT = 48
+
+
+def file_name(host: str) -> str:
+    """The name a host's evidence and facts go by: the host name itself when it is short and plain, else a readable
+    cut of it, '~' and 16 hex digits of its SHA-256. Any legal host name (253 characters) and any inventory name
+    (`zz/bad`, `.x`) gets one that fits a file system and stays inside the run directory."""
+    if len(host) <= READABLE_MAX and _PLAIN.fullmatch(host):
+        return host
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", host)[:_CUT].lstrip(".-")
+    return f"{readable}~{hashlib.sha256(host.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}"
+
 
 @dataclass(frozen=True)
 class Recorded:
@@ -53,16 +76,21 @@ class Recorded:
     exit_code: int | None
     duration_s: float
     error: str | None
+    stdout_bytes: bytes | None = None  # the file's bytes when they are not valid UTF-8 (see CommandResult)
+    stderr_bytes: bytes | None = None
 
 
 def manifest_document(*, run_id: str, status: str, via: str, tool_version: str, started_at: str, finished_at: str,
                       duration_s: float, hosts: Iterable[str], commands: Iterable[Mapping[str, Any]], collected: int,
                       errors: Mapping[str, tuple[str, str]], command_errors: Mapping[str, Mapping[str, str]],
-                      settings: Mapping[str, Any], done: Iterable[str] | None = None) -> dict[str, Any]:
+                      settings: Mapping[str, Any], done: Iterable[str] | None = None,
+                      reason: str = "") -> dict[str, Any]:
     """run.json as schemas/run.schema.json defines it. `errors` is host -> (kind, message) for hosts not collected;
     `command_errors` host -> collector id -> reason; `settings` the run's inventory, limit, forks, workers and
-    timeouts; `done` the hosts that finished (collected or not), in that order, once the run has ended."""
+    timeouts; `done` the hosts that finished (collected or not), in that order, once the run has ended; `reason`
+    why an incomplete run stopped."""
     hosts = list(hosts)
+    renamed = {h: file_name(h) for h in hosts if file_name(h) != h}
     doc = {
         "apiVersion": "fabricproof/v1", "kind": "CollectionRun", "run_id": run_id, "status": status, "via": via,
         "tool_version": tool_version, "started_at": started_at, "finished_at": finished_at,
@@ -74,6 +102,10 @@ def manifest_document(*, run_id: str, status: str, via: str, tool_version: str, 
         "errors": {h: {"kind": kind, "message": message} for h, (kind, message) in sorted(errors.items())},
         "collector_errors": {h: dict(e) for h, e in sorted(command_errors.items())},
     }
+    if reason:
+        doc["reason"] = reason
+    if renamed:
+        doc["evidence_names"] = renamed
     if done is not None:
         done = list(done)
         finished = set(done)
@@ -84,11 +116,9 @@ def manifest_document(*, run_id: str, status: str, via: str, tool_version: str, 
 
 
 def check_host_names(names: Iterable[str]) -> None:
-    """Host names become directory names under raw/: refuse ones that would escape or hide there."""
-    bad = [n for n in names if not n or "/" in n or "\0" in n or n.startswith(".")]
-    if bad:
-        raise InputError(f"host name {bad[0]!r} cannot name a file: inventory host names for collection must not "
-                         f"be empty, contain '/' or start with '.'")
+    """Every host name gets a file name (file_name), so only an empty one is refused."""
+    if any(not n for n in names):
+        raise InputError("an empty host name: inventory host names for collection must not be empty")
 
 
 def facts_dir_of(directory: Path) -> Path:
@@ -123,13 +153,16 @@ class RunStore:
             store.root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
             os.chmod(store.root, DIR_MODE)  # whatever the umask or an existing empty directory's mode
         except OSError as exc:
+            if exc.errno in STORAGE_ERRNOS:
+                raise WriteError(store.root, exc.strerror or str(exc), exc.errno) from None
             raise InputError(Problem(f"cannot create the run directory: {exc.strerror}", str(store.root))) from None
         return store
 
     def begin(self) -> None:
         """Make the evidence and facts directories: from here on the directory holds a run."""
-        for sub in (RAW_DIR, FACTS_DIR):
-            private_dir(self.root, sub, mode=DIR_MODE)
+        with writing(self.root):
+            for sub in (RAW_DIR, FACTS_DIR):
+                private_dir(self.root, sub, mode=DIR_MODE)
 
     @classmethod
     def open(cls, root: Path) -> RunStore:
@@ -160,15 +193,21 @@ class RunStore:
         return self.root / REPORT_FILE
 
     def raw_dir(self, host: str) -> Path:
-        return self.root / RAW_DIR / host
+        return self.root / RAW_DIR / file_name(host)
+
+    @property
+    def spool_dir(self) -> Path:
+        """Where a transport puts output past its memory bound as it arrives (hidden files, spool.PREFIX): on the
+        evidence's own file system, so write_evidence renames them into place instead of copying."""
+        return self.root / RAW_DIR
 
     def facts_path(self, host: str) -> Path:
-        return self.root / FACTS_DIR / f"{host}.json"
+        return self.root / FACTS_DIR / f"{file_name(host)}.json"
 
     @staticmethod
     def evidence_ref(host: str, name: str) -> str:
         """The path of a command's saved output relative to the run directory, as facts and reports cite it."""
-        return f"{RAW_DIR}/{host}/{name}{STDOUT_SUFFIX}"
+        return f"{RAW_DIR}/{file_name(host)}/{name}{STDOUT_SUFFIX}"
 
     # ------------------------------------------------------------------------------ writing
     def write_manifest(self, doc: Mapping[str, Any]) -> None:
@@ -178,11 +217,16 @@ class RunStore:
 
     def write_evidence(self, host: str, outputs: Mapping[str, CommandResult]) -> dict[str, str]:
         """RUNDIR/raw/<host>/, written whole in a hidden sibling and renamed into place (one rename, not one per
-        file). Returns name -> evidence reference for the facts document."""
+        file). Returns name -> evidence reference for the facts document. WriteError naming raw/<host> when the
+        storage fails under it (discard_staging frees what it left)."""
+        with writing(self.raw_dir(host)):
+            return self._write_evidence(host, outputs)
+
+    def _write_evidence(self, host: str, outputs: Mapping[str, CommandResult]) -> dict[str, str]:
         final = refuse_links(self.root, self.raw_dir(host))
         if final.exists():
             raise FileExistsError(f"{final}: this run already holds evidence of {host}; evidence is never overwritten")
-        staging = final.with_name(f".{host}.partial")  # hidden: host names never start with "."
+        staging = final.with_name(f".{final.name}.partial")  # hidden: file names never start with "."
         if staging.is_symlink():
             raise planted(staging)
         if staging.exists():
@@ -191,37 +235,64 @@ class RunStore:
         meta: dict[str, Any] = {}
         evidence: dict[str, str] = {}
         for name, r in outputs.items():
-            out = r.stdout.encode("utf-8", errors="replace")
-            err = r.stderr.encode("utf-8", errors="replace")
-            _write_bytes(staging / f"{name}{STDOUT_SUFFIX}", out)
-            if err:
-                _write_bytes(staging / f"{name}{STDERR_SUFFIX}", err)
+            # byte for byte what the host printed (a spilled output is already that file)
+            out = _place(staging / f"{name}{STDOUT_SUFFIX}", r.stdout_raw, r.stdout_path, always=True)
+            err = _place(staging / f"{name}{STDERR_SUFFIX}", r.stderr_raw, r.stderr_path, always=False)
             evidence[name] = self.evidence_ref(host, name)
             meta[name] = {"argv": list(r.argv), "exit_code": r.exit_code, "duration_s": round(r.duration_s, 3),
-                          "error": r.error, "stdout_bytes": len(out), "stderr_bytes": len(err)}
+                          "error": r.error, "stdout_bytes": out, "stderr_bytes": err}
         # One command per line: readable, and the C encoder (indent= would take the pure-Python one).
         _write_bytes(staging / META_FILE, ("{\n" + ",\n".join(f"{json.dumps(n)}:{json.dumps(m)}"
                                                               for n, m in meta.items()) + "\n}\n").encode())
         os.rename(staging, final)
         return evidence
 
+    def placed(self, host: str, name: str, result: CommandResult) -> CommandResult:
+        """A result whose spilled outputs write_evidence moved: pointing at their evidence files, where parsers
+        read them."""
+        if result.stdout_path is None and result.stderr_path is None:
+            return result
+        directory = self.raw_dir(host)
+        return dataclasses.replace(
+            result, stdout_path=str(directory / f"{name}{STDOUT_SUFFIX}") if result.stdout_path else None,
+            stderr_path=str(directory / f"{name}{STDERR_SUFFIX}") if result.stderr_path else None)
+
     def write_facts(self, host: str, doc: Mapping[str, Any]) -> None:
         """Compact JSON (the C encoder is ~8x cheaper than indented output, once per host), renamed into
         place; not fsynced one by one: sync() flushes the whole run once, before the manifest says complete."""
+        with writing(self.facts_path(host)):
+            self._write_facts(host, doc)
+
+    def _write_facts(self, host: str, doc: Mapping[str, Any]) -> None:
         path = refuse_links(self.root, self.facts_path(host))
         tmp = path.with_name(f".{path.name}.tmp")
         _write_bytes(tmp, (json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
         os.replace(tmp, path)
 
     def sync(self) -> None:
-        """syncfs(2) on the run directory's file system: one flush for all the evidence of a run."""
+        """syncfs(2) on the run directory's file system: one flush for all the evidence of a run. The storage
+        failing the flush (EIO: written pages are lost) is a WriteError naming the run directory."""
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            if getattr(_LIBC, "syncfs", None) is not None and _LIBC.syncfs(fd) == 0:
-                return
+            if getattr(_LIBC, "syncfs", None) is not None:
+                if _LIBC.syncfs(fd) == 0:
+                    return
+                code = ctypes.get_errno()
+                if code in STORAGE_ERRNOS:
+                    raise WriteError(self.root, os.strerror(code), code)
             os.sync()  # no syncfs (not glibc): flush everything, still once per run
         finally:
             os.close(fd)
+
+    def discard_staging(self) -> None:
+        """Remove what writes cut short left hidden (a host's staged evidence, a facts temp file): after a full
+        disk this frees the room run.json needs to say why the run stopped."""
+        for pattern in (f"{RAW_DIR}/.*.partial", f"{FACTS_DIR}/.*.tmp"):
+            for path in self.root.glob(pattern):
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------------------ reading
     def manifest(self) -> dict[str, Any] | None:
@@ -247,10 +318,14 @@ class RunStore:
         return [c["id"] for c in (doc or {}).get("collectors") or []]
 
     def hosts(self) -> list[str]:
-        """Every host the run holds evidence or a recorded error for."""
+        """Every host the run holds evidence or a recorded error for (by host name: run.json maps made file names
+        back)."""
         raw = self.root / RAW_DIR
-        seen = {p.name for p in raw.iterdir() if p.is_dir() and not p.name.startswith(".")} if raw.is_dir() else set()
-        return sorted(seen | set(self.recorded_errors()))
+        doc = self.manifest() or {}
+        named = {f: h for h, f in (doc.get("evidence_names") or {}).items()}
+        seen = {named.get(p.name, p.name) for p in raw.iterdir()
+                if p.is_dir() and not p.name.startswith(".")} if raw.is_dir() else set()
+        return sorted(seen | set(doc.get("errors") or {}))
 
     def has_evidence(self, host: str) -> bool:
         return self.raw_dir(host).is_dir()
@@ -280,11 +355,22 @@ class RunStore:
         out_path = directory / f"{name}{STDOUT_SUFFIX}"
         if not out_path.is_file() and not record:
             return None
-        stdout = out_path.read_text(encoding="utf-8", errors="replace") if out_path.is_file() else ""
+        stdout, stdout_bytes = decoded(out_path.read_bytes()) if out_path.is_file() else ("", None)
         err_path = directory / f"{name}{STDERR_SUFFIX}"
-        stderr = err_path.read_text(encoding="utf-8", errors="replace") if err_path.is_file() else ""
+        stderr, stderr_bytes = decoded(err_path.read_bytes()) if err_path.is_file() else ("", None)
         return Recorded(stdout, stderr, record.get("exit_code", 0) if record else 0,
-                        float(record.get("duration_s") or 0.0), record.get("error"))
+                        float(record.get("duration_s") or 0.0), record.get("error"), stdout_bytes, stderr_bytes)
+
+
+def _place(path: Path, data: bytes, spilled: str | None, always: bool) -> int:
+    """One output into the staging directory: its spilled file renamed there, else its bytes written (not at all
+    when empty, unless `always`). Returns its size in bytes."""
+    if spilled is not None:
+        os.rename(spilled, path)
+        return os.stat(path).st_size
+    if data or always:
+        _write_bytes(path, data)
+    return len(data)
 
 
 def _write_bytes(path: Path, data: bytes) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import catalog, factschema, platforms, transport
+from . import actions, catalog, factschema, platforms, transport
 from .model import Outcome, Scope, Severity
 from .ops import OPERATORS, Kind, fleet_names, names
 from .paths import schemas_dir
@@ -57,6 +57,9 @@ VOCABULARIES: dict[str, Vocabulary] = {
                         lambda: [s.value for s in Scope]),
     "outcome": Vocabulary("fabricproof.model.Outcome", "The outcome of one check on one host.",
                           lambda: [o.value for o in Outcome]),
+    "action": Vocabulary("fabricproof.actions.ACTIONS", "What an operator does about a failed check, least "
+                         "disruptive first: " + "; ".join(f"{a.id}: {a.meaning}" for a in actions.ACTIONS.values()),
+                         lambda: list(actions.ACTIONS)),
     "platform": Vocabulary("fabricproof.platforms.PLATFORMS", "A GPU platform.", lambda: list(platforms.PLATFORMS)),
     "family": Vocabulary("fabricproof.catalog.FAMILIES", "A check family: one folder of the catalog.",
                          lambda: list(catalog.FAMILIES)),
@@ -89,9 +92,9 @@ VOCABULARIES: dict[str, Vocabulary] = {
 USES: dict[str, tuple[str, ...]] = {
     "baseline.schema.json": ("platform", "persistence_mode", "ecc_mode", "throttle_reason", "kernel_module",
                              "iommu_mode"),
-    "check.schema.json": ("family", "severity", "scope", "platform", "operator", "value_operator",
+    "check.schema.json": ("family", "severity", "action", "scope", "platform", "operator", "value_operator",
                           "comparison_operator", "operator_taking_expected", "fleet_operator"),
-    "report.schema.json": ("outcome", "severity"),
+    "report.schema.json": ("outcome", "severity", "action"),
     "rollout.schema.json": ("severity", "reporter", "failure_policy"),
     "runbook.schema.json": ("severity",),
     "run.schema.json": ("transport",),

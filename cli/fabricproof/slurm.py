@@ -38,13 +38,16 @@ def parse_show_node(text: str, name: str) -> NodeState:
                      reason=value if value and value != "(null)" else None)
 
 
-def drain_reason(check_ids: Sequence[str]) -> str:
+def drain_reason(check_ids: Sequence[str], action: str = "") -> str:
+    """"fabricproof check: reboot: gpu.fallen_off_bus,gpu.xid": the node's action (actions.ACTIONS) before the ids,
+    so that shortening a long list never cuts what the operator is to do."""
     ids = sorted(dict.fromkeys(check_ids))
-    text = f"{REASON_PREFIX} {','.join(ids)}"
+    head = f"{REASON_PREFIX} {action}: " if action else f"{REASON_PREFIX} "
+    text = head + ",".join(ids)
     k = len(ids)
     while len(text) > MAX_REASON and k > 1:
         k -= 1
-        text = f"{REASON_PREFIX} {','.join(ids[:k])} +{len(ids) - k} more"
+        text = f"{head}{','.join(ids[:k])} +{len(ids) - k} more"
     return text
 
 
@@ -52,9 +55,9 @@ def show_argv(node: str) -> list[str]:
     return ["scontrol", "show", "node", node]
 
 
-def drain_argv(node: str, check_ids: Sequence[str]) -> list[str]:
+def drain_argv(node: str, check_ids: Sequence[str], action: str = "") -> list[str]:
     # One argv element per key=value: no shell ever sees the reason, so nothing in it needs quoting.
-    return ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={drain_reason(check_ids)}"]
+    return ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={drain_reason(check_ids, action)}"]
 
 
 def resume_argv(node: str) -> list[str]:
@@ -71,16 +74,17 @@ class Action:
     new_drain: bool = False  # takes a node in service out of it: the drain breaker decides (breaker.py)
 
 
-def decide(node: NodeState, failed_ids: Sequence[str], passed: bool) -> Action:
-    """Drain a failing node unless someone else drained it; resume a passing node only if this check drained it."""
+def decide(node: NodeState, failed_ids: Sequence[str], passed: bool, action: str = "") -> Action:
+    """Drain a failing node unless someone else drained it; resume a passing node only if this check drained it.
+    `action` is the failures' most disruptive action, named in the drain reason."""
     if failed_ids:
         if node.drained and not node.ours:
             return Action(None, f"{node.name} is already drained by someone else ({node.reason}); leaving it")
-        reason = drain_reason(failed_ids)
+        reason = drain_reason(failed_ids, action)
         if node.drained and node.reason == reason:
             # Draining again would restamp the reason's time, and the breaker counts drains by that time.
             return Action(None, f"{node.name} stays drained: {reason}")
-        return Action(drain_argv(node.name, failed_ids), f"draining {node.name}: {reason}", reason,
+        return Action(drain_argv(node.name, failed_ids, action), f"draining {node.name}: {reason}", reason,
                       new_drain=not node.drained)
     if passed and node.drained and node.ours:
         return Action(resume_argv(node.name), f"resuming {node.name}: checks pass again (was {node.reason})")

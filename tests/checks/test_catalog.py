@@ -7,9 +7,11 @@ from collections import Counter
 
 import pytest
 from fabricproof import documents, factschema
+from fabricproof.actions import ACTIONS, most_severe, rank
 from fabricproof.baseline import lookup
 from fabricproof.catalog import load
 from fabricproof.collectors import COLLECTORS
+from fabricproof.errors import InputError
 from fabricproof.paths import checks_dir, schemas_dir
 from fabricproof.pointer import split_pointer
 
@@ -110,3 +112,63 @@ def test_check_is_documented_and_has_both_fixtures(check):
 
 def test_lookup_helper_reads_dotted_keys():
     assert lookup({"a": {"b": 1}}, "a.b") == 1
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.id)
+def test_every_check_declares_an_action_from_the_vocabulary(check):
+    assert check.action in ACTIONS, f"{check.id}: action {check.action!r} is not one of {list(ACTIONS)}"
+
+
+def test_a_check_without_an_action_is_refused_with_its_file_and_path(tmp_path):
+    src = next(checks_dir().rglob("gpu.xid.yaml"))
+    (tmp_path / "gpu").mkdir()
+    bad = tmp_path / "gpu" / "gpu.xid.yaml"
+    bad.write_text(src.read_text().replace("action: reboot\n", ""))
+    with pytest.raises(InputError) as exc:
+        load(tmp_path)
+    assert str(exc.value) == f"{bad}:1: at / 'action' is required"
+    bad.write_text(src.read_text().replace("action: reboot\n", "action: replace_gpu\n"))
+    with pytest.raises(InputError) as exc:
+        load(tmp_path)
+    assert f"{bad}:5: at /action" in str(exc.value)
+
+
+#: What an experienced operator does first when the check fails: one per kind of fault.
+ACTION_OF = {
+    "fm.service_active": "restart_service",  # the daemon stopped
+    "imex.service_active": "restart_service",
+    "ib.sm_present": "restart_service",
+    "fm.config_fabric_mode": "reconfigure",  # a setting
+    "pcie.acs_disabled": "reconfigure",
+    "rdma.peermem_loaded": "reconfigure",
+    "driver.version": "update_software",  # a package
+    "ofed.version": "update_software",
+    "ib.fw_version": "update_firmware",  # a flash and a cold reset
+    "nvswitch.firmware": "update_firmware",
+    "gpu.remapped_rows_pending": "reset_gpu",  # NVIDIA: a GPU reset completes the remap
+    "nvlink.links_active": "reset_gpu",
+    "gpu.fallen_off_bus": "reboot",  # Xid 79: NVIDIA's catalog and GPUd say reboot
+    "gpu.recovery_action": "reboot",
+    "ib.rate": "reseat_cable",  # the link trained down or went down
+    "ib.phys_linkup": "reseat_cable",
+    "ib.symbol_errors": "reseat_cable",
+    "nvlink.crc_errors": "drain_and_inspect",  # errors growing on a baseboard link
+    "gpu.remapped_rows_failure": "drain_and_inspect",  # GPUd: HARDWARE_INSPECTION (RMA)
+    "perf.nccl_wrong": "drain_and_inspect",
+    "perf.ib_pair_bw": "monitor",  # a pair's figure does not single this host out (perf.ib_pair_at_fault does)
+    "nvswitch.sxid_nonfatal": "monitor",
+}
+
+
+@pytest.mark.parametrize("check_id", ACTION_OF)
+def test_representative_checks_call_for_the_operators_action(check_id):
+    assert {c.id: c.action for c in CHECKS}[check_id] == ACTION_OF[check_id]
+
+
+def test_actions_are_ordered_least_disruptive_first_and_a_host_takes_its_most_severe():
+    assert list(ACTIONS)[0] == "monitor" and list(ACTIONS)[-1] == "drain_and_inspect"
+    assert rank("reboot") > rank("reset_gpu") > rank("restart_service") > rank("reconfigure") > rank("monitor")
+    assert most_severe(["reset_gpu", "monitor", "reboot", "reconfigure"]) == "reboot"
+    assert most_severe([]) == ""
+    every = {c.action for c in CHECKS}
+    assert every == set(ACTIONS), f"actions no check uses: {set(ACTIONS) - every}"

@@ -148,3 +148,40 @@ def test_what_streaming_holds_per_host_is_packed_and_shared():
 
 
 FLEET_IDS = {c.id for c in CHECKS if c.scope is Scope.FLEET}
+
+
+def _collected_by(doc: dict, ids: list[str]) -> dict:
+    """The facts a collection running only these collectors would have given: their fragments and records."""
+    from fabricproof.collectors import COLLECTORS
+    from fabricproof.pointer import split_pointer
+
+    out = {k: doc[k] for k in ("apiVersion", "kind", "host", "via", "groups", "collected_at") if k in doc}
+    out["collectors"] = {cid: run for cid, run in doc["collectors"].items() if cid in ids}
+    for cid in ids:
+        *parents, last = split_pointer(COLLECTORS[cid].provides)
+        src, dst = doc, out
+        for seg in parents:
+            src, dst = src.get(seg, {}), dst.setdefault(seg, {})
+        if last in src:
+            dst[last] = copy.deepcopy(src[last])
+    return out
+
+
+@pytest.mark.parametrize("check", [c for c in CHECKS if not c.probe], ids=lambda c: c.id)
+def test_a_gate_selecting_one_check_collects_every_fact_it_reads(check):
+    """A gate or runbook step with `checks: [ID]` runs collectors_read([ID]): on the healthy lab hosts the check
+    is never judged unknown for a fact no collector was asked for (fm.version_matches_driver compares with the
+    driver version nvidia_smi_q reports and applies where nvswitch_pci counts NVSwitches)."""
+    from fabricproof.collectors import COLLECTORS
+    from fabricproof.model import Outcome
+    from fabricproof.projection import collectors_read
+
+    ids = collectors_read([check], COLLECTORS)
+    assert check.collector in ids
+    facts = {h: _collected_by(doc, ids) for h, doc in LAB_FACTS.items()}
+    groups = {h: doc["groups"] for h, doc in LAB_FACTS.items()}
+    whole = evaluate(LAB_FACTS, LAB_BASELINE, [check], groups=groups)
+    gate = evaluate(facts, LAB_BASELINE, [check], groups=groups)
+    assert [(r.host, r.outcome) for r in gate.results] == [(r.host, r.outcome) for r in whole.results]
+    assert not any(r.outcome is Outcome.UNKNOWN for r in gate.results)
+    assert gate.not_proven == whole.not_proven == {}

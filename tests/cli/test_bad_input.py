@@ -107,13 +107,13 @@ def test_bad_check_file_in_a_catalog_is_reported_with_its_line(tmp_path):
 
     (tmp_path / "nvlink").mkdir()
     (tmp_path / "nvlink" / "nvlink.x.yaml").write_text(
-        "id: nvlink.x\ntitle: A title here\nfamily: nvlink\nseverity: critical\nscope: host\nsubject: s s s\n"
+        "id: nvlink.x\ntitle: A title here\nfamily: nvlink\nseverity: critical\naction: monitor\nscope: host\nsubject: s s s\n"
         "collector: nvlink_status\nfact: /nvlink/status/links_active_total\nassert: {op: equals, expected: 1}\n"
         "rationale: because it matters\nremediation: do the thing now\nreferences: [x]\n"
     )
     with pytest.raises(InputError) as exc:
         load(tmp_path)
-    assert "nvlink.x.yaml:9: at /assert/op" in str(exc.value)
+    assert "nvlink.x.yaml:10: at /assert/op" in str(exc.value)
 
 
 def test_several_formats_to_stdout_is_a_usage_error(facts_dir):

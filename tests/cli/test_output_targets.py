@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from labkit import lab_baseline_children
 
 from fabricproof.errors import InputError
 from fabricproof.fsutil import check_target
@@ -224,7 +225,7 @@ def test_a_link_planted_in_the_run_directory_exits_2_before_any_host_is_touched(
     outside.mkdir()
     (run_dir / "raw").symlink_to(outside)
     inventory = tmp_path / "inventory.yml"
-    inventory.write_text("all:\n  hosts:\n    n1: {ansible_host: 127.0.0.1, ansible_port: 1}\n")
+    inventory.write_text("all:\n  hosts:\n    n1: {ansible_host: 127.0.0.1, ansible_port: 1}\n" + lab_baseline_children())
     args = (("collect", "-o", run_dir) if command == "collect"
             else ("validate", "-b", LAB / "baseline.yaml", "--run-dir", run_dir))
     res = run(*args, "-i", inventory)

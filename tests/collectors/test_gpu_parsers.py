@@ -616,3 +616,19 @@ def test_collector_table_matches_contract() -> None:
 @pytest.mark.parametrize("collector", GPU_COLLECTORS, ids=lambda c: c.id)
 def test_schema_is_closed_and_described(collector: Collector) -> None:
     assert_closed_and_described(collector.schema)
+
+
+@pytest.mark.parametrize(("family", "parse", "name", "device_id"), [
+    ("nvidia-smi-q", nvidia_smi_q.parse_q, "h100-80gb-hbm3-8gpu-driver535.161.08-fabric-completed.txt", "2330"),
+    ("nvidia-smi-q", nvidia_smi_q.parse_q, "rtx4090-8gpu-driver535.154.05-fabric-na.txt", "2684"),
+    ("nvidia-smi-q-xml", nvidia_smi_q_xml.parse_q_xml, "k8s-test-infra-real-gb200-driver580.173.02-scrubbed-ids.xml",
+     "2941"),
+    ("nvidia-smi-q-xml", nvidia_smi_q_xml.parse_q_xml, "k8s-test-infra-real-gb300-driver580.173.02-scrubbed-ids.xml",
+     "31c2"),
+    ("nvidia-smi-q-xml", nvidia_smi_q_xml.parse_q_xml, "k8s-test-infra-real-b200-driver580.105.08-scrubbed-ids.xml",
+     "2901"),
+])
+def test_pci_device_id_is_the_device_half_of_the_printed_id(corpus: Path, family, parse, name, device_id) -> None:
+    # Device Id 0x233010DE (text) / 233010DE (XML): the id platforms.py matches platforms by, never the name
+    fragment = _gpu_fragment(parse, corpus, family, name)
+    assert {g["pci_device_id"] for g in fragment["gpus"]} == {device_id}

@@ -135,7 +135,7 @@ def test_checks_fed_only_by_a_declined_collector_skip_with_the_reason_and_the_ru
     doc.get("nvswitch", {}).pop("firmware", None)
     checks = catalog.load()
     report = evaluate.evaluate({"h100-0001": doc}, load_baseline(lab / "baseline.yaml"), checks,
-                               groups={"h100-0001": ("h100",)})
+                               groups={"h100-0001": ("dgx_h100",)})
     fed = {c.id for c in checks if c.collector == "nvswitch_firmware"}
     assert fed >= {"nvswitch.firmware", "nvswitch.firmware_consistent"}
     mine = {r.check_id: r for r in report.results if r.check_id in fed}

@@ -130,7 +130,8 @@ def test_inventory_groups_hosts_by_profile_and_rack_with_connection_vars() -> No
                                    "-o IdentitiesOnly=yes",
         "ansible_python_interpreter": "/usr/bin/python3"}
     groups = lab["children"]
-    assert set(groups) == {"gb200_nvl72", "rack_01", "rack_02"}
+    assert set(groups) == {"dgx_a100", "dgx_h100", "hgx_h200", "gb200_nvl72", "rack_01", "rack_02"}
+    assert groups["dgx_a100"] == groups["dgx_h100"] == groups["hgx_h200"] == {}  # declared: the lab baseline names them
     assert len(groups["gb200_nvl72"]["hosts"]) == 20
     assert list(groups["rack_02"]["hosts"]) == ["gb200-0019", "gb200-0020"]
     assert groups["gb200_nvl72"]["hosts"]["gb200-0019"] == {

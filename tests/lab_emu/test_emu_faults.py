@@ -42,7 +42,7 @@ EFFECTS = {
     "remapped-rows-pending": {"nvsmi_q", "nvsmi_q_x"}, "gpu-throttle": {"nvsmi_q", "nvsmi_query"},
     "persistence-off": {"nvsmi_q", "nvsmi_query"}, "pcie-downtrained": {"nvsmi_q", "lspci_vvv"},
     "iommu-translated": {"root:proc/cmdline"}, "tool-hangs": {"nvsmi_q", "nvlink_s", "topo_m"},
-    "tool-garbage": {"ibstat"}, "upgrade-breaks-fm": set(),
+    "tool-garbage": {"ibstat"}, "tool-floods": {"ibstat"}, "upgrade-breaks-fm": set(),
     "ecc-uncorrectable": {"nvsmi_q", "nvsmi_q_x"}, "fabric-route-unhealthy": {"nvsmi_q", "nvsmi_q_x"},
     "fabric-access-timeout": {"nvsmi_q", "nvsmi_q_x"},
     "nvlink5-netir-fatal": {"journal_kernel", "nvsmi_q", "nvsmi_q_x"}, "nvlink5-errors-growing": {"nvlink_e"},

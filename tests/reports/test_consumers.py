@@ -28,16 +28,18 @@ def _promtool(text: str) -> subprocess.CompletedProcess:
 
 @needs_promtool
 def test_the_textfile_passes_promtool_on_a_lab_fleet():
-    res = _promtool(prometheus.render(small()))
+    text = prometheus.render(small())
+    res = _promtool(text)
     assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
+    assert 'fabricproof_host_action{host="' in text and ',action="reset_gpu"}' in text  # the action labels too
 
 
 @needs_promtool
 def test_the_textfile_passes_promtool_with_awkward_labels_and_an_empty_run():
     sys.path.insert(0, str(REPO / "tests"))
-    from unit.test_reporters import EMPTY, REPORT  # quotes, backslashes, newlines, non-ASCII in label values
+    from unit.test_reporters import EMPTY, NOT_PROVEN, REPORT  # quotes, backslashes, newlines, non-ASCII in labels
 
-    for report in (REPORT, EMPTY):
+    for report in (REPORT, EMPTY, NOT_PROVEN):
         res = _promtool(prometheus.render(report))
         assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
 

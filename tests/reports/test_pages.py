@@ -88,6 +88,11 @@ def test_the_validation_page_matches_its_json_report(browser, tmp_path):
             assert f"{f['item']}: {f['text']}" in found  # named by GPU/port, not by pointer
         assert evidence.split() == r["evidence"]
     assert any("GPU 1: 16 of 18 links active" in found for _, _, found, _ in entries)
+    # each failed check says what its failure calls for, as the JSON report does
+    actions = page.js("Object.fromEntries(Array.from(document.querySelectorAll('article.check')).map(a => "
+                      "[a.dataset.check, a.querySelector('[data-action]').innerText]))")
+    assert actions == {c: r["action"] for (c, _), r in fails.items()}
+    assert {"reset_gpu", "reseat_cable"} <= set(actions.values())
     # the not-applied checks, and the hosts not collected
     assert set(page.js("Array.from(document.querySelectorAll('table.unapplied tr[data-check]')).map(r => r.dataset.check)")) \
         == {u["check_id"] for u in doc["unapplied"]}
@@ -188,6 +193,10 @@ def test_the_rollout_report_shows_waves_gates_soak_decisions_and_rollback(browse
     for (_, evidence), d in zip(rows, log, strict=True):
         assert evidence.split() == d["evidence"]
     assert "ROLLBACK" in [w for w, _ in rows] and "PROCEED" in [w for w, _ in rows]
+    # the soak and the wave's decision name the failed host's action (its counter grew: drain_and_inspect)
+    hosts = dict(page.js("Array.from(document.querySelectorAll('tr.decision')).filter(r => ['SOAK', 'ROLLBACK']"
+                         ".includes(r.dataset.what)).map(r => [r.dataset.what, r.cells[3].innerText])"))
+    assert hosts == {"SOAK": "n2 (drain_and_inspect)", "ROLLBACK": "n2 (drain_and_inspect)"}
     # waves on the timeline: a lane per wave that ran, and one for the rollback; a bar per step that did work
     lanes = page.js("Array.from(document.querySelectorAll('.lane')).map(l => l.dataset.lane)")
     assert lanes == ["1. pilot", "2. early", "2. early (rb1 rollback)"]
@@ -208,3 +217,33 @@ def test_the_rollout_report_shows_waves_gates_soak_decisions_and_rollback(browse
         s for s in state.data["steps"] if s.startswith("rb1")]
     assert set(page.js("Array.from(document.querySelectorAll('table.hosts tr[data-state=\"rolled_back\"]'))"
                        ".map(r => r.dataset.host)")) == {"n2", "n3"}
+
+
+def test_a_page_with_hosts_not_proven_names_them_and_never_says_passed(browser, tmp_path):
+    """The lab facts judged against the lab baseline with its H100 group misspelt: the H100s are not proven."""
+    from fabricproof import catalog
+    from fabricproof import facts as facts_mod
+    from fabricproof.baseline import Baseline
+    from fabricproof.baseline import load as load_baseline
+    from fabricproof.evaluate import evaluate
+
+    from .fleet import LAB
+
+    right = load_baseline(LAB / "baseline.yaml")
+    typo = Baseline("typo", right.defaults, {("dgx_h10" if g == "dgx_h100" else g): v for g, v in right.groups.items()})
+    facts = facts_mod.load_dir(LAB / "facts")
+    report = evaluate(facts, typo, catalog.load(), groups={h: tuple(d["groups"]) for h, d in facts.items()})
+    path, doc = _write(report, "validate-not-proven", tmp_path)
+    page = browser.open(path)
+    _assert_clean(page, path)
+    _shot(page, "validate-not-proven")
+    assert page.js("document.getElementById('verdict').dataset.status") == "not_proven"
+    assert page.js("document.querySelector('#verdict .word').innerText") == "NOT PROVEN"
+    rows = page.js("Array.from(document.querySelectorAll('tr.unproven')).map(r => [r.dataset.host, r.dataset.checks])")
+    assert [(h, c.split()) for h, c in rows] == [(h, ids) for h, ids in doc["not_proven"].items()] == [
+        ("h100-0001", doc["not_proven"]["h100-0001"])]
+    # Its heatmap tile reads as a problem (amber cells, kept by "only hosts with problems"), never all green.
+    tile = "document.querySelector('.t[data-host=\"h100-0001\"]')"
+    assert page.js(f"{tile}.hasAttribute('data-ok')") is False
+    assert "u" in page.js(f"Array.from({tile}.querySelectorAll('i')).map(i => i.className)")
+    assert page.js("document.querySelector('.t[data-host=\"h200-0001\"]').hasAttribute('data-ok')") is True

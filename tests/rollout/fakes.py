@@ -19,9 +19,10 @@ from fabricproof.rollout.playbook import PlaybookResult
 
 VERSION_CHECK = Check(id="t.version", title="version", family="t", severity=Severity.CRITICAL, scope=Scope.HOST,
                       subject="the driver version", collector="fake", fact="/driver/version", op="eq",
-                      expected={"baseline": "driver.version"})
+                      expected={"baseline": "driver.version"}, action="update_software")
 ERRORS_CHECK = Check(id="t.errors", title="errors", family="t", severity=Severity.CRITICAL, scope=Scope.HOST,
-                     subject="the error counter", collector="fake", fact="/errors/count", op="delta_le", expected=0)
+                     subject="the error counter", collector="fake", fact="/errors/count", op="delta_le", expected=0,
+                     action="drain_and_inspect")
 BEFORE = Baseline("before", {"driver": {"version": "1.0"}})
 AFTER = Baseline("after", {"driver": {"version": "2.0"}})
 

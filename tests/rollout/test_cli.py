@@ -23,9 +23,11 @@ def cli(*args: object):
 
 @pytest.fixture
 def lab_inventory(tmp_path) -> Path:
-    """A YAML inventory shaped like the lab's (read by the real ansible-inventory)."""
+    """A YAML inventory shaped like the lab's (read by the real ansible-inventory): every profile's group, the ones
+    without a host empty, as the lab baseline names them all."""
     path = tmp_path / "inventory.yml"
-    path.write_text("all:\n  children:\n    dgx_h100:\n      hosts:\n"
+    path.write_text("all:\n  children:\n    dgx_a100: {}\n    hgx_h200: {}\n    gb200_nvl72: {}\n"
+                    "    dgx_h100:\n      hosts:\n"
                     + "".join(f"        h100-000{i}: {{ansible_host: 127.10.0.{i}}}\n" for i in range(1, 5)))
     return path
 
@@ -134,8 +136,8 @@ def test_plan_output_shows_control_characters_from_hosts_and_the_plan_never_obey
     """Host names and the plan's description come from files other people write: an ESC sequence in them (a
     terminal title, colours, clearing the screen) is printed as visible text."""
     inv = tmp_path / "inventory.yml"
-    inv.write_text('all:\n  children:\n    dgx_h100:\n      hosts:\n        "h100-\\e]0;owned\\a0001": {}\n'
-                   '        h100-0002: {}\n')
+    inv.write_text('all:\n  children:\n    dgx_a100: {}\n    hgx_h200: {}\n    gb200_nvl72: {}\n'
+                   '    dgx_h100:\n      hosts:\n        "h100-\\e]0;owned\\a0001": {}\n        h100-0002: {}\n')
     plan = tmp_path / "plan.yml"
     plan.write_text((PLANS / "hca-firmware.yml").read_text()
                     .replace("description: ", 'description: "\\e[2J\\e[31mred\\r" #', 1)
@@ -193,3 +195,54 @@ def test_unlock_takes_an_unreadable_record_by_host_and_refuses_a_live_holder(tmp
         assert lock.holder(base, "h1")["run_id"] == "run-live"
     finally:
         live.release()
+
+
+def test_a_plan_whose_baseline_names_a_group_the_inventory_lacks_is_refused(tmp_path, lab_inventory):
+    typo = tmp_path / "before.yaml"
+    typo.write_text((REPO / "inventories/lab/baseline.yaml").read_text().replace("    dgx_h100:\n", "    dgx_h10:\n"))
+    plan = tmp_path / "plan.yml"
+    plan.write_text((PLANS / "hca-firmware.yml").read_text()
+                    .replace("../baseline.yaml", str(typo))
+                    .replace("baselines/", str(PLANS / "baselines") + "/"))
+    for args in (("plan", plan, "-i", lab_inventory), ("run", plan, "-i", lab_inventory, "--runs-dir", tmp_path / "runs")):
+        result = cli("rollout", *args)
+        assert result.exit_code == 2, result.output
+        assert "at /spec/groups/dgx_h10 no group 'dgx_h10' in inventory" in result.output
+        assert "did you mean 'dgx_h100'?" in " ".join(result.output.split())
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("command", ["resume", "rollback"])
+def test_resume_and_rollback_take_the_run_path_that_status_takes(tmp_path, monkeypatch, command):
+    """`rollout status PATH` reads a run by its directory; resume and rollback take the same PATH, wherever the
+    operator stands and whatever --runs-dir says (the run's own runs directory is where it lives)."""
+    from .test_executor import FakeClock
+
+    runs_dir, run_id, fleet = _fake_run(tmp_path, monkeypatch)
+    fleet.breaks.clear()
+    fleet.version["n2"] = "2.0"  # the operator fixed the halted host
+    seams = runs.Seams(collect_factory=fleet.collect_factory, run_playbook=fleet.run_playbook, clock=FakeClock())
+    monkeypatch.setattr(runs, "Seams", lambda: seams)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    path = runs_dir / run_id
+    assert cli("rollout", "status", path).exit_code == 0
+    args = ["rollout", "resume", path] if command == "resume" else ["rollback", path]
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    assert st.RunState.load(path).status == (st.DONE if command == "resume" else st.ROLLED_BACK)
+    assert not (elsewhere / "runs").exists()
+
+
+def test_plan_checks_every_waves_hosts_for_the_transport_the_run_will_use(tmp_path, lab_inventory):
+    text = lab_inventory.read_text().replace("h100-0004: {ansible_host: 127.10.0.4}",
+                                             "h100-0004: {ansible_host: 127.10.0.4, ansible_become: true, "
+                                             "ansible_become_method: su}")
+    lab_inventory.write_text(text)
+    refused = cli("rollout", "plan", PLANS / "hca-firmware.yml", "-i", lab_inventory)
+    assert refused.exit_code == 2
+    said = " ".join(refused.output.split())  # the console wraps long lines
+    assert (f"{lab_inventory}: wave 2 (rest), host 'h100-0004': --via ssh cannot use its connection settings: "
+            f"ansible_become_method 'su' is not supported by --via ssh") in said, refused.output
+    assert cli("rollout", "plan", PLANS / "hca-firmware.yml", "-i", lab_inventory, "--via", "ansible").exit_code == 0

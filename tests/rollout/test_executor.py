@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from fabricproof import catalog as catalog_mod
 from fabricproof import inventory as inventory_mod
+from fabricproof.errors import InputError
 from fabricproof.inventory import from_list_json
 from fabricproof.rollout import decisions, lock, runs
 from fabricproof.rollout import state as st
@@ -125,6 +126,10 @@ def test_failed_pilot_rolls_back_and_proves_the_before_baseline(tmp_path):
                               "ROLLBACK_DONE"]  # no soak: the post-gate already failed
     rb = next(d for d in decisions.read(run_dir) if d["what"] == "ROLLBACK")
     assert rb["hosts"] == ["n1"] and "1 of 1 host(s) failed, over the budget" in rb["why"]
+    # the gate and the decision say what the failed host's checks call for
+    post = next(d for d in decisions.read(run_dir) if d["what"] == "POST_GATE")
+    assert post["actions"] == rb["actions"] == {"n1": "update_software"}
+    assert next(d for d in decisions.read(run_dir) if d["what"] == "ROLLBACK_GATE")["actions"] == {}
     assert "t.version" in st.RunState.load(run_dir).step("w0.post_gate")["failed"]["n1"]
     state = st.RunState.load(run_dir)
     assert state.status == st.ROLLED_BACK and state.hosts["n1"]["state"] == st.HOST_ROLLED_BACK
@@ -206,6 +211,9 @@ def test_soak_growth_fails_the_wave(tmp_path):
     assert state.hosts["n1"]["reason"].startswith("soak: t.errors: grew: /errors/count +")
     soak = next(d for d in decisions.read(state.dir) if d["what"] == "SOAK")
     assert soak["hosts"] == ["n1"] and "grew" in soak["why"]
+    assert soak["actions"] == {"n1": "drain_and_inspect"}
+    halt = next(d for d in decisions.read(state.dir) if d["what"] == "HALT")
+    assert halt["actions"] == {"n1": "drain_and_inspect"}
     assert state.step("w0.soak")["evidence"][0].endswith("sample-1/report.json")  # stopped at the first growth
 
 
@@ -375,3 +383,43 @@ def test_a_full_disk_mid_run_stops_it_with_that_error_and_resume_finishes_it(tmp
     assert runs.resume(runs_dir, run.run_id, seams=seams(fleet)) == 0
     assert fleet.applies == dict.fromkeys(HOSTS, 1)
     assert "APPLY_RECOVERED" in whats(run.dir) and whats(run.dir)[-1] == "DONE"
+
+
+@pytest.mark.parametrize(("timeout", "host_timeout"), [("20s", 30.0), ("2m", 120.0), ("1h", 300.0)])
+def test_gates_bound_each_host_by_the_plans_gate_timeout(tmp_path, timeout, host_timeout):
+    """A gate's collection gives one host no longer than the gate's own timeout (never below the shortest collector
+    timeout, never above the collection default): a silent host must not hold an attempt past its gate."""
+    fleet = Fleet(HOSTS)
+    asked: list[tuple] = []
+
+    def factory(*args):
+        asked.append(args)
+        return fleet.collect
+
+    plan = write_plan(tmp_path, THREE)
+    plan.write_text(plan.read_text().replace("timeout: 20s", f"timeout: {timeout}"))
+    code, _ = runs.start(plan, runs_dir=tmp_path / "runs",
+                         seams=runs.Seams(collect_factory=factory, run_playbook=fleet.run_playbook, clock=FakeClock()))
+    assert code == 0 and len(asked) == 1
+    assert asked[0][6] == host_timeout  # (inventory, checks, via, run id, inventory path, forks, host timeout)
+
+
+def test_every_wave_is_checked_before_the_first_is_changed(tmp_path, monkeypatch):
+    """Issue 19.8: a wave-3 host whose connection settings --via ssh cannot use stopped the run only when wave 3's
+    gate reached it, after waves 1 and 2 were changed. Now run and the dry run both exit 2 first, naming the wave
+    and the host; nothing is applied, locked or created."""
+    vars_ = {h: {} for h in HOSTS}
+    vars_["n5"] = {"ansible_ssh_common_args": "-o ProxyCommand='nc %h %p'"}
+    inv = from_list_json({"_meta": {"hostvars": vars_}, "gpu": {"hosts": HOSTS}}, "inv.yml")
+    monkeypatch.setattr(inventory_mod, "load", lambda _path: inv)
+    fleet = Fleet(HOSTS)
+    plan = write_plan(tmp_path, THREE)
+    with pytest.raises(InputError) as caught:
+        start(tmp_path, fleet, plan)
+    assert ("wave 3 (rest), host 'n5': --via ssh cannot use its connection settings: ProxyCommand in "
+            "ansible_ssh_common_args is not supported") in str(caught.value)
+    assert str(caught.value).endswith("every wave is checked before any is changed: nothing was changed")
+    assert fleet.plays == [] and not (tmp_path / "runs").exists()
+    with pytest.raises(InputError):
+        runs.preflight(runs.prepare(plan, None), "ssh")  # what `rollout plan` runs
+    runs.preflight(runs.prepare(plan, None), "ansible")  # Ansible reads its own settings: nothing to refuse here

@@ -13,7 +13,8 @@ from fabricproof.lab import manager
 from fabricproof.rollout import decisions
 from fabricproof.rollout import state as st
 
-from .rehearsal import (AFTER, BEFORE, ROLLBACKS, cli, derived_plan, driver_of, install_events, spawn, the_run, whats)
+from .rehearsal import (AFTER, BEFORE, ROLLBACKS, cli, derived_plan, driver_of, install_events, spawn, the_run, wait_for,
+                        whats)
 
 pytestmark = pytest.mark.lab
 
@@ -108,3 +109,37 @@ def test_a_run_halted_by_its_pre_gate_resumes_once_the_fault_is_fixed(h100_lab, 
     assert resumed.exit_code == 0 and run.status == st.DONE, resumed.output
     assert {p.name for p in (run.dir / "waves" / "1-pilot" / "pre-gate").iterdir()} == {"attempt-1", "attempt-2"}
     assert driver_of(h100_lab.node("h100-0001")) == (AFTER, AFTER, AFTER)
+
+
+def _stopped(pid: int) -> bool:
+    """The process is stopped (state T in /proc/PID/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
+
+
+@pytest.mark.parametrize("h100_lab", [1], indirect=True)
+def test_sighup_mid_apply_is_recorded_as_interrupted_and_the_run_resumes(h100_lab, tmp_path):
+    """A closed terminal (SIGHUP) stops the run at the next step boundary as SIGTERM does: an INTERRUPTED record,
+    state interrupted, exit 130, never a run that just vanished mid-apply."""
+    plan = derived_plan(tmp_path, "driver-fm-upgrade.yml", waves=[{"name": "pilot", "size": 1}], drain=None)
+    runs_dir = tmp_path / "runs"
+    log = tmp_path / "run.log"
+    proc = spawn("rollout", "run", plan, "-i", h100_lab.inventory, "--runs-dir", runs_dir, log=log,
+                 env={"FABRICPROOF_TEST_STOP_AFTER": "APPLY"})
+    try:
+        wait_for(lambda: proc.poll() is not None or _stopped(proc.pid), STEP_TIMEOUT_S, "the APPLY record", proc, log)
+        proc.send_signal(signal.SIGHUP)  # delivered on SIGCONT, with the apply step under way
+        proc.send_signal(signal.SIGCONT)
+        code = proc.wait(STEP_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+    run = the_run(runs_dir)
+    assert code == 130, f"exit {code}: {log.read_text()}"
+    assert run.status == st.INTERRUPTED
+    last = decisions.read(run.dir)[-1]
+    assert last["what"] == "INTERRUPTED" and last["why"].startswith("SIGHUP received"), last
+    resumed = cli("rollout", "resume", run.run_id, "--runs-dir", runs_dir)
+    assert resumed.exit_code == 0 and the_run(runs_dir).status == st.DONE, resumed.output
+    assert install_events(the_run(runs_dir).dir) == {"h100-0001": 1}  # the apply cut short was not repeated

@@ -257,3 +257,14 @@ def test_a_breaker_goes_on_a_playbook_step_as_a_share_or_a_count(tmp_path):
     assert msgs["/spec/steps/0/breaker"].startswith("breaker '0': give a share of the partition (10%) or a count")
     assert msgs["/spec/steps/1/breaker"] == "a wait step drains nothing; remove breaker"
     assert any(p.line == 9 for p in exc.value.problems)  # file and line, for the editor
+
+
+def test_a_validate_baseline_group_the_inventory_lacks_is_refused_before_the_run_directory(tmp_path):
+    book = write_runbook(tmp_path, ISOLATE)
+    (tmp_path / "base.yaml").write_text("apiVersion: fabricproof/v1\nkind: Baseline\nmetadata: {name: base}\n"
+                                        "spec:\n  defaults: {}\n  groups:\n    gpus:\n      driver: {version: '1.0'}\n")
+    with pytest.raises(InputError) as err:
+        session(tmp_path, book, Fleet(HOSTS))
+    assert str(err.value) == (f"{tmp_path / 'base.yaml'}:7: at /spec/groups/gpus no group 'gpus' in inventory inv.yml; "
+                              "did you mean 'gpu'?")
+    assert not (tmp_path / "runs").exists()

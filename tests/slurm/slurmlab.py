@@ -30,17 +30,26 @@ export PATH SLURM_CONF={conf} PYTHONPATH={cli} FABRICPROOF_LAB_NODE="$node" FABR
 exec "$@"
 """
 
-# The README's HealthCheckProgram wrapper (flock: a slow run never overlaps the next), run as the lab node, and a
-# line per finished run (node, start time, exit status) so that tests can wait for a run that began after a change.
+# slurmd's HealthCheckProgram here: the shipped wrapper (deploy/slurm/fabricproof-health), run unchanged, its
+# settings given as the environment variables it reads (on a real node slurmd passes none: its defaults hold), its
+# `fabricproof` the lab node's; around it a lock of the test's own (a run skipped because the last one still goes
+# records nothing) and a line per finished run (node, start time, exit status) so that tests can wait for a run that
+# began after a change. --command-timeout 20: ten nodes' collections share two loaded cores.
 HEALTH = """\
 #!/bin/sh
-PATH=/usr/sbin:/usr/bin:/sbin:/bin  # slurmd runs it with no environment but SLURMD_NODENAME
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
 exec 9>>{root}/health-"$SLURMD_NODENAME".lock
 flock -n 9 || exit 0
 start=$(date +%s.%N)
-{as_lab_node} {python} -m fabricproof check --local -b {baseline} -i {inventory} --drain \\
-    --facts-dir {root}/health-facts --command-timeout 20 --timeout 50
+FABRICPROOF_ETC={etc} FABRICPROOF_FACTS_DIR={root}/health-facts FABRICPROOF_COMMAND_TIMEOUT=20 \\
+    FABRICPROOF_LOCK={root}/health-"$SLURMD_NODENAME".inner.lock FABRICPROOF_PATH={bin}:/usr/sbin:/usr/bin:/sbin:/bin \\
+    {program}
 echo "$SLURMD_NODENAME $start $?" >> {root}/health-runs.log
+"""
+# The `fabricproof` the wrapper finds first on its PATH: this checkout's package, run as the lab node.
+FABRICPROOF = """\
+#!/bin/sh
+exec {as_lab_node} {python} -m fabricproof "$@"
 """
 HEALTH_INTERVAL_S = 3  # a real cluster checks every few minutes; the tests want several runs in seconds
 
@@ -115,8 +124,13 @@ def start(lab_factory: LabFactory, nodes: int = len(NODES), baseline: Path = BAS
     as_lab_node = _script(root / "as-lab-node", AS_LAB_NODE.format(
         nodes=q(directory / "nodes" / "by-name"), slurm_bin=q(slurm_bin), lab_bin=q(directory / "bin"),
         conf=q(cluster.conf), cli=q(REPO / "cli")))
-    cluster.health = _script(root / "fabricproof-health", HEALTH.format(
-        root=q(root), as_lab_node=q(as_lab_node), python=q(sys.executable), baseline=q(baseline),
-        inventory=q(directory / "inventory.yml")))
+    etc, bin_dir = root / "etc", root / "bin"  # the node's /etc/fabricproof and /usr/local/bin
+    etc.mkdir()
+    bin_dir.mkdir()
+    shutil.copyfile(baseline, etc / "baseline.yaml")
+    shutil.copyfile(directory / "inventory.yml", etc / "inventory.yml")
+    _script(bin_dir / "fabricproof", FABRICPROOF.format(as_lab_node=q(as_lab_node), python=q(sys.executable)))
+    cluster.health = _script(root / "health-check", HEALTH.format(
+        root=q(root), etc=q(etc), bin=q(bin_dir), program=q(slurmkit.HEALTH_PROGRAM)))
     cluster.start()
     return SlurmLab(lab, cluster, as_lab_node)

@@ -166,7 +166,7 @@ def test_an_open_breaker_stays_open_until_a_person_resets_it(breaker_lab, bad_ba
             assert run.returncode == 1, run.stdout + run.stderr
         assert _drained(sl) == [first, second]
         assert (f"would drain: breaker open, 2 of 10 drained by fabricproof in the last hour, limit 20% (2 nodes); "
-                f"{third} left in service (fabricproof check: gpu.count)") in run.stderr
+                f"{third} left in service (fabricproof check: reboot: gpu.count)") in run.stderr
 
         # A person puts both back in service: nothing is counted now, and the breaker stays open all the same.
         c.run("scontrol", "update", f"nodename={first},{second}", "state=resume")
@@ -181,7 +181,7 @@ def test_an_open_breaker_stays_open_until_a_person_resets_it(breaker_lab, bad_ba
         reset = _fabricproof(sl, "breaker", "reset", "--breaker", LIMIT, "-p", "debug")
         assert reset.returncode == 0 and "breaker closed, 0 of 10" in reset.stdout, reset.stdout + reset.stderr
         run = _check(sl, bad_baseline, third)
-        assert run.returncode == 1 and f"draining {third}: fabricproof check: gpu.count" in run.stderr, run.stderr
+        assert run.returncode == 1 and f"draining {third}: fabricproof check: reboot: gpu.count" in run.stderr, run.stderr
         assert _drained(sl) == [third]
         status = _fabricproof(sl, "breaker", "status", "--breaker", LIMIT)
         assert status.stdout.startswith("breaker closed, 1 of 10 drained"), status.stdout
@@ -241,8 +241,8 @@ def test_the_isolate_runbook_drains_within_the_breaker_and_health_checks_count_i
 
 
 def test_health_checks_with_a_bad_baseline_drain_one_node_in_ten_by_default(breaker_lab):
-    """The README's HealthCheckProgram wrapper (no breaker option: the default 10%), slurmd running it on every node
-    at once every few seconds, a baseline every node fails: one node is drained, the rest are reported."""
+    """deploy/slurm's HealthCheckProgram wrapper (no breaker option: the default 10%), slurmd running it on every
+    node at once every few seconds, a baseline every node fails: one node is drained, the rest are reported."""
     sl = breaker_lab
     try:
         _all_in_service(sl)
@@ -260,7 +260,7 @@ def test_health_checks_with_a_bad_baseline_drain_one_node_in_ten_by_default(brea
         runs = [line.split() for line in sl.health_runs.read_text().splitlines()]
         assert {code for _node, when, code in runs if float(when) > started} == {"1"}  # every run: checks failed
         drained = [n for n in _nodes(sl) if n.counted]
-        assert len(drained) == 1 and drained[0].reason == "fabricproof check: gpu.count", drained
+        assert len(drained) == 1 and drained[0].reason == "fabricproof check: reboot: gpu.count", drained
         status = _fabricproof(sl, "breaker", "status")
         assert status.stdout.startswith("breaker open since ") and "1 of 10 drained by fabricproof" in status.stdout
     finally:

@@ -67,7 +67,7 @@ def test_health_check_program_drains_a_failing_node_and_resumes_only_its_own_dra
     try:
         drained = wait_for(lambda: (n := c.node(sick)).drained and n, WAIT_S, f"{sick} drained by its health check",
                            lambda: c.logs())
-        assert drained.reason == "fabricproof check: nvlink.links_active,nvlink.topology"
+        assert drained.reason == "fabricproof check: reset_gpu: nvlink.links_active,nvlink.topology"
         wait_for(lambda: all(slurm_lab.checked_since(n, started) for n in NODES), WAIT_S, "every node checked")
         assert {n: c.node(n).drained for n in NODES} == {person: False, sick: True, rollout: False}
         assert (c.root / "health-facts" / f"{sick}.json").is_file()  # named by slurmd: no --node-name given

@@ -54,8 +54,10 @@ def test_local_check_passes_drains_on_failure_and_resumes_only_its_own_drain(fle
     lines = res.stdout.splitlines()
     assert any(ln.startswith(f"FAIL {NODE}: nvlink.links_active (critical): ") for ln in lines), lines
     assert any(ln.startswith(f"FAIL {NODE}: nvlink.topology (critical): ") for ln in lines), lines
+    assert lines[-1] == f"ACTION {NODE}: reset_gpu (the most disruptive action of its failed checks)", lines
     shown = slurm_node()
-    assert "State=IDLE+DRAIN" in shown and "Reason=fabricproof check: nvlink.links_active,nvlink.topology [" in shown
+    assert ("State=IDLE+DRAIN" in shown
+            and "Reason=fabricproof check: reset_gpu: nvlink.links_active,nvlink.topology [" in shown)
 
     manager.fault_clear(fleet_lab.dir, NODE, "nvlink-inactive")
     res = check("--drain", "--facts-dir", facts_dir)

@@ -149,10 +149,21 @@ def test_run_directories_are_never_reused(tmp_path):
         prepare_run_dir(tmp_path / "file")
 
 
-@pytest.mark.parametrize("name", ["../etc", "a/b", ".hidden", ""])
-def test_host_names_that_would_escape_raw_are_refused(name):
+@pytest.mark.parametrize("name", ["../etc", "a/b", ".hidden", ".."])
+def test_host_names_that_would_escape_or_hide_in_raw_get_a_made_name_inside_it(name, tmp_path):
+    """Issue 19.8: such a name is a per-host oddity, not an input error for the fleet; its evidence still never
+    escapes raw/ or hides there (the staging directory's leading '.')."""
+    from fabricproof.runstore import RunStore
+
+    check_host_names(["ok-host", name])
+    store = RunStore(tmp_path)
+    for path in (store.raw_dir(name), store.facts_path(name)):
+        assert path.parent in (tmp_path / "raw", tmp_path / "facts") and not path.name.startswith(".")
+
+
+def test_an_empty_host_name_is_refused():
     with pytest.raises(InputError):
-        check_host_names(["ok-host", name])
+        check_host_names(["ok-host", ""])
 
 
 def test_collectors_failing_where_they_do_not_apply_are_skipped_not_errors():

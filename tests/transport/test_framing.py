@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+from pathlib import Path
 
 import pytest
 
+from fabricproof import spool
+from fabricproof.spool import Spooler
 from fabricproof.transport import framing
 from fabricproof.model import Command
 from fabricproof.transport.framing import Clock, build_script, decode_results, split_stream
@@ -197,3 +201,85 @@ def test_a_skipped_command_says_which_command_of_its_tool_timed_out():
     assert results[2].exit_code is None and results[2].error == (
         "not run: nvidia-smi is hung on this host (`nvidia-smi -q` timed out after 30 s), so its other commands "
         "were not run")
+
+
+# ---------------------------------------------------------------------------------------- streams as they arrive
+
+#: Streams that exercise every marker: frames with and without a final newline, an empty frame, a cut-off frame,
+#: a skipped command, forged and partial nonces in the output, a frame repeated, noise between frames.
+STREAMS = [
+    frame(NONCE, 0, b"line 1\nline 2\n", 0) + frame(NONCE, 1, b"no newline at end", 3) + frame(NONCE, 2, b"", 0),
+    b"banner\r\n" + frame(NONCE, 0, NONCE.encode() + b":x\n" + NONCE[:20].encode() + b"\n", 0) + b"\n"
+    + f"{NONCE}:1:S\n".encode() + frame(NONCE, 2, b"third", None),
+    frame(NONCE, 0, b"first\n", 0) + frame(NONCE, 0, b"again\n", 1) + f"{NONCE}:1:B\nhalf".encode()
+    + frame(NONCE, 2, b"x" * 5000 + b"\n\n", 0) + f"{NONCE}:2:E:0\n".encode() + b"trailing junk",
+]
+
+
+@pytest.mark.parametrize("stream", STREAMS)
+def test_a_stream_fed_in_pieces_of_any_size_splits_as_the_whole_does(stream):
+    whole = framing.frames(stream, NONCE)
+    for size in (1, 2, 3, 7, 31, 32, 33, 34, 64, 1000):
+        demux = framing.Demux(NONCE)
+        for k in range(0, len(stream), size):
+            demux.feed(stream[k:k + size])
+        got = demux.close()
+        assert got.skipped == whole.skipped, size
+        assert {i: (s.data, s.status, s.start, s.end) for i, s in got.sections.items()} == \
+            {i: (s.data, s.status, s.start, s.end) for i, s in whole.sections.items()}, size
+
+
+def test_output_past_the_hosts_memory_bound_goes_to_a_file_as_it_arrives(tmp_path):
+    big = b"flood line\n" * 20_000  # 220 kB, past a 64 kB bound
+    stream = frame(NONCE, 0, b"small\n", 0) + frame(NONCE, 1, big, 0) + frame(NONCE, 2, big[:-1], None)
+    spooler = Spooler(tmp_path, memory_bytes=64 << 10)
+    demux = framing.Demux(NONCE, spooler)
+    for k in range(0, len(stream), 4096):
+        demux.feed(stream[k:k + 4096])
+        assert spooler.held <= 64 << 10  # never more than the bound in memory
+    results = decode_results(CMDS, demux.close(), b"", NONCE, cut_reason="cut")
+    assert results[0].stdout == "small\n" and results[0].stdout_path is None
+    # The END marker's newline is not the output's, also when it already went to the file.
+    assert results[1].stdout == "" and Path(results[1].stdout_path).read_bytes() == big
+    assert results[2].error == "cut" and Path(results[2].stdout_path).read_bytes() == big[:-1]
+    assert sorted(p.name.startswith(".spill-") for p in tmp_path.iterdir()) == [True, True]
+    assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {"0o600"}
+    spooler.discard()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_spilled_stderr_and_the_arrival_times_of_each_frame(tmp_path):
+    spooler = Spooler(tmp_path, memory_bytes=16)
+    out, err = framing.Demux(NONCE, spooler), framing.Demux(NONCE, spooler)
+    out.feed(f"{NONCE}:0:B\n".encode(), now=10.0)
+    err.feed(frame(NONCE, 0, b"warning: " * 10, 1), now=11.0)
+    out.feed(b"out\n" + f"\n{NONCE}:0:E:1\n".encode(), now=12.5)
+    r = decode_results(CMDS[:1], out.close(13.0), err.close(13.0), NONCE)[0]
+    assert r.exit_code == 1 and r.duration_s == 2.5
+    assert r.stderr == "" and Path(r.stderr_path).read_bytes() == b"warning: " * 10
+    assert spool.stderr_head(r, 9) == "warning: "
+
+
+def test_what_precedes_the_first_frame_is_kept_for_a_message_but_bounded():
+    demux = framing.Demux(NONCE)
+    demux.feed(b"This account is currently not available.\n" + b"x" * 100_000)
+    demux.close()
+    assert demux.preamble.startswith(b"This account") and len(demux.preamble) == framing.PREAMBLE_BYTES
+
+
+def test_a_host_given_up_midway_leaves_no_file_and_no_open_descriptor(tmp_path):
+    spooler = Spooler(tmp_path, memory_bytes=16)
+    demux = framing.Demux(NONCE, spooler)
+    demux.feed(f"{NONCE}:0:B\n".encode() + b"x" * 1000)  # still being written when the host fails
+    fds = len(os.listdir("/proc/self/fd"))
+    spooler.discard()
+    assert list(tmp_path.iterdir()) == [] and len(os.listdir("/proc/self/fd")) == fds - 1
+
+
+def test_a_frame_no_command_owns_leaves_no_file_behind(tmp_path):
+    spooler = Spooler(tmp_path, memory_bytes=16)
+    demux = framing.Demux(NONCE, spooler)
+    demux.feed(frame(NONCE, 0, b"ours " * 10, 0) + frame(NONCE, 7, b"forged " * 10, 0))  # a host may forge frames
+    results = decode_results(CMDS[:1], demux.close(), b"", NONCE)
+    spooler.discard(keep={results[0].stdout_path})
+    assert [p.name for p in tmp_path.iterdir()] == [Path(results[0].stdout_path).name]

@@ -93,3 +93,11 @@ def test_after_a_tool_times_out_its_other_commands_are_not_run(tmp_path):
                                                         "after 1 s), so its other commands were not run")
     assert not marker.exists()
     assert rs[2].stdout == "other\n" and rs[2].error is None
+
+
+def test_output_that_is_not_utf8_is_kept_byte_for_byte_beside_the_text_parsers_read():
+    r = run_one(["sh", "-c", "printf '\\377\\376ok\\n'; printf '\\300err' >&2"], 5)
+    assert r.stdout == "\ufffd\ufffdok\n" and r.stderr == "\ufffderr"  # what parsers read
+    assert r.stdout_raw == b"\xff\xfeok\n" and r.stderr_raw == b"\xc0err"  # what evidence keeps
+    clean = run_one(["printf", "caf\u00e9"], 5)
+    assert clean.stdout == "caf\u00e9" and clean.stdout_bytes is None  # valid UTF-8: the text is exact, no copy

@@ -74,3 +74,13 @@ def test_a_rollouts_drain_is_not_the_health_checks_to_lift():
 
 def test_incomplete_run_touches_nothing():
     assert decide(NodeState("n", "IDLE+DRAIN", "fabricproof check: ib.rate"), [], passed=False).argv is None
+
+
+def test_the_drain_reason_names_the_nodes_action_before_its_checks_and_keeps_it_when_shortened():
+    assert slurm.drain_reason(["gpu.xid", "gpu.fallen_off_bus"], "reboot") == \
+        "fabricproof check: reboot: gpu.fallen_off_bus,gpu.xid"
+    long = slurm.drain_reason([f"family.check_number_{i:02d}" for i in range(20)], "drain_and_inspect")
+    assert len(long) <= slurm.MAX_REASON and long.startswith("fabricproof check: drain_and_inspect: family.check_")
+    action = decide(NodeState("n", "IDLE", None), ["ib.rate"], passed=False, action="reseat_cable")
+    assert action.argv[-1] == "reason=fabricproof check: reseat_cable: ib.rate" and NodeState(
+        "n", "DRAINED", action.reason).ours  # the prefix the breaker counts by and resume looks for is intact

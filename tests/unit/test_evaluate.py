@@ -54,11 +54,30 @@ def test_missing_fact_is_unknown():
 
 
 def test_unset_baseline_key_skips_and_is_reported_unapplied():
-    report = evaluate({"n1": facts()}, Baseline("b", {"platform": "h100"}), [LINKS])
+    # A host without what the check judges (no GPU reports NVLinks): a plain skip, nothing left unproven.
+    report = evaluate({"n1": facts(links=())}, Baseline("b", {"platform": "h100"}), [LINKS])
     r = one(report)
     assert r.outcome is Outcome.SKIP and r.reason == "baseline sets no nvlink.links_per_gpu"
     assert [u.check_id for u in report.unapplied] == ["nvlink.links_active"]
+    assert report.not_proven == {}
     assert exit_code(report) == 0 and exit_code(report, require_all=True) == 1
+
+
+def test_unset_baseline_key_on_a_host_with_that_hardware_is_not_proven():
+    # The host reports NVLinks and the baseline gives no count: a partial proof, never a pass (exit 3, named).
+    report = evaluate({"n1": facts()}, Baseline("b", {"platform": "h100"}), [LINKS])
+    r = one(report)
+    assert r.outcome is Outcome.SKIP and r.reason.startswith("not proven: baseline sets no nvlink.links_per_gpu")
+    assert report.not_proven == {"n1": ("nvlink.links_active",)} and report.summary.hosts_not_proven == 1
+    assert exit_code(report) == 3
+    # Decisions are not gaps: another platform, or a key set to false.
+    fm = replace(LINKS, platforms=("h100",), requires=("fm.required",))
+    for values in ({"platform": "gb200"}, {"platform": "h100", "fm": {"required": False}}):
+        report = evaluate({"n1": facts()}, Baseline("b", values), [fm])
+        assert report.not_proven == {} and exit_code(report) == 0
+    # A collector that was not run on purpose (prerequisite absent) proves no hardware either.
+    report = evaluate({"n1": facts(status="skipped")}, Baseline("b", {"platform": "h100"}), [LINKS])
+    assert report.not_proven == {} and exit_code(report) == 0
 
 
 def test_platform_and_requires_gate_applicability():
@@ -140,6 +159,19 @@ def test_exit_code_fail_on_threshold():
     report = evaluate({"n1": facts(links=(1,))}, BASE, [warn])
     assert exit_code(report, "critical") == 0
     assert exit_code(report, "warning") == 1
+
+
+def test_a_check_left_unknown_is_a_partial_proof_at_or_above_fail_on():
+    """A missing fact or a collector that never ran leaves the check unjudged: exit 3 (issue 19.1), never a pass;
+    below --fail-on it counts no more than a failure there would."""
+    f = facts()
+    del f["nvlink"]
+    report = evaluate({"n1": f}, BASE, [LINKS])
+    assert one(report).outcome is Outcome.UNKNOWN and exit_code(report) == 3
+    below = evaluate({"n1": f}, BASE, [replace(LINKS, severity=Severity.WARNING)])
+    assert exit_code(below, "critical") == 0 and exit_code(below, "warning") == 3
+    failed_too = evaluate({"n1": f, "n2": facts("n2", links=(1,))}, BASE, [LINKS])
+    assert exit_code(failed_too) == 1  # a failure outranks the unjudged
 
 
 # --- applies_when, unique, contains (issue 10.6, 10.7) ---------------------------------------------------------

@@ -88,7 +88,10 @@ def test_the_terminal_lists_findings_by_gpu_and_json_and_sarif_keep_the_pointer(
 def test_nhc_lines_name_the_gpu():
     report = evaluate({"h100-0001": _broken()["h100-0001"]}, BASELINE, CHECKS)
     lines = nhc_lines(report, "h100-0001", "critical")
-    assert "FAIL h100-0001: nvlink.links_active (critical): GPU 1: 16 of 18 links active" in lines
+    assert "FAIL h100-0001: nvlink.links_active (critical): GPU 1: 16 of 18 links active [action: reset_gpu]" in lines
+    assert "FAIL h100-0001: ib.rate (critical): mlx5_0 port 1: 200 Gb/s, not 400 [action: reseat_cable]" in lines
+    # reseat_cable (a person at the rack) is more disruptive than reset_gpu: it is the node's
+    assert lines[-1] == "ACTION h100-0001: reseat_cable (the most disruptive action of its failed checks)"
 
 
 def test_counter_growth_is_named_by_gpu_and_link():

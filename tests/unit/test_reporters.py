@@ -54,6 +54,7 @@ FAIL_CRIT = Result(
     evidence=("raw/gpu-01/nvlink_status.txt", "raw/gpu-01/nvidia_smi_q.txt"),
     family="nvlink",
     references=("https://docs.nvidia.com/fm", "[FM]"),
+    action="reset_gpu",
 )
 FAIL_WARN = Result(
     check_id="ib.rate",
@@ -66,6 +67,7 @@ FAIL_WARN = Result(
     reason="mlx5_0 at 200",
     remediation="Check the cable | transceiver.",
     family="ib",
+    action="reseat_cable",
 )
 PASS = Result(
     check_id="nvlink.links_active",
@@ -76,6 +78,7 @@ PASS = Result(
     expected="Each GPU's active NVLink count is 18.",
     actual=18,
     family="nvlink",
+    action="reset_gpu",
 )
 SKIP = Result(
     check_id="gpu.throttle",
@@ -120,6 +123,19 @@ REPORT = Report(
     tool_version="0.1.0",
 )
 EMPTY = Report(results=(), hosts=())
+UNPROVEN_SKIP = Result(
+    check_id="fm.version",
+    title="Fabric Manager runs the pinned version",
+    host="gpu-04",
+    outcome=Outcome.SKIP,
+    severity=Severity.CRITICAL,
+    expected="the nv-fabricmanager version should be the baseline's fm.version",
+    reason="not proven: baseline sets no fm.required, and this host has what the check judges (/fm/build/version)",
+    family="fm",
+)
+#: Everything judged passed, but gpu-04's FM check had no baseline value while gpu-04 runs FM: not proven.
+NOT_PROVEN = Report(results=(PASS, UNPROVEN_SKIP), hosts=("gpu-02", "gpu-04"), created_at=CREATED,
+                    tool_version="0.1.0", not_proven={"gpu-04": ("fm.version",)})
 ALL_PASS = Report(results=(PASS,), hosts=("gpu-02",), created_at=CREATED, tool_version="0.1.0")
 
 
@@ -146,6 +162,24 @@ def test_status_orders_failed_over_incomplete_over_passed():
     assert status(Report(results=(PASS, UNKNOWN), hosts=())) == "incomplete"
     assert status(ALL_PASS) == "passed"
     assert status(EMPTY) == "empty"
+
+
+@pytest.mark.parametrize("name", sorted(REPORTERS))
+def test_every_reporter_names_a_host_not_proven_and_never_says_passed(name):
+    text = REPORTERS[name].render(NOT_PROVEN)
+    assert status(NOT_PROVEN) == "not_proven" and NOT_PROVEN.summary.hosts_not_proven == 1
+    assert "gpu-04" in text and "fm.version" in text
+    assert re.search(r"not[ _]proven", text, re.IGNORECASE), text
+    assert "PASSED" not in text
+    if name == "junit":
+        case = SafeET.fromstring(text).find(".//testsuite[@name='not_proven']/testcase[@name='gpu-04']")
+        assert case is not None and case.find("error") is not None
+    if name == "tap":
+        assert "not ok 2 - gpu-04 fm.version" in text
+    if name == "sarif":
+        assert json.loads(text)["runs"][0]["invocations"][0]["executionSuccessful"] is False
+    if name == "prometheus":
+        assert 'fabricproof_host_not_proven{host="gpu-04"} 1' in text
 
 
 def test_host_rows_cover_hosts_without_results_and_name_the_worst_failure():
@@ -178,7 +212,7 @@ def test_registry_names_every_format_with_its_file_suffix():
 
 
 @pytest.mark.parametrize("name", sorted(REPORTERS))
-@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS], ids=["mixed", "empty", "all-pass"])
+@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS, NOT_PROVEN], ids=["mixed", "empty", "all-pass", "not-proven"])
 def test_every_reporter_renders_a_newline_terminated_string(name, report):
     text = REPORTERS[name].render(report)
     assert isinstance(text, str) and text.endswith("\n")
@@ -219,7 +253,7 @@ def test_report_schema_is_2020_12_and_describes_every_field():
             assert node.get("additionalProperties") is False, f"{path} allows unknown keys"
 
 
-@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS], ids=["mixed", "empty", "all-pass"])
+@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS, NOT_PROVEN], ids=["mixed", "empty", "all-pass", "not-proven"])
 def test_json_validates_against_the_report_schema_and_round_trips(report):
     text = json_report.render(report)
     doc = json.loads(text)
@@ -250,6 +284,7 @@ def test_json_carries_summary_metadata_and_every_result_field():
         "failed_by_severity": {"critical": 1, "warning": 1},
         "hosts": 4,
         "hosts_failed": 2,
+        "hosts_not_proven": 0,
     }
     first = doc["results"][0]
     assert first["actual"] == [18, 17, 18]
@@ -386,7 +421,7 @@ def junit_schema():
     return xmlschema.XMLSchema(str(JUNIT_XSD))
 
 
-@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS], ids=["mixed", "empty", "all-pass"])
+@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS, NOT_PROVEN], ids=["mixed", "empty", "all-pass", "not-proven"])
 def test_junit_validates_against_the_published_junit_schema(junit_schema, report):
     errors = [f"{e.path}: {e.reason}" for e in junit_schema.iter_errors(junit.render(report))]
     assert errors == []
@@ -415,7 +450,7 @@ def sarif_validator():
     return jsonschema.Draft4Validator(schema, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER)
 
 
-@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS], ids=["mixed", "empty", "all-pass"])
+@pytest.mark.parametrize("report", [REPORT, EMPTY, ALL_PASS, NOT_PROVEN], ids=["mixed", "empty", "all-pass", "not-proven"])
 def test_sarif_validates_against_the_official_schema(sarif_validator, report):
     doc = json.loads(sarif.render(report))
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in sarif_validator.iter_errors(doc)]
@@ -671,6 +706,7 @@ def test_prometheus_output_parses_as_text_exposition():
         "fabricproof_checks",
         "fabricproof_hosts",
         "fabricproof_hosts_failed",
+        "fabricproof_host_action",
         "fabricproof_collection_error",
         "fabricproof_check_unapplied",
         "fabricproof_run_info",
@@ -683,10 +719,12 @@ def test_prometheus_check_result_is_one_for_pass_zero_for_fail_and_absent_otherw
     families = _parse_exposition(prometheus.render(REPORT))
     results = families["fabricproof_check_result"]["samples"]
     assert len(results) == 3
-    key = frozenset({("check", "nvlink.links_active"), ("host", "gpu-01"), ("family", "nvlink"), ("severity", "critical")})
+    key = frozenset({("check", "nvlink.links_active"), ("host", "gpu-01"), ("family", "nvlink"), ("severity", "critical"),
+                     ("action", "reset_gpu")})
     assert results[key] == 0
     assert _series(families, "fabricproof_check_result", host="gpu-02") == {
-        frozenset({("check", "nvlink.links_active"), ("host", "gpu-02"), ("family", "nvlink"), ("severity", "critical")}): 1
+        frozenset({("check", "nvlink.links_active"), ("host", "gpu-02"), ("family", "nvlink"), ("severity", "critical"),
+                   ("action", "reset_gpu")}): 1
     }
     # the awkward host name survives label escaping exactly
     assert list(_series(families, "fabricproof_check_result", host=AWKWARD_HOST).values()) == [0]
@@ -707,6 +745,10 @@ def test_prometheus_counts_hosts_run_info_and_timestamp():
     assert counts == {"pass": 1, "fail": 2, "skip": 1, "unknown": 1, "error": 1}
     assert families["fabricproof_hosts"]["samples"] == {frozenset(): 4}
     assert families["fabricproof_hosts_failed"]["samples"] == {frozenset(): 2}
+    assert families["fabricproof_host_action"]["samples"] == {
+        frozenset({("host", "gpu-01"), ("action", "reset_gpu")}): 1,
+        frozenset({("host", AWKWARD_HOST), ("action", "reseat_cable")}): 1,
+    }
     assert families["fabricproof_collection_error"]["samples"] == {frozenset({("host", "gpu-03")}): 1}
     assert families["fabricproof_check_unapplied"]["samples"] == {frozenset({("check", "pcie.acs_disabled")}): 1}
     (info,) = families["fabricproof_run_info"]["samples"]
@@ -774,15 +816,16 @@ def test_markdown_summary_line_has_a_status_word_and_counts_without_emoji():
 def test_markdown_failures_table_escapes_pipes_markup_and_html():
     tables = _md_tables(markdown.render(REPORT))
     header, crit, warn = tables["Failures (2)"]
-    assert header == ["Check", "Host", "Severity", "Expected", "Actual", "Remediation"]
+    assert header == ["Check", "Host", "Severity", "Expected", "Actual", "Action", "Remediation"]
     assert crit[:3] == ["nvlink.links\\_active", "gpu-01", "critical"]  # worst first
-    remediation = crit[5]
+    assert crit[5] == "reset\\_gpu"
+    remediation = crit[6]
     assert "\\|" in remediation and "<br>" in remediation and "\n" not in remediation
     assert "&lt;b&gt;bold&lt;/b&gt;" in remediation and "<b>" not in remediation
     assert "&amp; amp" in remediation and "\\[red\\]markup\\[/red\\]" in remediation
     assert "\\\\x1b\\[0m" in remediation  # ESC shown as text, its backslash escaped
     assert warn[1] == "node \"7\" \\| &lt;x&gt; &amp; #1 \\\\ ü"
-    assert warn[5] == "Check the cable \\| transceiver."
+    assert warn[6] == "Check the cable \\| transceiver."
 
 
 def test_markdown_lists_unjudged_lost_hosts_unapplied_and_folds_passes():
@@ -998,3 +1041,56 @@ def test_table_joins_a_remediation_broken_over_yaml_lines_into_prose():
     r = dataclasses.replace(FAIL_CRIT, remediation="Reseat the cable,\nthen confirm the switch\nport speed.\n\nThen re-run.")
     text = table.render(Report(results=(r,), hosts=("gpu-01",)), width=200)
     assert "Reseat the cable, then confirm the switch port speed." in text
+
+
+# --- the action a failure calls for, in every format ------------------------------------------
+
+#: gpu-01 fails a reset_gpu check and a reboot one (reboot is the more disruptive), and passes a drain_and_inspect
+#: one: a host's action comes from its failures only.
+TWO_FAILS = Report(
+    results=(FAIL_CRIT,
+             dataclasses.replace(FAIL_CRIT, check_id="gpu.fallen_off_bus", title="No GPU fell off the bus",
+                                 action="reboot", family="gpu"),
+             dataclasses.replace(PASS, host="gpu-01", check_id="nvlink.crc_errors", action="drain_and_inspect"),
+             FAIL_WARN),
+    hosts=("gpu-01", AWKWARD_HOST),
+)
+
+
+def test_json_report_carries_each_results_action_and_each_hosts_most_severe():
+    doc = json.loads(json_report.render(TWO_FAILS))
+    json_report.validate_document(doc)
+    assert [r["action"] for r in doc["results"]] == ["reset_gpu", "reboot", "drain_and_inspect", "reseat_cable"]
+    assert doc["host_actions"] == {"gpu-01": "reboot", AWKWARD_HOST: "reseat_cable"}
+    assert json_report.report_from_json(json_report.render(TWO_FAILS)) == TWO_FAILS
+    assert json.loads(json_report.render(ALL_PASS))["host_actions"] == {}
+
+
+def test_json_report_written_before_actions_reads_back_without_them():
+    doc = json.loads(json_report.render(TWO_FAILS))
+    del doc["host_actions"]
+    for r in doc["results"]:
+        del r["action"]
+    back = json_report.report_from_json(json.dumps(doc))
+    assert {r.action for r in back.results} == {""}
+
+
+def test_sarif_junit_tap_markdown_and_table_show_the_action():
+    sarif_doc = json.loads(sarif.render(TWO_FAILS))
+    assert [r["properties"]["action"] for r in sarif_doc["runs"][0]["results"]] == ["reset_gpu", "reboot",
+                                                                                      "reseat_cable"]
+    assert "action: reboot\n" in junit.render(TWO_FAILS)
+    assert "action: reseat_cable" in tap.render(TWO_FAILS)
+    hosts = _md_tables(markdown.render(TWO_FAILS))["Hosts"]
+    assert hosts[0][-1] == "Action" and [row[-1] for row in hosts[1:]] == ["reboot", "reseat\\_cable"]
+    assert [line.split()[1] for line in table.render(TWO_FAILS).splitlines() if line.split()[:1] == ["action"]] == [
+        "reboot", "reset_gpu", "reseat_cable"]
+
+
+def test_prometheus_host_action_is_the_most_disruptive_of_its_failures():
+    families = _parse_exposition(prometheus.render(TWO_FAILS))
+    assert families["fabricproof_host_action"]["samples"] == {
+        frozenset({("host", "gpu-01"), ("action", "reboot")}): 1,
+        frozenset({("host", AWKWARD_HOST), ("action", "reseat_cable")}): 1,
+    }
+    assert "fabricproof_host_action" not in _parse_exposition(prometheus.render(ALL_PASS))

@@ -10,11 +10,12 @@ import pytest
 import yaml
 from fabricproof import documents, schemagen
 from fabricproof.catalog import FAMILIES
+from fabricproof.catalog import load as load_catalog
 from fabricproof.collectors import COLLECTORS
 from fabricproof.model import Outcome, Scope, Severity
 from fabricproof.ops import OPERATORS, Kind, Operator
 from fabricproof.paths import checks_dir, inventories_dir, schemas_dir
-from fabricproof.platforms import _GPU_NAMES, PLATFORMS, platform_of
+from fabricproof.platforms import _GPU_NAMES, DEVICE_IDS, NO_NVLINK_DEVICE_IDS, PLATFORMS, platform_of, platform_of_name
 from fabricproof.reporters import REPORTERS
 from fabricproof.rollout.plan import POLICIES
 from fabricproof.transport import TRANSPORTS
@@ -83,8 +84,23 @@ def test_every_platform_is_accepted_by_the_baseline_and_check_schemas(platform):
 
 
 def test_the_gpu_name_map_yields_only_known_platforms_and_every_collector_names_known_ones():
-    assert {p for _, p in _GPU_NAMES} <= set(PLATFORMS)
-    assert platform_of("NVIDIA GB200") == "gb200" and platform_of("NVIDIA B200") == "b200" and platform_of("Tesla T4") is None
+    assert set(_GPU_NAMES.values()) | (set(DEVICE_IDS.values()) - {None}) <= set(PLATFORMS)
+    assert platform_of_name("NVIDIA GB200") == "gb200" and platform_of_name("NVIDIA B200") == "b200"
+    assert platform_of_name("Tesla T4") is None
+    # exact names only: GH200 is no H200, and an H100 NVL card is no HGX H100
+    assert platform_of_name("NVIDIA GH200 480GB") is None and platform_of_name("NVIDIA H100 NVL") is None
+    assert all(len(k) == 4 and k == k.lower() for k in DEVICE_IDS)
+    # the printed device id decides over the name
+    assert platform_of({"pci_device_id": "2342", "name": "NVIDIA H200"}) is None
+    assert platform_of({"pci_device_id": None, "name": "NVIDIA H200"}) == "h200"
+
+
+def test_the_checks_that_skip_gpus_without_nvlink_list_exactly_the_platform_table_ids():
+    conds = {c.id: a for c in load_catalog() for a in c.applies_when if a.fact == "/gpu/gpus/*/pci_device_id"}
+    assert {"nvlink.links_active", "nvlink.speed"} <= conds.keys()
+    for cond in conds.values():
+        assert cond.op == "not_in" and tuple(cond.expected) == NO_NVLINK_DEVICE_IDS
+    assert not set(NO_NVLINK_DEVICE_IDS) & set(DEVICE_IDS)
     for collector in COLLECTORS.values():
         assert set(collector.platforms) <= set(PLATFORMS), collector.id
 

@@ -20,7 +20,7 @@ from .. import facts as facts_mod
 from .. import inventory as inventory_mod
 from .. import transport
 from ..collectors import COLLECTORS, Collector, default_collectors
-from ..errors import InputError
+from ..errors import InputError, WriteError
 from ..model import Command, Host
 from ..runstore import RunStore, check_host_names
 from ..timeutil import utc_now
@@ -68,26 +68,29 @@ def select_collectors(patterns: Sequence[str] | None = None) -> list[Collector]:
     return [c for c in COLLECTORS.values() if c.id in chosen]  # registry order: stable raw/ and facts
 
 
-def this_node(inventory: str | None = None, name: str | None = None, groups: Sequence[str] = ()) -> Host:
+def this_node(inventory: str | None = None, name: str | None = None, groups: Sequence[str] = (),
+              loaded: inventory_mod.Inventory | None = None) -> Host:
     """This node, named `name` or by its short hostname; its groups are `groups` plus, when the inventory lists
-    it, the inventory's."""
+    it, the inventory's (`loaded`: that inventory, already read)."""
     name = name or socket.gethostname().split(".")[0]
     found: tuple[str, ...] = ()
     if inventory:
-        inv = inventory_mod.load(inventory)
+        inv = loaded or inventory_mod.load(inventory)
         if name in inv.hosts:
             found = inv.hosts[name].groups
     return Host(name, {}, tuple(sorted({*groups, *found})))
 
 
-def select_hosts(inventory: str | None, limit: str | None, via: str) -> list[Host]:
+def select_hosts(inventory: str | None, limit: str | None, via: str,
+                 loaded: inventory_mod.Inventory | None = None) -> list[Host]:
     """The hosts a run over `via` targets, before any is touched (inventory and --limit errors exit 2 here):
-    this node for a transport that reaches itself, else the inventory's hosts matching --limit."""
+    this node for a transport that reaches itself, else the inventory's hosts matching --limit (`loaded`: that
+    inventory, already read)."""
     if transport.kind(via, transport.LIVE).reach is Reach.SELF:
         return [this_node(inventory)]
     if not inventory:
         raise InputError(f"--via {via} needs --inventory (-i)")
-    inv = inventory_mod.load(inventory)
+    inv = loaded or inventory_mod.load(inventory)
     return [inv.hosts[name] for name in inventory_mod.limit(inv, limit)]
 
 
@@ -158,7 +161,7 @@ def collect(hosts: Sequence[Host], run_dir: Path, *, via: str = "ssh", options: 
         link, fleet = transport.open_fleet(via, options, ctx)
     store.begin()
     run.write_manifest("running", settings)
-    status = "interrupted"
+    status, reason = "interrupted", ""
     try:
         if link is None:
             shards.run_sharded(hosts, commands, [c.id for c in chosen], via, options, ctx, n_workers, run.accept,
@@ -168,14 +171,23 @@ def collect(hosts: Sequence[Host], run_dir: Path, *, via: str = "ssh", options: 
         for name in run.names:  # hosts the transport forgot to report
             run.record(name, HostError(ErrorKind.FAILED, f"{name}: the transport returned nothing"))
         status = "complete"
+    except WriteError as exc:
+        status, reason = "incomplete", str(exc)
+        store.discard_staging()
+        raise
     finally:
         if link is not None:
             link.close()
         r = run.result
         r.finished_at = utc_now()
         r.duration_s = time.monotonic() - run.t0
-        store.sync()  # evidence and facts are on disk before run.json says so
-        run.write_manifest(status, settings)
+        try:
+            store.sync()  # evidence and facts are on disk before run.json says so
+            run.write_manifest(status, settings, reason)
+        except WriteError:
+            if not reason:
+                raise
+            # run.json cannot say it either: the failed write already names the path, and that error stands.
     return run.result
 
 

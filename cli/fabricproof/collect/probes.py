@@ -17,7 +17,7 @@ from typing import Any
 from .. import __version__
 from .. import facts as facts_mod
 from .. import pairing
-from .. import transport
+from .. import spool, transport
 from ..collectors import COLLECTORS
 from ..collectors.base import FABRIC_LOAD, NOT_RUN_EXIT, ParseError, not_run_line, not_run_reason
 from ..collectors.probes import guard, rendezvous, spec
@@ -160,7 +160,8 @@ class _Runner:
             with self.lock:
                 self.errors.setdefault(host, str(outcome))
             return None
-        return outcome
+        # Probe outputs are combined as text (a pair's two ends, an HCA's server and client): held in memory.
+        return [spool.inline(r) for r in outcome]
 
     def command(self, argv: Sequence[str], timeout_s: float, name: str, tool: str = FABRIC_LOAD) -> Command:
         # Never past the budget: the transport's watchdog stops a probe at its command's timeout.

@@ -130,6 +130,7 @@ class HostWriter:
         host = self.hosts[name]
         outputs = {c.id: r for c, r in zip(self.collectors, outcome, strict=True)}
         evidence = self.store.write_evidence(name, outputs)
+        outputs = {cid: self.store.placed(name, cid, r) for cid, r in outputs.items()}
         doc = facts_mod.mark_not_applicable(facts_mod.build(name, outputs, via=self.via, groups=host.groups,
                                                             collected_at=utc_now(), evidence=evidence))
         failed = {}
@@ -211,7 +212,7 @@ class Recorder:
             if self.progress is not None:
                 self.progress(event)  # under the lock: renderers see events one at a time, in order
 
-    def write_manifest(self, status: str, settings: Mapping[str, Any]) -> None:
+    def write_manifest(self, status: str, settings: Mapping[str, Any], reason: str = "") -> None:
         r = self.result
         with self.lock:
             done = list(r.done)
@@ -223,4 +224,4 @@ class Recorder:
             finished_at=r.finished_at, duration_s=r.duration_s, hosts=r.hosts,
             commands=[{"id": c.id, "command": c.command, "timeout_s": c.timeout_s} for c in self.collectors],
             collected=collected, errors=errors, command_errors=command_errors, settings=settings,
-            done=done if status != "running" else None))
+            done=done if status != "running" else None, reason=reason))

@@ -24,6 +24,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from ..errors import WriteError
 from ..model import Command, Host
 from ..runstore import RunStore
 from ..transport import ErrorKind, HostError, RunContext, fanout
@@ -132,8 +133,8 @@ def run_sharded(hosts: Sequence[Host], commands: Sequence[Command], collector_id
                 recorded: Callable[[str], bool]) -> None:
     """Collect `hosts` in `workers` processes, `ctx.forks` hosts at once in total; `accept` takes each host's record
     as it arrives. A worker that dies leaves its unfinished hosts recorded as not collected (or as collected, when
-    their facts reached the run store before it died). Ctrl-C stops every worker, takes what they report while
-    they stop, and re-raises."""
+    their facts reached the run store before it died). Ctrl-C, or a worker whose writes the disk refused (WriteError),
+    stops every worker, takes what they report while they stop, and re-raises."""
     forks = forks_each(ctx.forks, workers)
     pool: list[_Worker] = []
     try:
@@ -142,11 +143,12 @@ def run_sharded(hosts: Sequence[Host], commands: Sequence[Command], collector_id
                                      RunContext(ctx.run_dir, ctx.run_id, forks[k], ctx.host_timeout_s))))
         try:
             _drain(pool, accept, deadline=None)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, WriteError):
             for w in pool:
                 if w.process.poll() is None:
                     w.process.send_signal(signal.SIGTERM)
-            _drain(pool, accept, deadline=time.monotonic() + STOP_GRACE_S + 5)
+            with contextlib.suppress(WriteError):  # the first failed write is the one reported
+                _drain(pool, accept, deadline=time.monotonic() + STOP_GRACE_S + 5)
             raise
         for w in pool:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -184,6 +186,8 @@ def _drain(pool: list[_Worker], accept: Callable[[Finished], None], deadline: fl
                 accept(message)
             elif isinstance(message, tuple) and message and message[0] == "end":
                 w.ended = True
+            elif isinstance(message, tuple) and message and message[0] == "write-error":
+                raise WriteError(*message[1:])  # the run stops: run_sharded ends every worker
 
 
 def _bury(w: _Worker, accept: Callable[[Finished], None], recorded: Callable[[str], bool], why: str) -> None:

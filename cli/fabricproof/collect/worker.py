@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import transport
 from ..collectors import COLLECTORS
+from ..errors import WriteError
 from ..runstore import RunStore
 from .record import HostWriter
 from .shards import Shard
@@ -51,6 +52,10 @@ def worker_main(conn: Connection, shard: Shard) -> None:
             fleet.run(list(shard.hosts), list(shard.commands), on_host)
         except KeyboardInterrupt:
             interrupted = True
+        except WriteError as exc:
+            # The run store's disk failed: the parent, which keeps the one account of the run, stops it and says so.
+            with send_lock:
+                conn.send(("write-error", exc.path, exc.reason, exc.errno))
         finally:
             link.close()
         # Hosts cut short by the interrupt have reported by now: fleet.run waits for them before it raises.

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import InputError
+from ..errors import STORAGE_ERRNOS, InputError, WriteError
 from ..fsutil import NotWritten, check_target, read_chunks, write_target
 from ..model import ExitCode, Severity
 from ..redact import assignments
@@ -39,7 +39,8 @@ def whole_ids(table: Any, column: int, ids: Iterable[str]) -> None:
 
 
 def input_errors(fn: F) -> F:
-    """Turn InputError into one clear message per problem on stderr and exit code 2 (nothing touched)."""
+    """Turn InputError into one clear message per problem on stderr and exit code 2 (nothing touched), and a write
+    the storage failed (disk full, I/O error) into one line naming the path and exit code 6."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -50,10 +51,21 @@ def input_errors(fn: F) -> F:
                 err_console.print(f"[bold red]error:[/] {shown(assignments(str(problem)))}", markup=True,
                                   highlight=False, soft_wrap=True)
             raise typer.Exit(ExitCode.INVALID_INPUT) from None
-        except NotWritten as exc:  # a record that could not be appended whole (a full disk): the run waits for space
+        except WriteError as exc:
+            err_console.print(f"[bold red]error:[/] {shown(exc)}", markup=True, highlight=False, soft_wrap=True)
+            raise typer.Exit(ExitCode.WRITE_FAILED) from None
+        except NotWritten as exc:  # a decision not appended whole (a full disk): the run waits for space, exit 6
             err_console.print(f"[bold red]error:[/] {shown(f'cannot write {exc.filename}: {exc.strerror}')}",
                               markup=True, highlight=False, soft_wrap=True)
-            raise typer.Exit(ExitCode.HALTED) from None
+            raise typer.Exit(ExitCode.WRITE_FAILED) from None
+        except OSError as exc:
+            if exc.errno not in STORAGE_ERRNOS:
+                raise
+            # A write outside our own files' helpers (a report on stdout redirected to a full disk): the same exit.
+            where = f" {exc.filename}" if exc.filename else ""
+            err_console.print(f"[bold red]error:[/] {shown(f'cannot write{where}: {exc.strerror}')}", markup=True,
+                              highlight=False, soft_wrap=True)
+            raise typer.Exit(ExitCode.WRITE_FAILED) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")
             raise typer.Exit(ExitCode.INTERRUPTED) from None
@@ -144,6 +156,8 @@ WORKERS_HELP = ("Processes the hosts are shared across, each with its own connec
                 "hosts collected at once in total (default: the machine's cores, up to 16, one per 50 hosts).")
 
 #: The option every command that writes reports or facts takes.
+HOST_TIMEOUT_HELP = ("Seconds one host may take, connect to last byte (a host that stops answering altogether is cut "
+                     "sooner, by SSH keepalives).")
 OUTPUT_MODE_HELP = "File mode of written reports and facts, octal (default 600: the owner's only; 640 for a group)."
 
 

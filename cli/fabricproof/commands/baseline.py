@@ -14,6 +14,7 @@ from .. import baseline as baseline_mod
 from .. import config, documents
 from .. import inventory as inventory_mod
 from .. import facts as facts_mod
+from .. import inventory as inventory_mod
 from ..capture import capture as capture_values
 from ..errors import InputError
 from ..fsutil import check_target, write_target
@@ -29,12 +30,18 @@ def _count_leaves(d: object) -> int:
 
 @app.command("lint")
 @input_errors
-def lint(file: Annotated[Path, typer.Argument(help="Baseline YAML to check against schemas/baseline.schema.json.")]) -> None:
-    """Validate a baseline: YAML syntax, schema, unknown keys (typos), duplicate keys. Exit 2 with file:line on error.
+def lint(
+    file: Annotated[Path, typer.Argument(help="Baseline YAML to check against schemas/baseline.schema.json.")],
+    inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Also check that every spec.groups key names a group of this Ansible inventory.")] = None,
+) -> None:
+    """Validate a baseline: YAML syntax, schema, unknown keys (typos), duplicate keys, and with -i group names
+    the inventory does not have. Exit 2 with file:line on error.
 
-    Example: fabricproof baseline lint inventories/dgx-h100/baseline.yaml
+    Example: fabricproof baseline lint inventories/dgx-h100/baseline.yaml -i inventory.yml
     """
     b = baseline_mod.load(file)
+    if inventory:
+        baseline_mod.check_groups(b, inventory_mod.load(inventory).groups, inventory)
     groups = ", ".join(f"{g} ({_count_leaves(v)} values)" for g, v in sorted(b.groups.items())) or "none"
     console.print(f"{file}: ok — baseline {b.name!r}, {_count_leaves(b.defaults)} default values; group overrides: {groups}",
                   markup=False, soft_wrap=True)

@@ -12,17 +12,19 @@ from typing import Annotated, Any
 import typer
 
 from .. import __version__, catalog
+from ..actions import host_actions
 from .. import baseline as baseline_mod
 from .. import facts as facts_mod
+from .. import inventory as inventory_mod
 from .. import breaker, config, slurm
 from ..collect import DEFAULT_HOST_TIMEOUT_S, check_settings, collect, select_collectors, this_node
 from ..errors import InputError
-from ..evaluate import evaluate, exit_code
+from ..evaluate import evaluate, exit_code, failing_actions
 from ..fsutil import atomic_write_text, check_target, write_target
 from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now
 from ..reporters import REPORTERS
-from ..reporters._common import found_lines
+from ..reporters._common import found_lines, not_proven_reason
 from ..collectors.probes.spec import PROBES, Layout
 from ..runstore import RunStore
 from . import _breaker, _probes
@@ -44,8 +46,10 @@ Examples (on the node itself):
   # central, fleet checks included:  fabricproof validate --facts /shared/fabricproof/facts -b baseline.yaml -i inventory.yml
 
 Prints one line per problem (NHC style) and exits like validate: 0 pass; 1 a check at or above --fail-on failed;
-2 invalid input; 3 something could not be collected or judged (a tool cut off at --timeout, say). --drain drains this node in Slurm on exit 1 (reason
-"fabricproof check: <check ids>") and, on a later passing run, resumes it only if that reason is still the node's: a
+2 invalid input; 3 something could not be collected or judged (a tool cut off at --timeout, say). Each failure ends in
+its action ("[action: reset_gpu]") and a last line names the node's, the most disruptive of them ("ACTION node:
+reboot ..."). --drain drains this node in Slurm on exit 1 (reason
+"fabricproof check: <action>: <check ids>") and, on a later passing run, resumes it only if that reason is still the node's: a
 person's drain, or a rollout's ("fabricproof: <plan> run <id>"), stays. It drains only while fewer than --breaker
 (default 10%) of the node's partitions were drained by fabricproof in --breaker-window (default 1h), counted from
 Slurm's node list; past it the node is reported ("would drain: breaker open, ...") and left in service, exit 1,
@@ -55,7 +59,8 @@ counter-delta checks.
 
 
 def nhc_lines(report: Report, node: str, fail_on: str) -> list[str]:
-    """One line per problem, worst first, like NHC's "Health check failed" lines; one OK line otherwise."""
+    """One line per problem, worst first, like NHC's "Health check failed" lines, each failure with its action, then
+    one ACTION line with the node's (the most disruptive of them); one OK line otherwise."""
     threshold = Severity(fail_on).rank
     rank = {Outcome.FAIL: 0, Outcome.ERROR: 1, Outcome.UNKNOWN: 2}
     problems = sorted((r for r in report.results if r.outcome in rank),
@@ -65,11 +70,16 @@ def nhc_lines(report: Report, node: str, fail_on: str) -> list[str]:
         if r.outcome is Outcome.FAIL:
             level = "FAIL" if r.severity.rank >= threshold else "WARN"
             said = "; ".join(found_lines(r)) if r.findings else (r.reason or r.expected)  # GPU 1: ..., not a pointer
-            lines.append(f"{level} {node}: {r.check_id} ({r.severity.value}): {said}")
+            lines.append(f"{level} {node}: {r.check_id} ({r.severity.value}): {said}"
+                         + (f" [action: {r.action}]" if r.action else ""))
         else:
             lines.append(f"{r.outcome.value.upper()} {node}: {r.check_id}: {r.reason}")
     for host, why in sorted(report.collection_errors.items()):
         lines.append(f"ERROR {host}: not collected: {why}")
+    for host, checks in report.not_proven.items():
+        lines.append(f"NOT PROVEN {host}: {not_proven_reason(checks)}")
+    for host, action in host_actions(report.results).items():  # the verdict's line: what to do with the node
+        lines.append(f"ACTION {host}: {action} (the most disruptive action of its failed checks)")
     s = report.summary
     if not lines:
         lines.append(f"OK {node}: {s.passed} checks passed, {s.skipped} not applicable")
@@ -129,7 +139,8 @@ def _slurm(node: str, report: Report, code: int, fail_on: str, limit: breaker.Li
         return
     try:
         state = slurm.parse_show_node(slurm.run(slurm.show_argv(node)), node)
-        action = slurm.decide(state, ids, passed=code == ExitCode.OK)
+        action = slurm.decide(state, ids, passed=code == ExitCode.OK,
+                              action=failing_actions(report, fail_on).get(node, ""))
         messages = [action.message] if action.message else []
         if action.new_drain:
             messages = breaker.guarded_drain(node, action, limit, window_s).messages
@@ -200,8 +211,11 @@ def check(
     if pairwise:
         raise InputError(f"--probes {pairwise[0]}: a pairwise probe needs two hosts; run it with `validate --probes`")
     base = baseline_mod.load(baseline)
+    inv = inventory_mod.load(inventory) if inventory else None
+    if inv is not None:
+        baseline_mod.check_groups(base, inv.groups, inventory)
     selected = catalog.select(catalog.load(), checks)
-    host = this_node(inventory, node_name, group)
+    host = this_node(inventory, node_name, group, loaded=inv)
     node, groups = host.name, list(host.groups)
     probe_runs: list = []
     doc = _collect_here(host, run_dir, command_timeout, timeout,

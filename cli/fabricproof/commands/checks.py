@@ -22,24 +22,24 @@ def list_checks(
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
     checks: Annotated[list[str], typer.Option("--checks", "-c", help="Ids, globs or families to list.")] = [],  # noqa: B006
 ) -> None:
-    """List checks: id, title, severity, scope, family.
+    """List checks: id, title, severity, action (what a failure calls for), scope, family.
 
     Example: fabricproof checks list --checks 'nvlink.*' --format json
     """
     selected = catalog.select(catalog.load(), checks)
     if fmt == "json":
-        rows = [{"id": c.id, "title": c.title, "severity": c.severity.value, "scope": c.scope.value, "family": c.family,
-                 "collector": c.collector, "platforms": list(c.platforms)} for c in selected]
+        rows = [{"id": c.id, "title": c.title, "severity": c.severity.value, "action": c.action, "scope": c.scope.value,
+                 "family": c.family, "collector": c.collector, "platforms": list(c.platforms)} for c in selected]
         typer.echo(json.dumps(rows, indent=2))
         return
     if fmt != "table":
         raise InputError(f"--format {fmt!r}: choose table or json")
     # No outer frame: at 80 columns the titles need every column the whole ids leave them.
-    table = Table("id", "title", "severity", "scope", "family", title=f"{len(selected)} checks", show_edge=False,
+    table = Table("id", "title", "severity", "action", "scope", "family", title=f"{len(selected)} checks", show_edge=False,
                   pad_edge=False)
     whole_ids(table, 0, (c.id for c in selected))
     for c in selected:
-        table.add_row(c.id, c.title, c.severity.value, c.scope.value, c.family)
+        table.add_row(c.id, c.title, c.severity.value, c.action, c.scope.value, c.family)
     console.print(table)
 
 
@@ -56,7 +56,7 @@ def show(check_id: Annotated[str, typer.Argument(help="A check id, e.g. fm.versi
         raise InputError(f"unknown check id {check_id!r}" + (f"; did you mean {', '.join(hint)}?" if hint else ""))
     lines = [
         f"[bold]{c.id}[/]  {shown(c.title)}",
-        f"severity: {c.severity.value}   scope: {c.scope.value}   family: {c.family}",
+        f"severity: {c.severity.value}   action: {c.action}   scope: {c.scope.value}   family: {c.family}",
         f"platforms: {', '.join(c.platforms) if c.platforms else 'all'}"
         + (f"   requires baseline: {', '.join(c.requires)}" if c.requires else ""),
         f"reads: collector {c.collector} ({shown(_command(c.collector))}) at {c.fact}",

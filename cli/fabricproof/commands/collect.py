@@ -17,7 +17,7 @@ from ..collect import (DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, CollectResult, che
                        select_hosts)
 from ..errors import InputError
 from ..runstore import RunStore
-from ._common import INVENTORY_DEFAULT, WORKERS_HELP, console, err_console, input_errors, shown
+from ._common import HOST_TIMEOUT_HELP, INVENTORY_DEFAULT, WORKERS_HELP, console, err_console, input_errors, shown
 from ._progress import collect_with_progress
 
 COLLECT_EPILOG = """\
@@ -35,7 +35,8 @@ Writes RUNDIR/raw/<host>/<collector>.txt (+ .stderr, meta.json), RUNDIR/facts/<h
 evaluate them with `fabricproof validate --facts RUNDIR -b BASELINE`.
 
 Exit codes: 0 every host and collector collected; 2 invalid input (no host touched);
-3 some host or collector was not collected (see RUNDIR/run.json).
+3 some host or collector was not collected (see RUNDIR/run.json); 6 the run directory could not be written
+(disk full, I/O error: the path is named, run.json says incomplete with the reason when it can still be written).
 """
 
 DRIFT_EPILOG = """\
@@ -77,7 +78,7 @@ def collect(
                                                        "instead of refusing the host (never accepts a changed key).")] = False,
     collectors: Annotated[list[str], typer.Option("--collectors", "-c", help="Collector ids or globs, comma-separated "
                                                   "or repeated (default: the standard set).")] = [],  # noqa: B006
-    host_timeout: Annotated[float, typer.Option("--host-timeout", help="Seconds one host may take, connect to last byte.")] = DEFAULT_HOST_TIMEOUT_S,
+    host_timeout: Annotated[float, typer.Option("--host-timeout", help=HOST_TIMEOUT_HELP)] = DEFAULT_HOST_TIMEOUT_S,
     command_timeout: Annotated[float | None, typer.Option("--command-timeout", help="Cap on every collector's own timeout, in seconds.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="Summary on stdout: text or json (run.json).")] = "text",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress; only errors.")] = False,

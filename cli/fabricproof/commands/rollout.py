@@ -20,7 +20,8 @@ from ._common import OUTPUT_MODE_HELP, console, err_console, input_errors, outpu
 from ._runlog import decision_log_notes, finish_run, progress, report_page, say
 
 EXIT_HELP = ("Exit codes: 0 done · 1 a gate failed and the run halted · 2 bad input (nothing touched) · "
-             "4 rolled back · 5 waiting for an operator (paused, rollback not proven, aborted) · 130 interrupted.")
+             "4 rolled back · 5 waiting for an operator (paused, rollback not proven, aborted) · 6 the run's state "
+             "or evidence could not be written (disk full, I/O error) · 130 interrupted.")
 
 app = typer.Typer(
     help="Staged rollouts: change a pilot, prove it, widen in waves, roll back by itself when the proof fails.\n\n"
@@ -47,6 +48,8 @@ def plan_cmd(
     plan: Annotated[Path, typer.Argument(help="Rollout plan YAML (kind: RolloutPlan).", show_default=False)],
     inventory: Inventory = None,
     fmt: Fmt = "table",
+    via: Annotated[str, typer.Option("--via", help="How `rollout run` will collect (its settings are checked for "
+                                     "every host of every wave).")] = "ssh",
 ) -> None:
     """Dry run: validate the plan and show the hosts of every wave, the gates and thresholds, the soak and the
     rollback steps. Touches nothing: no host, no lock, no run directory.
@@ -54,7 +57,9 @@ def plan_cmd(
     Example: fabricproof rollout plan inventories/lab/plans/driver-fm-upgrade.yml -i "$(fabricproof lab up)"
     """
     _check_fmt(fmt)
+    transport.kind(via, (transport.Reach.REMOTE,))
     prep = runs.prepare(plan, inventory)
+    runs.preflight(prep, via)
     gate_checks = runs.select_checks(prep.plan.gates.checks, prep.catalog)
     soak_checks = runs.select_checks(prep.plan.soak.checks, prep.catalog) if prep.plan.soak else []
     doc = plan_mod.describe(prep.plan, prep.waves, prep.inventory_path, gate_checks, soak_checks)
@@ -81,8 +86,8 @@ def _print_plan(doc: dict[str, Any]) -> None:
     console.print(table)
     g = doc["gates"]
     console.print(f"gates: {len(g['checks'])} check(s) fail a host at {g['fail_on']} or above; post-gate retried "
-                  f"every {g['retry_interval_s']}s for up to {g['timeout_s']}s\n  budget boundary: {g['boundary']}",
-                  soft_wrap=True)
+                  f"every {g['retry_interval_s']}s for up to {g['timeout_s']}s; a host's collection is cut after "
+                  f"{g['host_timeout_s']:g}s\n  budget boundary: {g['boundary']}", soft_wrap=True)
     console.print("  checks: " + shown(", ".join(g["checks"])), soft_wrap=True)
     if doc["soak"]:
         s = doc["soak"]
@@ -122,12 +127,13 @@ def run_cmd(
 @app.command("resume", epilog=EXIT_HELP)
 @input_errors
 def resume_cmd(
-    run: Annotated[str, typer.Argument(help="Run id (or 'last').", show_default=False)],
+    run: Annotated[str, typer.Argument(help="Run id, its directory, or 'last'.", show_default=False)],
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Continue an interrupted, paused or halted run. Hosts whose apply was cut short are probed first and never
     applied twice: a host that already proves the after-baseline is left alone."""
     state = st.find_run(runs_dir, run)
+    runs_dir = state.dir.parent  # RUN may be the run's path (as status takes it): its runs dir is where it lives
     code = runs.resume(runs_dir, state.run_id, progress=progress)
     finish_run(code, runs_dir, state.run_id)
 

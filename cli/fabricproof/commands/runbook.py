@@ -18,7 +18,8 @@ from ._runlog import print_decision_log, progress
 app = typer.Typer(
     help="Incident runbooks: ordered steps (playbook, validate, rollback, wait, confirm) that ask before changing "
          "anything, record every decision and end with an evidence bundle.\n\nExit codes: 0 every step done · "
-         "1 a step failed · 2 bad input · 5 the operator declined a step, or a rollback is not proven.",
+         "1 a step failed · 2 bad input · 5 the operator declined a step, or a rollback is not proven · 6 the run's "
+         "records could not be written (disk full, I/O error).",
     no_args_is_help=True,
 )
 

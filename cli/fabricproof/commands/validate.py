@@ -19,8 +19,9 @@ from ..fsutil import atomic_write_chunks
 from ..reporters import REPORTERS
 from ..runstore import RunStore
 from ..timeutil import utc_now
-from ._common import (BASELINE_HELP, FORMAT_HELP, INVENTORY_DEFAULT, OUTPUT_GONE, OUTPUT_MODE_HELP, SEVERITIES,
-                      WORKERS_HELP, check_fail_on, emit_report, err_console, input_errors, output_mode, pair_outputs)
+from ._common import (BASELINE_HELP, FORMAT_HELP, HOST_TIMEOUT_HELP, INVENTORY_DEFAULT, OUTPUT_GONE, OUTPUT_MODE_HELP,
+                      SEVERITIES, WORKERS_HELP, check_fail_on, emit_report, err_console, input_errors, output_mode,
+                      pair_outputs, shown)
 from . import _probes
 from ._progress import collect_with_progress
 
@@ -41,14 +42,21 @@ Reports: fabricproof validate ... -f table -f junit=junit.xml -f sarif=fabric.sa
           (FORMAT=PATH writes that format to PATH; a bare FORMAT goes to stdout)
 
 Exit codes: 0 all pass; 1 a check at or above --fail-on failed; 2 invalid input (nothing touched);
-3 collection incomplete (collector errors or unreachable hosts, no failures).
+3 collection incomplete (collector errors or unreachable hosts, no failures), or a host not proven (checks its
+hardware needs had no baseline value); 6 evidence or a report could not be written (disk full, I/O error: the
+path is named, run.json says incomplete when it can still be written).
 """
 
 
-def _saved_facts(facts: Path | None, raw: Path | None, inventory: str | None, limit: str | None
+def _saved_facts(facts: Path | None, raw: Path | None, inv: inventory_mod.Inventory | None, limit: str | None
                  ) -> tuple[dict[str, dict], dict[str, str], dict[str, tuple[str, ...]]]:
-    """(facts by host, collection errors, groups) from a facts or run directory, or re-parsed raw evidence."""
+    """(facts by host, collection errors, groups) from a facts or run directory, or re-parsed raw evidence.
+
+    The scope is the inventory (with --limit) when one is given, else the run's own manifest: a host either
+    lists without facts is not collected (exit 3), never passed over."""
     groups: dict[str, tuple[str, ...]] = {}
+    source = raw or facts
+    assert source is not None
     if raw:
         if not raw.is_dir():
             raise InputError(f"{raw}: run directory not found")
@@ -56,22 +64,30 @@ def _saved_facts(facts: Path | None, raw: Path | None, inventory: str | None, li
         if not facts_by_host and not collection_errors:
             raise InputError(f"{raw}: no raw evidence (raw/<host>/...) in this run directory")
     else:
-        assert facts is not None
-        facts_by_host = facts_mod.load_dir(facts)
+        facts_by_host = facts_mod.load_dir(source)
         # Hosts a run could not collect, as its run.json records them (none for a plain facts directory).
-        collection_errors = {h: e["message"] for h, e in RunStore(facts).recorded_errors().items()}
-    if inventory:
-        inv = inventory_mod.load(inventory)
+        collection_errors = {h: e["message"] for h, e in RunStore(source).recorded_errors().items()}
+    manifest = RunStore(source).manifest() or {}
+    unfinished = manifest.get("status", "complete") != "complete"
+    if inv is not None:
         groups = dict(inv.groups_of())
         scope = set(inventory_mod.limit(inv, limit))  # every inventory host when no --limit is given
         if limit:
             facts_by_host = {h: f for h, f in facts_by_host.items() if h in scope}
             collection_errors = {h: e for h, e in collection_errors.items() if h in scope}
-        # A host in scope that has no facts is not a pass: it is reported as not collected (exit 3).
-        for host in sorted(scope - set(facts_by_host) - set(collection_errors)):
-            collection_errors[host] = f"no facts for this host in {raw or facts}"
     elif limit:
         raise InputError("--limit needs --inventory")
+    else:
+        scope = set(manifest.get("hosts") or ())  # the hosts the run set out to collect
+    # A host in scope that has no facts is not a pass: it is reported as not collected (exit 3).
+    why = (f"the run did not finish (run.json: status {manifest['status']}), and this host has no facts in {source}"
+           if unfinished else f"no facts for this host in {source}")
+    for host in sorted(scope - set(facts_by_host) - set(collection_errors)):
+        collection_errors[host] = why
+    if unfinished:
+        err_console.print(f"warning: {shown(source)} holds an unfinished run (run.json: status "
+                          f"{shown(manifest['status'])}): {len(facts_by_host)} of {len(manifest.get('hosts') or ())} "
+                          "host(s) have facts", highlight=False)
     return facts_by_host, collection_errors, groups
 
 
@@ -85,6 +101,7 @@ def validate(
     via: Annotated[str, typer.Option("--via", help=f"Live collection over {transport.choices(transport.LIVE)}.")] = "ssh",
     forks: Annotated[int, typer.Option("--forks", help="Hosts collected at once.")] = DEFAULT_FORKS,
     workers: Annotated[int | None, typer.Option("--workers", help=WORKERS_HELP)] = None,
+    host_timeout: Annotated[float, typer.Option("--host-timeout", help=HOST_TIMEOUT_HELP)] = DEFAULT_HOST_TIMEOUT_S,
     accept_new_host_keys: Annotated[bool, typer.Option("--accept-new-host-keys", help="Record unknown host keys instead of refusing the host (never a changed key).")] = False,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Where a live run keeps its evidence (default runs/<run id>).")] = None,
     previous: Annotated[Path | None, typer.Option("--previous", help="Earlier facts of the same hosts: enables counter-delta checks.")] = None,
@@ -113,6 +130,9 @@ def validate(
     # Every input is read and checked before any host is touched.
     pairs = pair_outputs(fmt, output)
     base = baseline_mod.load(baseline)
+    inv = inventory_mod.load(inventory) if inventory and not (live and reaches_itself) else None
+    if inv is not None:
+        baseline_mod.check_groups(base, inv.groups, inventory)
     selected = catalog.select(catalog.load(), checks)
     before = facts_mod.load_dir(previous) if previous else None
     probe_ids, probe_settings = _probes.settings(probes, probe_budget, require_idle, pairing_shuffles, forks)
@@ -121,14 +141,15 @@ def validate(
 
     evidence_dir: Path | None = None
     if live:
-        check_settings(forks, DEFAULT_HOST_TIMEOUT_S, None, workers)
-        hosts = select_hosts(inventory, limit, via)
+        check_settings(forks, host_timeout, None, workers)
+        hosts = select_hosts(inventory, limit, via, loaded=inv)
         options = transport.configure(via, inventory_path=inventory, accept_new_host_keys=accept_new_host_keys)
         run_id = new_run_id()
     if live and probe_ids:
         # The probes need every host's facts (the HCAs nearest each GPU) and merge theirs in: no streaming here.
         result = collect_with_progress(hosts, run_dir or Path("runs") / run_id, quiet=quiet, via=via, options=options,
-                                       forks=forks, run_id=run_id, inventory=inventory, limit=limit, workers=workers)
+                                       forks=forks, host_timeout_s=host_timeout, run_id=run_id, inventory=inventory,
+                                       limit=limit, workers=workers)
         reachable = [h for h in hosts if h.name in result.facts_by_host]
         probe_run = _probes.run(reachable, result.run_dir, probe_ids, base, result.facts_by_host, via, options,
                                 probe_settings, quiet)
@@ -148,13 +169,13 @@ def validate(
         # Judged as hosts finish: memory stays flat with fleet size (the facts are on disk, in the run).
         stream = StreamingEvaluation(base, selected, groups={h.name: h.groups for h in hosts}, previous=before)
         result = collect_with_progress(hosts, run_dir or Path("runs") / run_id, quiet=quiet, via=via, options=options,
-                                       forks=forks, run_id=run_id, sink=stream.add, inventory=inventory, limit=limit,
-                                       workers=workers)
+                                       forks=forks, host_timeout_s=host_timeout, run_id=run_id, sink=stream.add,
+                                       inventory=inventory, limit=limit, workers=workers)
         report = stream.finish(result.collection_errors, run_id=result.run_id, created_at=utc_now(),
                                tool_version=__version__)
         evidence_dir = result.run_dir
     else:
-        facts_by_host, collection_errors, groups = _saved_facts(facts, raw, inventory, limit)
+        facts_by_host, collection_errors, groups = _saved_facts(facts, raw, inv, limit)
         report = evaluate(facts_by_host, base, selected, groups=groups, previous=before,
                           collection_errors=collection_errors, run_id="", created_at=utc_now(), tool_version=__version__)
     written: dict[str, Path] = {}

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from fabricproof.lab.topology import LabHost, profile_group, rack_group
+from fabricproof.lab.topology import PROFILES, LabHost, profile_group, rack_group
 
 LAB_GROUP = "lab"
 REMOTE_PYTHON = "/usr/bin/python3"  # the lab user cannot reach root's pyenv Python; Debian's python3 it can
@@ -22,8 +22,11 @@ def ssh_common_args(known_hosts: Path) -> str:
 def render_inventory(hosts: Sequence[LabHost], *, port: int, user: str, client_key: Path,
                      known_hosts: Path) -> dict[str, Any]:
     """The inventory as data: group `lab` (all hosts, connection vars), one group per profile and,
-    for racked profiles (GB200), one group per rack. Host vars: address, profile, data address, rack."""
-    by_profile: dict[str, dict[str, Any]] = {}
+    for racked profiles (GB200), one group per rack. Host vars: address, profile, data address, rack.
+
+    Every profile's group is declared, empty when no node has that profile: the lab baseline (one group per
+    profile) names only groups its inventory has, whichever profiles a lab runs."""
+    by_profile: dict[str, dict[str, Any]] = {profile_group(p): {} for p in PROFILES}
     by_rack: dict[int, dict[str, Any]] = {}
     for host in hosts:
         # fabricproof_data_address: where a pairwise probe's client dials this host's server (its own 127.x address:
@@ -34,7 +37,7 @@ def render_inventory(hosts: Sequence[LabHost], *, port: int, user: str, client_k
             hostvars["rack"] = host.rack
             by_rack.setdefault(host.rack, {})[host.name] = None
         by_profile.setdefault(profile_group(host.profile), {})[host.name] = hostvars
-    children: dict[str, Any] = {group: {"hosts": members} for group, members in by_profile.items()}
+    children: dict[str, Any] = {group: {"hosts": members} if members else {} for group, members in by_profile.items()}
     children.update({rack_group(rack): {"hosts": members} for rack, members in sorted(by_rack.items())})
     lab_vars = {
         "ansible_port": port,

@@ -13,6 +13,7 @@ from ..words import counted
 STATUS_WORDS = {
     "failed": "FAILED",
     "incomplete": "INCOMPLETE",
+    "not_proven": "NOT PROVEN",
     "passed": "PASSED",
     "empty": "NO RESULTS",
 }
@@ -56,16 +57,18 @@ def family_of(result: Result) -> str:
 
 
 def status(report: Report) -> str:
-    """failed | incomplete | passed | empty: the one word a run is summed up by.
+    """failed | incomplete | not_proven | passed | empty: the one word a run is summed up by.
 
-    Failures outrank incompleteness; a run that evaluated nothing and lost no host is empty,
-    never passed, because it proved nothing.
+    Failures outrank incompleteness; a host whose hardware's checks had no baseline value is not proven;
+    a run that evaluated nothing and lost no host is empty, never passed, because it proved nothing.
     """
     s = report.summary
     if s.failed:
         return "failed"
     if s.errors or s.unknown or report.collection_errors:
         return "incomplete"
+    if report.not_proven:
+        return "not_proven"
     if s.total == 0:
         return "empty"
     return "passed"
@@ -91,7 +94,16 @@ def summary_phrase(summary: Summary) -> str:
         counted(summary.errors, "error"),
     ]
     hosts = f"{counted(summary.hosts, 'host')}, {summary.hosts_failed} with failures"
+    if summary.hosts_not_proven:
+        hosts += f", {summary.hosts_not_proven} not proven"
     return f"{', '.join(parts)}; {hosts}"
+
+
+def not_proven_reason(checks: tuple[str, ...] | list[str], limit: int = MAX_FINDINGS) -> str:
+    """Why a host is not proven, one line: the checks its hardware needs that had no baseline value."""
+    more = f" (+{len(checks) - limit} more)" if len(checks) > limit else ""
+    return (f"{len(checks)} check(s) its hardware needs had no baseline value (a baseline group that selects "
+            f"none of its groups?): {', '.join(checks[:limit])}{more}")
 
 
 def by_severity(results: list[Result] | tuple[Result, ...]) -> list[Result]:
@@ -123,6 +135,7 @@ class HostRow:
     skipped: int
     worst: Severity | None  # worst severity among failures
     collection_error: str  # why collection failed on this host, "" if it did not
+    not_proven: tuple[str, ...] = ()  # checks its hardware needs that had no baseline value
 
     @property
     def state(self) -> str:
@@ -130,6 +143,8 @@ class HostRow:
             return "failed"
         if self.collection_error or self.not_verified:
             return "incomplete"
+        if self.not_proven:
+            return "not proven"
         if self.total == 0:
             return "no results"
         return "passed"
@@ -156,6 +171,7 @@ def host_rows(report: Report) -> list[HostRow]:
                 skipped=sum(r.outcome is Outcome.SKIP for r in mine),
                 worst=max((r.severity for r in failed), key=lambda s: s.rank, default=None),
                 collection_error=report.collection_errors.get(host, ""),
+                not_proven=report.not_proven.get(host, ()),
             )
         )
     return rows

@@ -24,7 +24,7 @@ th{background:#f6f8fa;font-weight:600}
 small,.mute{color:var(--mute)}
 .verdict{padding:1rem 1.5rem;color:#fff}
 .verdict p{margin:.2rem 0}.verdict .meta{opacity:.85;font-size:12px}
-.status-failed{background:var(--fail)}.status-incomplete{background:var(--unk)}
+.status-failed{background:var(--fail)}.status-incomplete,.status-not_proven{background:var(--unk)}
 .status-passed{background:var(--pass)}.status-empty{background:#6e7781}
 .status-done{background:var(--pass)}.status-rolled_back,.status-halted,.status-rollback_failed{background:var(--fail)}
 .status-paused,.status-aborted,.status-interrupted,.status-running{background:var(--unk)}

@@ -11,14 +11,15 @@ from collections.abc import Iterable
 from ..catalog import FAMILIES
 from ..model import Outcome, Report, Result
 from ..words import counted
-from ._common import by_severity, failures, family_of, found_lines, not_verified, status, status_word, summary_phrase
+from ._common import (by_severity, failures, family_of, found_lines, not_proven_reason, not_verified, status, status_word,
+                      summary_phrase)
 from ._html import attr, e, page
 from .base import Reporter
 
 #: A heatmap cell's class by what is worst in it, worst first; fail is split by severity ("f3" critical).
 CELL_ORDER = ("f3", "f2", "f1", "e", "u", "p", "s", "n")
 CELL_WORDS = {"f3": "critical failure", "f2": "warning failure", "f1": "info failure", "e": "collector error",
-              "u": "fact missing", "p": "all passed", "s": "not applicable", "n": "no check of this family"}
+              "u": "fact missing or not proven", "p": "all passed", "s": "not applicable", "n": "no check of this family"}
 
 _CSS = """
 .legend span{display:inline-block;margin-right:.9rem}
@@ -64,12 +65,15 @@ q.addEventListener('input',apply);only.addEventListener('change',apply);apply();
 })();"""
 
 
-def _cell(results: list[Result]) -> str:
-    """The worst outcome among one host's results of one family, as a cell class."""
+def _cell(results: list[Result], unproven: frozenset[str] = frozenset()) -> str:
+    """The worst outcome among one host's results of one family, as a cell class; a skip that leaves the host
+    not proven (its check id in `unproven`) is a problem like a missing fact, never a grey cell."""
     best = len(CELL_ORDER) - 1
     for r in results:
         if r.outcome is Outcome.FAIL:
             code = f"f{r.severity.rank}"
+        elif r.check_id in unproven:
+            code = "u"
         else:
             code = {Outcome.ERROR: "e", Outcome.UNKNOWN: "u", Outcome.PASS: "p", Outcome.SKIP: "s"}[r.outcome]
         best = min(best, CELL_ORDER.index(code))
@@ -124,6 +128,9 @@ def _header(report: Report) -> list[str]:
            f'<p class="counts">{e(summary_phrase(s))}</p>']
     if report.collection_errors:
         out.append(f"<p>{len(report.collection_errors)} host(s) could not be collected.</p>")
+    if report.not_proven:
+        out.append(f'<p><a href="#not-proven">{len(report.not_proven)} host(s) not proven</a>: checks their hardware '
+                   "needs had no baseline value.</p>")
     if meta:
         out.append(f'<p class="meta">{e(meta)}</p>')
     out.append("</header>")
@@ -163,14 +170,16 @@ def _heatmap(report: Report, anchors: dict[tuple[str, str], str]) -> list[str]:
         for host in members:
             cells = []
             problem = False
+            unproven = frozenset(report.not_proven.get(host, ()))
             for fam in cols:
                 rs = by.get((host, fam), [])
-                code = _cell(rs)
+                code = _cell(rs, unproven)
                 if code[0] not in "feu":
                     cells.append(f'<i class="{code}"></i>')
                     continue
                 problem = True
-                worst = by_severity([r for r in rs if r.outcome in (Outcome.FAIL, Outcome.ERROR, Outcome.UNKNOWN)])
+                worst = by_severity([r for r in rs if r.outcome in (Outcome.FAIL, Outcome.ERROR, Outcome.UNKNOWN)
+                                     or r.check_id in unproven])
                 tip = f"{host} · {fam}\n" + "\n".join(
                     f"{r.check_id}: {'; '.join(found_lines(r, 3)) or r.reason}" for r in worst[:6])
                 link = anchors.get((worst[0].check_id, host), "")
@@ -204,6 +213,8 @@ def _failures(report: Report, anchors: dict[tuple[str, str], str], groups: dict[
                 f"id={attr('c-' + check_id)}>",
                 f'<h3><span class="badge">{e(first.severity.value)}</span> <code>{e(check_id)}</code> '
                 f"{e(first.title)} <small>{len(rs)} host(s)</small></h3>"]
+        if first.action:
+            out.append(f'<p class="action"><b>Action</b> <code data-action>{e(first.action)}</code></p>')
         if first.remediation:
             out.append(f'<p class="fix"><b>Remediation</b> {e(first.remediation)}</p>')
         by_expected: dict[str, list[Result]] = {}
@@ -230,7 +241,7 @@ def _not_verified(report: Report, groups: dict[str, str]) -> list[str]:
     """What could not be judged, one row per (check, outcome, reason) with its hosts; a host not collected at all is
     one row of its own table, not one per check."""
     unjudged = [r for r in not_verified(report) if r.host not in report.collection_errors]
-    if not unjudged and not report.collection_errors:
+    if not unjudged and not report.collection_errors and not report.not_proven:
         return []
     rows: dict[tuple[str, str, str], list[Result]] = {}
     for r in unjudged:
@@ -254,6 +265,14 @@ def _not_verified(report: Report, groups: dict[str, str]) -> list[str]:
         for host, why in sorted(report.collection_errors.items()):
             out.append(f'<tr class="lost" data-host={attr(host)} data-filter={attr(_filter_text(host, groups.get(host, "")))}>'
                        f"<td>{e(host)}</td><td>{e(why)}</td></tr>")
+        out.append("</tbody></table>")
+    if report.not_proven:
+        out += [f'<h3 id="not-proven">Hosts not proven ({len(report.not_proven)})</h3>',
+                '<table class="not-proven" data-box><thead><tr><th>host</th><th>reason</th></tr></thead><tbody>']
+        for host, checks in report.not_proven.items():
+            out.append(f'<tr class="unproven" data-host={attr(host)} data-checks={attr(" ".join(checks))} '
+                       f'data-filter={attr(_filter_text(host, groups.get(host, ""), checks))}>'
+                       f"<td>{e(host)}</td><td>{e(not_proven_reason(checks))}</td></tr>")
         out.append("</tbody></table>")
     out.append("</section>")
     return out

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
+from ..actions import host_actions
 from ..model import CheckCoverage, Finding, Outcome, Report, Result, Severity
 from ..paths import schemas_dir
 from .base import Reporter
@@ -35,6 +36,7 @@ def _result(r: Result) -> dict[str, Any]:
         "remediation": r.remediation,
         "evidence": list(r.evidence),
         "references": list(r.references),
+        **({"action": r.action} if r.action else {}),
         **({"findings": [{"pointer": f.pointer, "value": f.value, "item": f.item, "text": f.text} for f in r.findings]}
            if r.findings else {}),
     }
@@ -58,6 +60,8 @@ def _envelope(report: Report) -> tuple[dict[str, Any], dict[str, Any]]:
     after = {
         "unapplied": [{"check_id": c.check_id, "reason": c.reason} for c in report.unapplied],
         "collection_errors": dict(report.collection_errors),
+        "not_proven": {h: list(ids) for h, ids in report.not_proven.items()},
+        "host_actions": host_actions(report.results),
     }
     if report.figures:
         after["figures"] = [dict(f) for f in report.figures]
@@ -134,6 +138,7 @@ def report_from_json(text: str) -> Report:
                 family=r["family"],
                 references=tuple(r["references"]),
                 findings=tuple(Finding(f["pointer"], f["value"], f["item"], f["text"]) for f in r.get("findings", ())),
+                action=r.get("action", ""),
             )
             for r in doc["results"]
         ),
@@ -144,6 +149,7 @@ def report_from_json(text: str) -> Report:
         created_at=meta["created_at"],
         unapplied=tuple(CheckCoverage(check_id=c["check_id"], reason=c["reason"]) for c in doc["unapplied"]),
         collection_errors=dict(doc["collection_errors"]),
+        not_proven={h: tuple(ids) for h, ids in doc.get("not_proven", {}).items()},
         tool_version=meta["tool_version"],
         figures=tuple(dict(f) for f in doc.get("figures", ())),
     )

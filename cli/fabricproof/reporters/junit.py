@@ -2,8 +2,9 @@
 
 Mapping: fail -> <failure message=expected type=severity>; error -> <error>; skip and unknown ->
 <skipped message=reason> (unknown prefixed "unknown: "). Hosts whose collection failed get an
-<error> testcase in a "collection" suite, and checks that applied to no host a <skipped>
-testcase in a "coverage" suite, so neither disappears from a CI dashboard.
+<error> testcase in a "collection" suite, hosts not proven (checks their hardware needs had no baseline
+value) one in a "not_proven" suite, and checks that applied to no host a <skipped> testcase in a "coverage"
+suite, so none of them disappears from a CI dashboard.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from collections.abc import Iterable
 
 from ..model import Outcome, Report, Result
 from ..textsafe import visible
-from ._common import family_of, format_actual, parse_time
+from ._common import family_of, format_actual, not_proven_reason, parse_time
 from .base import Reporter
 
 COLLECTION_SUITE = "collection"
 COVERAGE_SUITE = "coverage"
+NOT_PROVEN_SUITE = "not_proven"
 _COUNTERS = ("tests", "failures", "errors", "skipped")
 
 
@@ -36,6 +38,8 @@ def _body(r: Result) -> str:
     ]
     if r.reason:
         lines.append(f"reason: {r.reason}")
+    if r.action:
+        lines.append(f"action: {r.action}")
     if r.remediation:
         lines.append(f"remediation: {r.remediation}")
     lines.extend(f"evidence: {path}" for path in r.evidence)
@@ -105,6 +109,15 @@ def render(report: Report) -> str:
         for host, reason in sorted(report.collection_errors.items()):
             case = _sub(suite, "testcase", classname=COLLECTION_SUITE, name=host, time="0")
             _sub(case, "error", reason, message=reason, type="collection")
+            counts["tests"] += 1
+            counts["errors"] += 1
+        _close(suite, counts, totals)
+    if report.not_proven:
+        suite, counts = _suite(root, NOT_PROVEN_SUITE, report)
+        for host, checks in report.not_proven.items():
+            case = _sub(suite, "testcase", classname=NOT_PROVEN_SUITE, name=host, time="0")
+            reason = not_proven_reason(checks)
+            _sub(case, "error", reason, message=reason, type="not_proven")
             counts["tests"] += 1
             counts["errors"] += 1
         _close(suite, counts, totals)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from ..actions import host_actions
 from ..model import Outcome, Report, Result
 from ..textsafe import visible
 from ._common import (
@@ -13,6 +14,7 @@ from ._common import (
     host_rows,
     not_verified,
     status_word,
+    not_proven_reason,
     summary_phrase,
 )
 from .base import Reporter
@@ -37,7 +39,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _result_row(r: Result) -> list[str]:
-    return [r.check_id, r.host, r.severity.value, r.expected, format_actual(r.actual), r.remediation]
+    return [r.check_id, r.host, r.severity.value, r.expected, format_actual(r.actual), r.action, r.remediation]
 
 
 def render(report: Report) -> str:
@@ -61,7 +63,7 @@ def render(report: Report) -> str:
     if fails:
         lines += ["", f"### Failures ({len(fails)})", ""]
         lines += _table(
-            ["Check", "Host", "Severity", "Expected", "Actual", "Remediation"],
+            ["Check", "Host", "Severity", "Expected", "Actual", "Action", "Remediation"],
             [_result_row(r) for r in fails],
         )
     unjudged = not_verified(report)
@@ -74,16 +76,21 @@ def render(report: Report) -> str:
     if report.collection_errors:
         lines += ["", f"### Collection errors ({len(report.collection_errors)})", ""]
         lines += _table(["Host", "Reason"], [[h, reason] for h, reason in sorted(report.collection_errors.items())])
+    if report.not_proven:
+        lines += ["", f"### Not proven ({len(report.not_proven)})", ""]
+        lines += _table(["Host", "Reason"], [[h, not_proven_reason(c)] for h, c in report.not_proven.items()])
     if report.unapplied:
         lines += ["", f"### Checks that applied to no host ({len(report.unapplied)})", ""]
         lines += _table(["Check", "Reason"], [[c.check_id, c.reason] for c in report.unapplied])
 
     rows = host_rows(report)
+    actions = host_actions(report.results)
     if rows:
         lines += ["", "### Hosts", ""]
         lines += _table(
-            ["Host", "State", "Failed", "Results", "Worst severity"],
-            [[h.host, h.state, str(h.failed), str(h.total), h.worst.value if h.worst else ""] for h in rows],
+            ["Host", "State", "Failed", "Results", "Worst severity", "Action"],
+            [[h.host, h.state, str(h.failed), str(h.total), h.worst.value if h.worst else "", actions.get(h.host, "")]
+             for h in rows],
         )
 
     # Passes and skips matter for audits but drown the failures; GitHub renders <details> folded.

@@ -1,13 +1,15 @@
 """Prometheus text exposition for node_exporter's textfile collector (write to a *.prom file).
 
 Metrics (all gauges, no sample timestamps: the textfile collector rejects them):
-  fabricproof_check_result{check,host,family,severity}          1 pass, 0 fail. Only judged
-      results have it, so `== 0` means a real failure and never "could not tell".
-  fabricproof_check_outcome{check,host,family,severity,outcome} 1 for every result, one series
+  fabricproof_check_result{check,host,family,severity,action}   1 pass, 0 fail. Only judged
+      results have it, so `== 0` means a real failure and never "could not tell"; action is what
+      the check's failure calls for (actions.ACTIONS).
+  fabricproof_check_outcome{check,host,family,severity,action,outcome} 1 for every result, one series
       per (check, host) whose outcome label is pass|fail|skip|unknown|error: the series to
       alert on for results that could not be judged (outcome="error"|"unknown").
   fabricproof_checks{outcome}            results of the run per outcome (all five, zeros too)
   fabricproof_hosts / fabricproof_hosts_failed     hosts in scope / with a failed result
+  fabricproof_host_action{host,action}   1 per host with a failed result: the most disruptive action of its failures
   fabricproof_collection_error{host}     1 per host whose facts could not be collected
   fabricproof_check_unapplied{check}     1 per check that applied to no host
   fabricproof_run_info{run_id,baseline,version}    1
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..actions import host_actions
 from ..model import Outcome, Report, Result
 from ._common import family_of, host_rows, parse_time
 from .base import Reporter
@@ -69,7 +72,8 @@ def render(report: Report) -> str:
     out = _Exposition()
 
     def ident(r: Result) -> list[tuple[str, str]]:
-        return [("check", r.check_id), ("host", r.host), ("family", family_of(r)), ("severity", r.severity.value)]
+        return [("check", r.check_id), ("host", r.host), ("family", family_of(r)), ("severity", r.severity.value),
+                ("action", r.action)]
 
     out.family(
         "check_result",
@@ -97,9 +101,19 @@ def render(report: Report) -> str:
     out.family("hosts", "Hosts in scope of the last run.", [([], summary.hosts)])
     out.family("hosts_failed", "Hosts with at least one failed check in the last run.", [([], summary.hosts_failed)])
     out.family(
+        "host_action",
+        "1 for each host with a failed check: the most disruptive action its failures call for.",
+        [([("host", host), ("action", action)], 1) for host, action in host_actions(report.results).items()],
+    )
+    out.family(
         "collection_error",
         "1 for each host whose facts could not be collected in the last run.",
         [([("host", row.host)], 1) for row in host_rows(report) if row.collection_error],
+    )
+    out.family(
+        "host_not_proven",
+        "1 for each host whose hardware's checks had no baseline value in the last run (not proven).",
+        [([("host", host)], 1) for host in report.not_proven],
     )
     out.family(
         "check_unapplied",

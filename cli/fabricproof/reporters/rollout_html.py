@@ -238,7 +238,8 @@ def _decisions(view: Mapping[str, Any]) -> list[str]:
     for i, d in enumerate(decs):
         what = str(d.get("what", ""))
         cls = f" verdict-{what}" if what in view["verdicts"] else ""
-        hosts = d.get("hosts") or []
+        actions = d.get("actions") or {}  # a gate's or wave decision's failed host -> what its checks call for
+        hosts = [f"{h} ({actions[h]})" if h in actions else h for h in d.get("hosts") or []]
         out.append(f'<tr class="decision{cls}" data-index="{i}" data-what={attr(what)}><td>{e(d.get("when", ""))}<br>'
                    f"<small>{e(d.get('who', ''))}</small></td><td><span class=\"badge {e(what)}\">{e(what)}</span></td>"
                    f"<td>{e(d.get('wave', ''))}</td><td>{e(', '.join(hosts[:10]))}{' …' if len(hosts) > 10 else ''}</td>"

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..model import Outcome, Report, Result, Severity
-from ._common import family_of, format_actual, parse_time, sentence
+from ._common import family_of, format_actual, not_proven_reason, parse_time, sentence
 from .base import Reporter
 
 SARIF_VERSION = "2.1.0"
@@ -97,6 +97,7 @@ def _result(r: Result, rule_index: int) -> dict[str, Any]:
             "actual": r.actual,
             "reason": r.reason,
             "remediation": r.remediation,
+            "action": r.action,
         },
     }
     if r.evidence:
@@ -140,6 +141,14 @@ def to_document(report: Report) -> dict[str, Any]:
         }
         for host, reason in sorted(report.collection_errors.items())
     ]
+    execution += [
+        {
+            "level": "error",
+            "message": {"text": f"{host} is not proven: {not_proven_reason(checks)}"},
+            "locations": [_host_location(host)],
+        }
+        for host, checks in report.not_proven.items()
+    ]
     configuration = [
         {
             "level": "warning",
@@ -154,7 +163,8 @@ def to_document(report: Report) -> dict[str, Any]:
         driver["version"] = report.tool_version
     invocation: dict[str, Any] = {
         # Unreachable hosts and failed collectors mean the run did not finish its job.
-        "executionSuccessful": not (report.collection_errors or any(r.outcome is Outcome.ERROR for r in report.results)),
+        "executionSuccessful": not (report.collection_errors or report.not_proven
+                                    or any(r.outcome is Outcome.ERROR for r in report.results)),
         "toolExecutionNotifications": execution,
         "toolConfigurationNotifications": configuration,
     }

@@ -19,6 +19,7 @@ from ._common import (
     not_verified,
     status,
     status_word,
+    not_proven_reason,
     summary_phrase,
 )
 from .base import Reporter
@@ -29,8 +30,9 @@ if TYPE_CHECKING:
 DEFAULT_WIDTH = 120
 
 _SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
-_STATUS_STYLE = {"failed": "bold red", "incomplete": "bold yellow", "passed": "bold green", "empty": "bold"}
-_STATE_STYLE = {"failed": "red", "incomplete": "yellow", "passed": "green", "no results": "dim"}
+_STATUS_STYLE = {"failed": "bold red", "incomplete": "bold yellow", "not_proven": "bold yellow", "passed": "bold green",
+                 "empty": "bold"}
+_STATE_STYLE = {"failed": "red", "incomplete": "yellow", "not proven": "yellow", "passed": "green", "no results": "dim"}
 
 
 def renderables(report: Report) -> list[RenderableType]:
@@ -92,7 +94,7 @@ def renderables(report: Report) -> list[RenderableType]:
             rows_ = [("expected", r.expected), *(("found" if k == 0 else "", line) for k, line in enumerate(found))]
             if not r.findings:  # the findings name each failing item; the reason's pointers stay in JSON/SARIF
                 rows_.append(("where", r.reason))
-            rows_ += [("evidence", ", ".join(r.evidence)), ("fix", _prose(r.remediation))]
+            rows_ += [("evidence", ", ".join(r.evidence)), ("action", r.action), ("fix", _prose(r.remediation))]
             for label, value in rows_:
                 if value:
                     block.add_row(label, t(value))
@@ -121,6 +123,14 @@ def renderables(report: Report) -> list[RenderableType]:
         table.add_column("reason", ratio=1, min_width=30, overflow="fold")
         for host, reason in sorted(report.collection_errors.items()):
             table.add_row(t(host), t(reason, "red"))
+        out.append(table)
+
+    if report.not_proven:
+        table = Table(title=f"Not proven ({len(report.not_proven)})", title_justify="left")
+        table.add_column("host", **_name_column(list(report.not_proven)))
+        table.add_column("reason", ratio=1, min_width=30, overflow="fold")
+        for host, checks in report.not_proven.items():
+            table.add_row(t(host), t(not_proven_reason(checks), "yellow"))
         out.append(table)
 
     if report.unapplied:

@@ -1,8 +1,9 @@
 """TAP version 14: one test point per (check, host), YAML diagnostics for what did not pass.
 
 pass -> "ok"; fail and error -> "not ok" (an error means the check could not be judged, which a
-harness must not count as a pass); skip and unknown -> "ok ... # SKIP reason". Collection
-errors and checks that applied to no host are written as comments.
+harness must not count as a pass), and so is a skip that leaves its host not proven; skip and unknown ->
+"ok ... # SKIP reason". Collection errors, hosts not proven and checks that applied to no host are also
+written as comments.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import yaml
 
 from ..model import Outcome, Report, Result
 from ..textsafe import visible
-from ._common import format_actual, status_word, summary_phrase
+from ._common import format_actual, not_proven_reason, status_word, summary_phrase
 from .base import Reporter
 
 
@@ -52,6 +53,8 @@ def _diagnostics(r: Result) -> dict[str, Any]:
     }
     if r.reason:
         diag["reason"] = r.reason
+    if r.action:
+        diag["action"] = r.action
     if r.remediation:
         diag["remediation"] = r.remediation
     if r.evidence:
@@ -64,11 +67,11 @@ def _yaml_block(data: dict[str, Any]) -> list[str]:
     return ["  ---", *("  " + line for line in body.splitlines()), "  ..."]
 
 
-def _point(n: int, r: Result) -> list[str]:
+def _point(n: int, r: Result, unproven: bool = False) -> list[str]:
     desc = escape(f"{r.host} {r.check_id}")
     if r.outcome is Outcome.PASS:
         return [f"ok {n} - {desc}"]
-    if r.outcome is Outcome.SKIP:
+    if r.outcome is Outcome.SKIP and not unproven:
         return [f"ok {n} - {desc} # SKIP {escape(r.reason or 'not applicable')}"]
     if r.outcome is Outcome.UNKNOWN:
         return [f"ok {n} - {desc} # SKIP {escape('unknown: ' + (r.reason or 'fact missing'))}"]
@@ -88,10 +91,13 @@ def render(report: Report) -> str:
     )
     if meta:
         lines.append(f"# {line(meta)}")
+    unproven = {(host, check) for host, checks in report.not_proven.items() for check in checks}
     for n, r in enumerate(report.results, start=1):
-        lines.extend(_point(n, r))
+        lines.extend(_point(n, r, (r.host, r.check_id) in unproven))
     for host, reason in sorted(report.collection_errors.items()):
         lines.append(f"# collection error: {line(host)}: {line(reason)}")
+    for host, checks in report.not_proven.items():
+        lines.append(f"# not proven: {line(host)}: {line(not_proven_reason(checks))}")
     for cov in report.unapplied:
         lines.append(f"# applied to no host: {line(cov.check_id)}: {line(cov.reason)}")
     lines.append(f"# {status_word(report)}: {summary_phrase(report.summary)}")

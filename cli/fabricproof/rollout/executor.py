@@ -1,6 +1,6 @@
 """The rollout executor: drives a run from where its state stands (waves, then or in between a rollback phase) to a
-stopping point, and turns SIGTERM/SIGINT or an abort request into a stop at the next step boundary. Every step is
-recorded in state.json before and after it acts, and every decision in decisions.jsonl (see steps, waves,
+stopping point, and turns SIGTERM/SIGINT/SIGHUP or an abort request into a stop at the next step boundary. Every step
+is recorded in state.json before and after it acts, and every decision in decisions.jsonl (see steps, waves,
 rollback), so a run killed at any point resumes without applying any host twice."""
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ from .rollback import RollbackPhase
 from .steps import ABORT_FILE, Context, RunPlaybook, RunSteps, Stopped
 from .waves import WaveRunner
 
-__all__ = ["ABORT_FILE", "Context", "Executor", "RunPlaybook", "snapshot_inputs", "start_rollback"]
+__all__ = ["ABORT_FILE", "STOP_SIGNALS", "Context", "Executor", "RunPlaybook", "snapshot_inputs", "start_rollback"]
+
+#: Signals that stop a run at the next step boundary, recorded as INTERRUPTED. SIGHUP is the one a closed terminal
+#: or a dropped SSH session to the control machine sends: it must not kill a run mid-apply without a record.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Executor:
@@ -39,7 +43,7 @@ class Executor:
         """Drive the run from where its state stands to a stopping point; returns the exit code."""
         previous: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():  # Python delivers signals to the main thread only
-            previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+            previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
         try:
             self.state.set_status(st.RUNNING)  # exit code 130 on disk until a verdict: dying now is an interruption
             self.state.save()

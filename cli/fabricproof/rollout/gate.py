@@ -12,9 +12,10 @@ from typing import Any, Protocol
 from .. import __version__
 from ..baseline import Baseline
 from ..catalog import Check
-from ..evaluate import evaluate
+from ..evaluate import evaluate, failing_actions
 from ..fsutil import atomic_write_text
 from ..model import Outcome, Report, Severity
+from ..reporters._common import not_proven_reason
 from ..timeutil import utc_now
 from .plan import Budget
 
@@ -43,6 +44,7 @@ class Proof:
     failures: dict[str, list[str]]  # host -> reasons
     evidence: tuple[str, ...]  # report files and the evidence directory
     facts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    actions: dict[str, str] = field(default_factory=dict)  # host -> its action, from the failures that fail it
 
     @property
     def passed(self) -> list[str]:
@@ -64,15 +66,25 @@ class GateResult:
     def evidence(self) -> tuple[str, ...]:
         return self.proof.evidence if self.proof else ()
 
+    @property
+    def actions(self) -> dict[str, str]:
+        """Failed host -> what its failed checks call for (the most disruptive); hosts failed only by what could
+        not be judged or collected have none."""
+        have = self.proof.actions if self.proof else {}
+        return {h: have[h] for h in self.failed if h in have}
+
 
 def host_failures(report: Report, fail_on: str = "critical") -> dict[str, list[str]]:
     """Host -> reasons it is not proven (pure). A host fails on a failed check at or above fail_on, and on a
     check it cannot be judged on at that severity (collector error, fact missing): an unproven host must not
-    reach the next wave. Hosts that could not be collected fail with the transport's reason."""
+    reach the next wave. Hosts that could not be collected fail with the transport's reason, and hosts not proven
+(checks their hardware needs had no baseline value) with those checks."""
     threshold = Severity(fail_on).rank
     out: dict[str, list[str]] = {}
     for host, reason in report.collection_errors.items():
         out.setdefault(host, []).append(f"not collected: {reason}")
+    for host, checks in report.not_proven.items():
+        out.setdefault(host, []).append(f"not proven: {not_proven_reason(checks)}")
     for r in report.results:
         if r.host in report.collection_errors or r.severity.rank < threshold:
             continue
@@ -114,7 +126,7 @@ def prove(hosts: Sequence[str], baseline: Baseline, checks: Sequence[Check], col
                       run_id=run_id, created_at=utc_now(), tool_version=__version__)
     paths = write_reports(report, evidence_dir, formats)
     return Proof(report=report, failures=host_failures(report, fail_on), evidence=(*paths, str(evidence_dir)),
-                 facts=facts)
+                 facts=facts, actions=failing_actions(report, fail_on))
 
 
 class Clock(Protocol):

@@ -80,6 +80,16 @@ class Gates:
     probes: tuple[str, ...] = ()  # run in the pre-gate and the post-gate of every wave
     tolerance_pct: float | dict[str, float] | None = None  # a regression gate: no worse than the host's own before
 
+    @property
+    def host_timeout_s(self) -> float:
+        """How long a gate's collection may spend on one host: no longer than the gate's timeout (one silent host
+        must not hold an attempt past its gate), never below the shortest collector timeout, never above the
+        collection's default."""
+        from ..collect import DEFAULT_HOST_TIMEOUT_S
+        from ..durations import MIN_TIMEOUT_S
+
+        return float(min(DEFAULT_HOST_TIMEOUT_S, max(MIN_TIMEOUT_S, self.timeout_s)))
+
 
 @dataclass(frozen=True)
 class Soak:
@@ -213,10 +223,21 @@ def catalog_matches(pattern: str, checks: Sequence[Check]) -> list[Check]:
 
 
 DURATION_KEYS = ("timeout", "retry_interval", "duration", "interval", "soak")
+#: What a wave's size and batch may be, said once: the schema's branches would each report their own complaint.
+SIZE_ALLOWED = ("a whole number of units, at least 1; a percentage above 0% and at most 100% (25%, 12.5%); 'rest' "
+                "(the last wave); or {pattern: P}")
+BATCH_ALLOWED = "a whole number of units, at least 1; or a percentage of the wave above 0% and at most 100% (50%)"
+_WAVE_AMOUNT = re.compile(r"^/spec/waves/(\d+)/(size|batch)$")
+
+
+def _amount_problem(what: str, value: Any) -> str:
+    allowed = SIZE_ALLOWED if what == "size" else BATCH_ALLOWED
+    return f"{what} {value!r} is not allowed: a wave {what} is {allowed}"
 
 
 def _validate_schema(doc: documents.Document) -> None:
-    """Schema validation, with one plain message for a malformed duration instead of two schema branches."""
+    """Schema validation, with one plain message for a malformed duration, wave size or batch instead of the
+    schema's branches."""
     try:
         documents.validate(doc, "rollout")
     except InputError as exc:
@@ -224,6 +245,9 @@ def _validate_schema(doc: documents.Document) -> None:
             if p.pointer.rsplit("/", 1)[-1] in DURATION_KEYS and ("is not of type" in p.message
                                                                    or "does not match" in p.message):
                 p.message = "not a duration: use seconds (90) or a string like 90s, 5m, 1h30m"
+            amount = _WAVE_AMOUNT.match(p.pointer)
+            if amount:
+                p.message = _amount_problem(amount[2], doc.data["spec"]["waves"][int(amount[1])][amount[2]])
         raise InputError(exc.problems) from None
 
 
@@ -312,10 +336,10 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
         seen.setdefault(w["name"], i)
         size = _size(w["size"])
         if isinstance(size, float) and size <= 0:
-            problems.append(doc.problem(at + ("size",), "a percentage size must be above 0%"))
+            problems.append(doc.problem(at + ("size",), _amount_problem("size", w["size"])))
         batch = _size(w["batch"]) if "batch" in w else None
         if isinstance(batch, float) and batch <= 0:
-            problems.append(doc.problem(at + ("batch",), "a percentage batch must be above 0%"))
+            problems.append(doc.problem(at + ("batch",), _amount_problem("batch", w["batch"])))
         wave_budget = Budget(w.get("max_failed_hosts", budget.max_failed_hosts),
                              w.get("max_failed_percent", budget.max_failed_percent))
         if soak is None and "soak" in w:
@@ -355,7 +379,10 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
 
 
 def load(path: Path, catalog: Sequence[Check] | None = None) -> Plan:
-    """Load and validate a plan file; InputError (exit 2) names file:line and JSON path."""
+    """Load and validate a plan file; InputError (exit 2) names file:line and JSON path. Only a regular file: a
+    plan is read again on resume, copied into the run, and names its playbooks and baselines relative to itself."""
+    documents.regular_file(Path(path), "a rollout plan is read again on resume, kept with the run, and names its "
+                                       "playbooks and baselines relative to itself; save it to a file")
     return from_document(documents.load_yaml(Path(path)), catalog)
 
 
@@ -461,7 +488,7 @@ def describe(plan: Plan, waves: Sequence[Wave], inventory: str, gate_checks: Seq
         "waves": [{**w.as_dict(), "tolerated_failures": w.budget.tolerated(len(w.hosts)),
                    "budget": w.budget.describe()} for w in waves],
         "gates": {"checks": [c.id for c in gate_checks], "fail_on": g.fail_on, "retry_interval_s": g.retry_interval_s,
-                  "timeout_s": g.timeout_s, "max_failed_hosts": g.budget.max_failed_hosts,
+                  "timeout_s": g.timeout_s, "host_timeout_s": g.host_timeout_s, "max_failed_hosts": g.budget.max_failed_hosts,
                   "max_failed_percent": g.budget.max_failed_percent,
                   **({"probes": list(g.probes), "regression_tolerance_pct": g.tolerance_pct} if g.probes else {}),
                   "boundary": "a wave proceeds when its failed hosts <= max_failed_hosts and, if set, failed * 100 "

@@ -95,7 +95,9 @@ def run_playbook(playbook: Path, *, inventory: str, hosts: Sequence[str], extrav
     events = _Events()
     cmdline = "--check --diff" if check else None
     runner = ansible_runner.run(
-        private_data_dir=str(private_dir), playbook=str(Path(playbook).resolve()), inventory=str(inventory),
+        # Absolute paths: ansible-runner runs ansible-playbook from private_data_dir, where a relative -i names nothing.
+        private_data_dir=str(private_dir), playbook=str(Path(playbook).resolve()),
+        inventory=str(Path(inventory).resolve()),
         limit=",".join(hosts), extravars=dict(extravars), ident=ident, quiet=True, forks=forks,
         envvars=runner_env(), settings={"suppress_ansible_output": True}, suppress_env_files=True,
         event_handler=events, cancel_callback=should_stop, cmdline=cmdline, rotate_artifacts=0,

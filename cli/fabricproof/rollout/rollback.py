@@ -109,7 +109,8 @@ class RollbackPhase:
         why = (f"{len(result.passed)} of {len(todo)} host(s) proven on the before-baseline after the rollback"
                + (f"; not proven: {listing(result.failed)}"
                   if result.failed else ""))
-        self.s.log.record("ROLLBACK_GATE", why, step=sid, wave=w.name, hosts=todo, evidence=result.evidence)
+        self.s.log.record("ROLLBACK_GATE", why, step=sid, wave=w.name, hosts=todo, evidence=result.evidence,
+                          actions=result.actions)
         self.s.state.finish(sid, failed=result.failed, attempts=result.attempts, evidence=list(result.evidence))
         self.s.say(f"  rollback gate: {why}")
 

@@ -20,7 +20,7 @@ from .. import documents
 from .. import inventory as inventory_mod
 from .. import slurm
 from ..catalog import Check
-from ..errors import InputError, Problem
+from ..errors import InputError, Problem, WriteError
 from ..fsutil import atomic_write_text
 from ..inventory import Inventory
 from ..model import ExitCode
@@ -187,6 +187,10 @@ class RunbookRun:
         self.s = s
         self.rb = s.runbook
         self.target = targets(s.runbook, s.inventory, s.limit)  # exit 2 before the run directory exists
+        for step in self.rb.steps:
+            if step.validate is not None:
+                baseline_mod.check_groups(baseline_mod.load(step.validate.baseline), s.inventory.groups,
+                                          s.inventory_path)
         self.run_id = st.new_run_id(f"runbook-{self.rb.name}")
         self.dir = Path(s.runs_dir) / self.run_id
         self.dir.mkdir(mode=0o700, parents=True)
@@ -247,6 +251,9 @@ class RunbookRun:
             raise
         except KeyboardInterrupt:
             code = ExitCode.INTERRUPTED
+            raise
+        except WriteError:
+            code = ExitCode.WRITE_FAILED
             raise
         except Exception:
             code = ExitCode.CHECK_FAILED

@@ -15,11 +15,12 @@ from .. import catalog as catalog_mod
 from .. import inventory as inventory_mod
 from .. import transport
 from ..catalog import Check
-from ..collect import DEFAULT_FORKS, check_settings
+from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, check_settings
 from ..errors import InputError, Problem
 from ..inventory import Inventory
 from ..model import ExitCode
 from ..paths import state_dir
+from ..runstore import check_host_names
 from . import lock
 from . import plan as plan_mod
 from . import state as st
@@ -56,20 +57,22 @@ def select_checks(patterns: Sequence[str], catalog: Sequence[Check]) -> list[Che
 
 
 def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id: str, inv_path: str,
-                 forks: int = DEFAULT_FORKS) -> Collect:
+                 forks: int = DEFAULT_FORKS, host_timeout_s: float = DEFAULT_HOST_TIMEOUT_S) -> Collect:
     """Collection over a remote transport (SSH, Ansible) into each proof's evidence directory, running only the
-    collectors these checks read."""
+    collectors these checks read (their own, and those providing the facts they compare with or apply by), each
+    host bounded by `host_timeout_s` (the plan's gates.host_timeout_s).
     from ..collect import collect as collect_fleet
     from ..collectors import COLLECTORS
+    from ..projection import collectors_read
 
-    collectors = [COLLECTORS[cid] for cid in sorted({c.collector for c in checks}) if cid in COLLECTORS]
+    collectors = [COLLECTORS[cid] for cid in collectors_read(checks, COLLECTORS)]
     options = transport.configure(via, inventory_path=inv_path)
 
     def collect(hosts: Sequence[str], evidence_dir: Path) -> Collected:
         # Each proof is a run of its own (the Ansible transport keeps its runner artifacts with its evidence);
         # its id names the rollout run and the proof, so runner artifacts of two proofs never mix.
         res = collect_fleet([inventory.hosts[h] for h in hosts], evidence_dir, via=via, options=options,
-                            collectors=collectors, forks=forks, inventory=inv_path,
+                            collectors=collectors, forks=forks, inventory=inv_path, host_timeout_s=host_timeout_s,
                             run_id=f"{run_id}-{evidence_dir.parent.name}-{evidence_dir.name}")
         return Collected(res.facts_by_host, res.collection_errors)
 
@@ -105,7 +108,8 @@ def live_probe(inventory: Inventory, via: str, inv_path: str, probes: Sequence[s
 class Seams:
     """What a run talks to: collection, playbooks and the clock. Tests replace them; defaults are the real ones."""
 
-    collect_factory: Callable[..., Collect] | None = None  # (inventory, checks, via, run id, inventory path, forks)
+    #: (inventory, checks, via, run id, inventory path, forks, host timeout)
+    collect_factory: Callable[..., Collect] | None = None
     run_playbook: RunPlaybook | None = None
     clock: Clock | None = None
     probe_factory: Callable[..., Any] | None = None  # (inventory, via, inventory path, probes, forks)
@@ -126,8 +130,30 @@ def prepare(plan_file: Path, inventory_override: str | None) -> Prepared:
     plan = plan_mod.load(plan_file, catalog)
     inv_path = inventory_path(plan, inventory_override)
     inv = inventory_mod.load(inv_path)
+    for path in dict.fromkeys((plan.before, plan.after)):
+        baseline_mod.check_groups(baseline_mod.load(path), inv.groups, inv_path)
     waves = plan_mod.compute_waves(plan, inv)
     return Prepared(plan, inv_path, inv, waves, catalog)
+
+
+def preflight(prep: Prepared, via: str) -> None:
+    """What every wave's gates will ask of its hosts, checked for all waves before the first is touched (exit 2,
+    nothing changed): a host the collection cannot name or whose connection settings the transport cannot use, in
+    wave 3, must not surface after wave 1 was changed. Names the wave and the host; the first of them, and how many."""
+    check_host_names([h for w in prep.waves for h in w.hosts])
+    k = transport.kind(via)
+    problems = []
+    for w in prep.waves:
+        for h in w.hosts:
+            try:
+                k.check_host(h, prep.inventory.hosts[h].vars)
+            except ValueError as exc:
+                problems.append(f"wave {w.index + 1} ({w.name}), host {h!r}: --via {via} cannot use its connection "
+                                f"settings: {exc}")
+    if problems:
+        more = f" (and {len(problems) - 1} more host(s))" if len(problems) > 1 else ""
+        raise InputError(Problem(f"{problems[0]}{more}; every wave is checked before any is changed: nothing was "
+                                 f"changed", prep.inventory_path))
 
 
 def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progress, seams: Seams | None = None) -> Context:
@@ -137,7 +163,7 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
     soak_checks = select_checks(plan.soak.checks, prep.catalog) if plan.soak else []
     factory = seams.collect_factory or live_collect
     collect = factory(prep.inventory, list(gate_checks) + list(soak_checks), via, run_id, prep.inventory_path,
-                      forks)
+                      forks, plan.gates.host_timeout_s)
     return Context(plan=plan, inventory_path=prep.inventory_path, groups=prep.inventory.groups_of(),
                    before=baseline_mod.load(plan.before), after=baseline_mod.load(plan.after),
                    gate_checks=gate_checks, soak_checks=soak_checks, collect=collect,
@@ -180,6 +206,7 @@ def start(plan_file: Path, *, runs_dir: Path, inventory_override: str | None = N
     transport.kind(via, (transport.Reach.REMOTE,))
     check_settings(forks, 1, None)
     prep = prepare(plan_file, inventory_override)
+    preflight(prep, via)
     runs_dir = ensure_runs_dir(runs_dir)
     run_id = st.new_run_id(prep.plan.name)
     hosts = [h for w in prep.waves for h in w.hosts]

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import documents
 from ..errors import InputError, Problem
 from ..fsutil import atomic_write_text, refuse_links_in
 from ..model import ExitCode
@@ -78,16 +79,16 @@ class RunState:
 
     @classmethod
     def load(cls, run_dir: Path) -> RunState:
+        """A run's state.json, checked to hold what every command reads (exit 2 naming the file, line and JSON
+        path otherwise): a hand-edited, truncated or foreign file is refused before anything acts on it."""
         path = Path(run_dir) / STATE_FILE
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(Problem("no rollout run here (state.json missing)", str(run_dir))) from None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(Problem(f"cannot read run state: {exc}", str(path))) from None
-        if data.get("kind") != "RolloutState":
-            raise InputError(Problem("not a rollout state file", str(path)))
-        return cls(Path(run_dir), data)
+        if not path.exists():
+            raise InputError(Problem("no rollout run here (state.json missing)", str(run_dir)))
+        doc = documents.load_json(path)
+        problems = _shape_problems(doc)
+        if problems:
+            raise InputError(problems[0])  # one line: a state fabricproof did not write is refused whole
+        return cls(Path(run_dir), doc.data)
 
     def save(self) -> None:
         self.data["updated_at"] = utc_now()
@@ -165,6 +166,74 @@ class RunState:
         """Hosts whose apply (or rollback) started but never recorded an end: the playbook may or may not have run."""
         return sorted(h for h, d in self.hosts.items()
                       if (d.get(key) or {}).get("started") and not (d.get(key) or {}).get("done"))
+
+
+#: What the commands read of a state document, by key: (JSON types, what it is). Keys a run adds as it goes
+#: (halted_wave, a step's detail) are read with defaults and need no entry.
+_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "run_id": ((str,), "the run id"), "plan": ((str,), "the plan's name"), "plan_file": ((str,), "the plan's path"),
+    "inventory": ((str,), "the inventory's path"), "created_at": ((str,), "a UTC time"),
+    "updated_at": ((str,), "a UTC time"), "created_by": ((str,), "user@host"), "status": ((str,), "a run status"),
+    "phase": ((str,), "rollout or rollback"), "exit_code": ((int, type(None)), "an exit code or null"),
+    "settings": ((dict,), "an object"), "waves": ((list,), "a list of waves"), "steps": ((dict,), "an object"),
+    "hosts": ((dict,), "an object"), "rollback": ((dict, type(None)), "an object or null"),
+}
+_WAVE_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "index": ((int,), "an integer"), "name": ((str,), "a string"), "units": ((list,), "a list of host lists"),
+    "batches": ((list,), "a list of host lists"), "pause": ((bool,), "true or false"),
+    "max_failed_hosts": ((int,), "an integer"), "max_failed_percent": ((int, float, type(None)), "a number or null"),
+    "soak_s": ((int, type(None)), "an integer or null"),
+}
+_JSON_NAMES = {list: "a list", dict: "an object", type(None): "null", str: "a string", bool: "a boolean",
+               int: "a number", float: "a number"}
+
+
+def _is(value: Any, types: tuple[type, ...]) -> bool:
+    return isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+
+
+def _shape_problems(doc: documents.Document) -> list[Problem]:
+    """Every place a state document lacks what the commands read, by file, line and JSON path."""
+    data = doc.data
+    if not isinstance(data, dict):
+        return [doc.problem((), f"not a rollout state: the file holds {_JSON_NAMES.get(type(data), 'a value')}, "
+                                "not an object")]
+    if data.get("kind") != "RolloutState":
+        return [doc.problem(("kind",), "not a rollout state file (kind is not RolloutState)")]
+    problems: list[Problem] = []
+
+    def check(path: tuple[Any, ...], obj: dict[str, Any], fields: Mapping[str, tuple[tuple[type, ...], str]]) -> None:
+        missing = [key for key in fields if key not in obj]
+        if missing:
+            problems.append(doc.problem(path, f"{', '.join(map(repr, missing))} missing: not a whole rollout state"))
+        for key, (types, what) in fields.items():
+            if key in obj and not _is(obj[key], types):
+                problems.append(doc.problem(path + (key,), f"{key!r} must be {what}, not "
+                                                           f"{_JSON_NAMES.get(type(obj[key]), 'that')}"))
+
+    check((), data, _FIELDS)
+    if problems:
+        return problems
+    if data["status"] not in EXIT_BY_STATUS:
+        problems.append(doc.problem(("status",), f"unknown run status {data['status']!r}; one of "
+                                                 f"{', '.join(EXIT_BY_STATUS)}"))
+    for i, wave in enumerate(data["waves"]):
+        if not isinstance(wave, dict):
+            problems.append(doc.problem(("waves", i), "a wave must be an object"))
+        else:
+            check(("waves", i), wave, _WAVE_FIELDS)
+    for name, host in data["hosts"].items():
+        if not isinstance(host, dict):
+            problems.append(doc.problem(("hosts", name), "a host's record must be an object"))
+            continue
+        check(("hosts", name), host, {"wave": ((int,), "the index of its wave"), "state": ((str,), "a host state")})
+        if _is(host.get("wave"), (int,)) and not 0 <= host["wave"] < len(data["waves"]):
+            problems.append(doc.problem(("hosts", name, "wave"), f"wave {host['wave']} does not exist "
+                                                                 f"({len(data['waves'])} wave(s))"))
+    for sid, step in data["steps"].items():
+        if not isinstance(step, dict) or not isinstance(step.get("status"), str):
+            problems.append(doc.problem(("steps", sid), "a step must be an object with a status"))
+    return problems
 
 
 def list_runs(runs_dir: Path) -> list[RunState]:

@@ -98,8 +98,9 @@ class WaveRunner:
         why = (f"{len(result.passed)} of {len(hosts)} host(s) proven on the before-baseline"
                + (f"; excluded from the change: {listing(result.failed)}"
                   if result.failed else ""))
-        self.s.log.record("PRE_GATE", why, step=sid, wave=w.name, hosts=result.failed, evidence=result.evidence)
-        self.s.state.finish(sid, failed=result.failed, evidence=list(result.evidence))
+        self.s.log.record("PRE_GATE", why, step=sid, wave=w.name, hosts=result.failed, evidence=result.evidence,
+                          actions=result.actions)
+        self.s.state.finish(sid, failed=result.failed, evidence=list(result.evidence), actions=result.actions)
         self.s.say(f"  pre-gate: {why}")
 
     def _post_gate(self, w: Wave) -> None:
@@ -118,14 +119,15 @@ class WaveRunner:
         why = (f"{len(result.passed)} of {len(hosts)} host(s) proven on the after-baseline after {result.attempts} "
                f"attempt(s)" + (f"; failed: {listing(result.failed)}"
                                 if result.failed else ""))
-        self.s.log.record("POST_GATE", why, step=sid, wave=w.name, hosts=result.failed, evidence=result.evidence)
+        self.s.log.record("POST_GATE", why, step=sid, wave=w.name, hosts=result.failed, evidence=result.evidence,
+                          actions=result.actions)
         failed = dict(result.failed)
         evidence = list(result.evidence)
         if self.s.ctx.probe is not None and result.passed:
             regressed, probe_evidence = self._post_probes(sid, w, result.passed)
             failed.update(regressed)
             evidence.append(probe_evidence)
-        self.s.state.finish(sid, failed=failed, attempts=result.attempts, evidence=evidence)
+        self.s.state.finish(sid, failed=failed, attempts=result.attempts, evidence=evidence, actions=result.actions)
         self.s.say(f"  post-gate: {why}")
 
     def _pre_probes(self, w: Wave) -> None:
@@ -194,7 +196,8 @@ class WaveRunner:
                    f"after-baseline: {listing}")
         else:
             why = f"{len(broken)} host(s) whose apply failed prove the after-baseline; they stay failed all the same"
-        self.s.log.record("POST_GATE", why, step=sid, wave=w.name, hosts=broken, evidence=proof.evidence)
+        self.s.log.record("POST_GATE", why, step=sid, wave=w.name, hosts=broken, evidence=proof.evidence,
+                          actions=proof.actions)
         self.s.say(f"  post-gate (apply failed): {why}")
 
     def _soak(self, w: Wave) -> None:
@@ -218,8 +221,9 @@ class WaveRunner:
         why = (f"counters flat on {len(result.passed)} of {len(hosts)} host(s) over {w.soak_s}s "
                f"({result.attempts} read(s))" + (f"; grew: {listing(result.failed)}"
                                                  if result.failed else ""))
-        self.s.log.record("SOAK", why, step=sid, wave=w.name, hosts=result.failed, evidence=result.evidence)
-        self.s.state.finish(sid, failed=result.failed, evidence=list(result.evidence))
+        self.s.log.record("SOAK", why, step=sid, wave=w.name, hosts=result.failed, evidence=result.evidence,
+                          actions=result.actions)
+        self.s.state.finish(sid, failed=result.failed, evidence=list(result.evidence), actions=result.actions)
         self.s.say(f"  soak: {why}")
 
     def _decide(self, w: Wave) -> int | None:
@@ -230,6 +234,9 @@ class WaveRunner:
                                     st.HOST_ROLLBACK_FAILED, st.ROLLING_BACK)}
         verdict = judge(failed, len(w.hosts), w.budget)
         evidence = [e for s in ("post_gate", "soak") for e in (self.s.state.step(f"{p}.{s}") or {}).get("evidence", [])]
+        # Each failed host's action as its gates found it, the latest gate's last (the soak's over the post-gate's).
+        actions = {h: a for s in ("pre_gate", "post_gate", "soak")
+                   for h, a in ((self.s.state.step(f"{p}.{s}") or {}).get("actions") or {}).items() if h in failed}
         policy = self.s.plan.on_failure
         logged = self._logged_decision(sid) if self.s.state.step(sid) is not None else None
         if logged is not None and not self.s.state.step_done(sid):
@@ -245,7 +252,7 @@ class WaveRunner:
                 decision, why = HALT, verdict.why + "; policy halt: hosts stay as they are for an operator"
             else:
                 decision, why = ROLLBACK, verdict.why + f"; policy {policy}"
-            self.s.log.record(decision, why, step=sid, wave=w.name, hosts=failed, evidence=evidence)
+            self.s.log.record(decision, why, step=sid, wave=w.name, hosts=failed, evidence=evidence, actions=actions)
             self.s.state.finish(sid, decision=decision, why=why, failed=failed)
             self.s.say(f"  decision: {decision}: {why}")
         decision = self.s.state.step(sid)["decision"]

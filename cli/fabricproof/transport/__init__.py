@@ -38,6 +38,9 @@ class TransportKind:
     transport: str  # "module:Class" inside this package
     options_type: str  # "module:Class", a frozen dataclass of the transport's own settings
     fleet_runner: str = "fanout:PerHostFleet"  # per-host transports share the thread pool; Ansible fans out itself
+    #: "module:function" (name, host vars) that reads one host's connection settings as the transport will,
+    #: raising ValueError for one it cannot use; empty when the transport reads none of its own (Ansible does).
+    host_settings: str = ""
 
     @property
     def cls(self) -> type[Transport]:
@@ -51,10 +54,15 @@ class TransportKind:
     def fleet(self) -> Any:
         return _load(self.fleet_runner)
 
+    def check_host(self, name: str, vars: Any) -> None:
+        """ValueError when this transport cannot use the host's connection settings."""
+        if self.host_settings:
+            _load(self.host_settings)(name, vars)
+
 
 TRANSPORTS: dict[str, TransportKind] = {k.name: k for k in (
     TransportKind("ssh", "paramiko, one connection and one exec per host", Reach.REMOTE,
-                  "ssh:SSHTransport", "ssh:SSHOptions"),
+                  "ssh:SSHTransport", "ssh:SSHOptions", host_settings="sshopts:target"),
     TransportKind("ansible", "ansible-playbook through ansible-runner (Ansible does the fan-out)", Reach.REMOTE,
                   "ansible:AnsibleTransport", "ansible:AnsibleOptions", fleet_runner="ansible:AnsibleFleet"),
     TransportKind("local", "this node itself, no shell", Reach.SELF, "local:LocalTransport", "local:LocalOptions"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 import re
 import secrets
@@ -10,7 +11,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model import Command, CommandResult
+from ..model import Command, CommandResult, decoded
+from ..spool import Spool, Spooler
 from . import lanes as lanes_mod
 from .lanes import Lanes
 
@@ -30,6 +32,8 @@ class Section:
     start: int  # offset of the first byte of output
     end: int  # offset just past the last byte of output
     duration_s: float | None = None  # measured on the host, from the END marker; None when it did not say
+    path: str | None = None  # the file holding the output when it spilled past the host's memory bound (data is b"")
+    arrived_s: float | None = None  # between its BEGIN and its END arriving here, when the stream was fed with times
 
 
 def new_nonce() -> str:
@@ -211,36 +215,108 @@ class Frames:
         return self.sections.get(index)
 
 
-def frames(stream: bytes, nonce: str) -> Frames:
-    """Parse a framed stream. Bytes outside the frames (a login banner, a shell warning) are ignored. A section
-    whose END marker is missing runs to the next marker or to the end of the stream (status None)."""
-    sections: dict[int, Section] = {}
-    skipped: set[int] = set()
-    open_at: tuple[int, int] | None = None  # (index, offset of its first byte)
+#: The longest a marker runs past its nonce: ":" index ":E:" status ":" duration "\n".
+_MARKER_TAIL = 1 + 6 + 3 + 3 + 1 + 12 + 1
+#: Bytes outside every frame kept for the error message of a run that never started (a login banner, a shell error).
+PREAMBLE_BYTES = 4096
 
-    def close(stop: int, status: int | None, duration: float | None) -> None:
-        assert open_at is not None
-        index, start = open_at
-        if index not in sections:
-            sections[index] = Section(index, stream[start:stop], status, start, stop, duration)
 
-    for m in _markers(nonce).finditer(stream):
+class Demux:
+    """One framed stream split as it arrives: each command's bytes go to a spool of its own (memory up to the host's
+    bound, then a file), so a stream is never held whole. Bytes outside the frames (a login banner, a shell warning)
+    are dropped, but for the first PREAMBLE_BYTES before any frame. A section whose END marker is missing runs to the
+    next marker or to the end of the stream (status None); of an index framed twice, the first frame counts."""
+
+    def __init__(self, nonce: str, spooler: Spooler | None = None):
+        self._nonce = nonce.encode()
+        self._markers = _markers(nonce)
+        # Held back unscanned: a nonce cut by the chunk boundary, and the newline an END marker would take.
+        self._hold = len(self._nonce) + 1
+        self._spooler = spooler or Spooler(None)
+        self._buf = bytearray()
+        self._offset = 0  # stream offset of _buf[0]
+        self._open: tuple[int, Spool, int, float | None] | None = None  # index, spool, start offset, arrival
+        self._framed = False
+        self._pieces: dict[int, Section] = {}
+        self._skipped: set[int] = set()
+        self.preamble = bytearray()
+
+    def feed(self, data: bytes, now: float | None = None) -> None:
+        """More of the stream; `now` (time.monotonic()) is when it arrived."""
+        self._buf += data
+        self._scan(now, final=False)
+
+    def close(self, now: float | None = None) -> Frames:
+        """The stream ended (or was cut off): every frame, a section still open ending where the stream did."""
+        self._scan(now, final=True)
+        if self._open is not None:
+            self._end(self._offset, None, None, now)
+        return Frames(self._pieces, frozenset(self._skipped))
+
+    def _scan(self, now: float | None, final: bool) -> None:
+        buf, pos = self._buf, 0
+        while True:
+            q = buf.find(self._nonce, pos)
+            if q < 0:
+                stop = len(buf) if final else max(pos, len(buf) - self._hold)
+                self._data(buf, pos, stop)
+                pos = stop
+                break
+            m = self._markers.match(buf, q)
+            if m is None and not final and len(buf) - q < len(self._nonce) + _MARKER_TAIL:
+                stop = max(pos, q - 1)  # maybe a marker not all here yet: wait for the rest
+                self._data(buf, pos, stop)
+                pos = stop
+                break
+            if m is None:  # the nonce's bytes in a command's output: data
+                self._data(buf, pos, q + 1)
+                pos = q + 1
+                continue
+            self._data(buf, pos, q)
+            self._marker(m, self._offset + q, now)
+            pos = m.end()
+        del buf[:pos]
+        self._offset += pos
+
+    def _data(self, buf: bytearray, start: int, stop: int) -> None:
+        if stop <= start:
+            return
+        if self._open is not None:
+            self._open[1].write(buf[start:stop])
+        elif not self._framed and len(self.preamble) < PREAMBLE_BYTES:
+            self.preamble += buf[start:min(stop, start + PREAMBLE_BYTES - len(self.preamble))]
+
+    def _marker(self, m: re.Match[bytes], at: int, now: float | None) -> None:
+        self._framed = True
         index = int(m[1])
-        if m[3] is not None and open_at is not None and open_at[0] == index \
-                and m.start() - 1 >= open_at[1] and stream[m.start() - 1:m.start()] == b"\n":
-            close(m.start() - 1, int(m[3]), int(m[4]) / 100 if m[4] is not None else None)
-            open_at = None
-            continue
-        if open_at is not None:  # cut off: whatever comes next ends it
-            close(m.start(), None, None)
-            open_at = None
+        if m[3] is not None and self._open is not None and self._open[0] == index \
+                and self._open[1].size >= 1 and self._open[1].last == b"\n":
+            self._open[1].drop_last()
+            self._end(at - 1, int(m[3]), int(m[4]) / 100 if m[4] is not None else None, now)
+            return
+        if self._open is not None:  # cut off: whatever comes next ends it
+            self._end(at, None, None, now)
         if m[2] is not None:
-            open_at = (index, m.end())
+            self._open = (index, self._spooler.spool(keep=index not in self._pieces), at + len(m[0]), now)
         elif m[5] is not None:
-            skipped.add(index)
-    if open_at is not None:
-        close(len(stream), None, None)
-    return Frames(sections, frozenset(skipped))
+            self._skipped.add(index)
+
+    def _end(self, stop: int, status: int | None, duration: float | None, now: float | None) -> None:
+        assert self._open is not None
+        index, spool, start, t0 = self._open
+        self._open = None
+        data, path = spool.finish()
+        if index in self._pieces:
+            return
+        arrived = now - t0 if now is not None and t0 is not None else None
+        self._pieces[index] = Section(index, data, status, start, stop, duration, path, arrived)
+
+
+def frames(stream: bytes, nonce: str) -> Frames:
+    """Parse a whole framed stream held in memory (see Demux)."""
+    demux = Demux(nonce)
+    demux.feed(stream)
+    return demux.close()
 
 
 def split_stream(stream: bytes, nonce: str, count: int) -> list[Section | None]:
@@ -272,14 +348,15 @@ class Clock:
 
 
 def finished(cmd: Command, stdout: str, stderr: str, status: int, duration_s: float = 0.0,
-             timed: bool = False) -> CommandResult:
+             timed: bool = False, stdout_bytes: bytes | None = None, stderr_bytes: bytes | None = None) -> CommandResult:
     """The result of a command that ran to its end under GNU timeout, which exits 124 (or 137 after
     its -k KILL) when the command ran out of time. 137 is also a plain SIGKILL (the OOM killer),
     so with a measured duration (`timed`) it counts as a timeout only when the time was up."""
+    raw = {"stdout_bytes": stdout_bytes, "stderr_bytes": stderr_bytes}
     if status in TIMEOUT_STATUSES and (status == 124 or not timed or duration_s >= cmd.timeout_s - 0.5):
         return CommandResult(cmd.argv, stdout, stderr, exit_code=None, duration_s=duration_s,
-                             error=f"timed out after {cmd.timeout_s:g} s")
-    return CommandResult(cmd.argv, stdout, stderr, exit_code=status, duration_s=duration_s)
+                             error=f"timed out after {cmd.timeout_s:g} s", **raw)
+    return CommandResult(cmd.argv, stdout, stderr, exit_code=status, duration_s=duration_s, **raw)
 
 
 def _skip_reason(cmd: Command, commands: Sequence[Command], results: Sequence[CommandResult | None]) -> str:
@@ -290,36 +367,43 @@ def _skip_reason(cmd: Command, commands: Sequence[Command], results: Sequence[Co
     return f"not run: an earlier {cmd.tool or 'command'} command timed out on this host"
 
 
-def decode_results(commands: Sequence[Command], stdout: bytes, stderr: bytes, nonce: str, *,
+def decode_results(commands: Sequence[Command], stdout: bytes | Frames, stderr: bytes | Frames, nonce: str, *,
                    cut_reason: str = "the connection closed before the command finished",
                    clock: Clock | None = None) -> list[CommandResult]:
-    """CommandResults of a framed run; `cut_reason` explains commands that did not finish. Durations come from the
-    host when its END marker says, else from when the bytes arrived (`clock`)."""
-    outs = frames(stdout, nonce)
-    errs = frames(stderr, nonce)
+    """CommandResults of a framed run (whole streams, or the Frames a Demux made of them as they arrived);
+    `cut_reason` explains commands that did not finish. Durations come from the host when its END marker says, else
+    from when the bytes arrived (the Demux's times, or `clock`)."""
+    outs = stdout if isinstance(stdout, Frames) else frames(stdout, nonce)
+    errs = stderr if isinstance(stderr, Frames) else frames(stderr, nonce)
     results: list[CommandResult | None] = []
     for i, cmd in enumerate(commands):
         out, err = outs[i], errs[i]
-        err_text = err.data.decode("utf-8", errors="replace") if err else ""
+        err_text, err_bytes = decoded(err.data) if err else ("", None)
+        spilled = {"stderr_path": err.path} if err is not None and err.path else {}
         if i in outs.skipped and out is None:
             results.append(None)  # below, once the timed-out command it follows is known
             continue
         if out is None:
             results.append(CommandResult(argv=cmd.argv, stdout="", stderr=err_text, exit_code=None,
-                                         error=f"not run: {cut_reason}"))
+                                         error=f"not run: {cut_reason}", stderr_bytes=err_bytes, **spilled))
             continue
-        text = out.data.decode("utf-8", errors="replace")
-        duration = out.duration_s
+        text, out_bytes = decoded(out.data)  # the text is for parsing; evidence keeps the bytes
+        if out.path:
+            spilled["stdout_path"] = out.path
+        duration = out.duration_s if out.duration_s is not None else out.arrived_s
         if duration is None and clock is not None:
             t0, t1 = clock.at(out.start - 1), clock.at(out.end)
             if t0 is not None and t1 is not None:
                 duration = max(0.0, t1 - t0)
-        timed = out.duration_s is not None or clock is not None
+        timed = duration is not None
         if out.status is None:
-            results.append(CommandResult(argv=cmd.argv, stdout=text, stderr=err_text, exit_code=None,
-                                         duration_s=duration or 0.0, error=cut_reason))
+            result = CommandResult(argv=cmd.argv, stdout=text, stderr=err_text, exit_code=None,
+                                   duration_s=duration or 0.0, error=cut_reason, stdout_bytes=out_bytes,
+                                   stderr_bytes=err_bytes)
         else:
-            results.append(finished(cmd, text, err_text, out.status, duration or 0.0, timed=timed))
+            result = finished(cmd, text, err_text, out.status, duration or 0.0, timed=timed,
+                              stdout_bytes=out_bytes, stderr_bytes=err_bytes)
+        results.append(dataclasses.replace(result, **spilled) if spilled else result)
     return [r if r is not None else CommandResult(argv=c.argv, stdout="", exit_code=None,
                                                   error=_skip_reason(c, commands, results))
             for c, r in zip(commands, results, strict=True)]

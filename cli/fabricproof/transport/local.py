@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ..model import Command, CommandResult, Host
+from ..model import Command, CommandResult, Host, decoded
 from . import lanes
 from .base import RunContext, Transport
 from .framing import KILL_AFTER_S
@@ -90,6 +90,7 @@ class LocalTransport(Transport):
                 out, err = proc.communicate()
             error = (f"timed out after {cmd.timeout_s:g} s" if budget >= cmd.timeout_s
                      else "cut off: the host's collection deadline passed")
-        return CommandResult(cmd.argv, out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace"),
-                             exit_code=None if error else proc.returncode, duration_s=time.monotonic() - started,
-                             error=error)
+        (stdout, stdout_bytes), (stderr, stderr_bytes) = decoded(out), decoded(err)
+        return CommandResult(cmd.argv, stdout, stderr, exit_code=None if error else proc.returncode,
+                             duration_s=time.monotonic() - started, error=error, stdout_bytes=stdout_bytes,
+                             stderr_bytes=stderr_bytes)

@@ -52,4 +52,4 @@ class ReplayTransport(Transport):
         if rec is None:
             return CommandResult(cmd.argv, "", exit_code=None, error=f"not recorded in {self.store.raw_dir(host)}")
         return CommandResult(cmd.argv, rec.stdout, rec.stderr, exit_code=rec.exit_code, duration_s=rec.duration_s,
-                             error=rec.error)
+                             error=rec.error, stdout_bytes=rec.stdout_bytes, stderr_bytes=rec.stderr_bytes)

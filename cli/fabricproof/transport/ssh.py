@@ -13,8 +13,10 @@ from pathlib import Path
 
 import paramiko
 
+from .. import spool
 from ..model import Command, CommandResult, Host
-from . import framing, knownhosts
+from ..runstore import RunStore
+from . import framing, knownhosts, liblog
 from .base import ErrorKind, HostError, RunContext, Transport
 from .sshopts import SettingsError, Target, target
 
@@ -24,6 +26,39 @@ REMOTE_COMMAND = "exec /bin/sh -s"
 DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
 _READ = 1 << 16
 _PAPERWORK_S = 5.0  # KEX, auth and channel setup are given at least this long, whatever the deadline
+#: What a server may send before its version line: RFC 4253 allows lines of 255 bytes, paramiko reads 100 of them.
+BANNER_BYTES = 64 << 10
+
+
+def _said(exc: object) -> str:
+    """An exception's text for a host's one-line error: paramiko quotes what the server sent (its banner line, of any
+    length), so it is escaped, cut to one line and bounded."""
+    return liblog.one_line(str(exc)) or type(exc).__name__
+
+
+class _BannerBound:
+    """The socket paramiko reads, refusing more than BANNER_BYTES before the server's version line: paramiko reads
+    the lines a server may send first without a bound on their length or size (a listener streaming one endless
+    line would grow a buffer until the banner timeout). Once the version line is in, it is the socket itself."""
+
+    def __init__(self, sock: socket.socket | paramiko.Channel):
+        self._sock = sock
+        self._left = BANNER_BYTES
+        self.transport: paramiko.Transport | None = None
+
+    def recv(self, n: int) -> bytes:
+        data = self._sock.recv(n)
+        if self._left is not None:
+            if self.transport is not None and self.transport.remote_version:
+                self._left = None
+            else:
+                self._left -= len(data)
+                if self._left < 0:
+                    raise EOFError(f"the server sent more than {BANNER_BYTES >> 10} KiB before its SSH version line")
+        return data
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._sock, name)
 
 
 def _first(preferred: Sequence[str], offered: Sequence[str]) -> tuple[str, ...]:
@@ -40,6 +75,11 @@ class SSHOptions:
     connect_attempts: int = 3
     retry_backoff_s: float = 0.5  # doubled after each failed attempt
     max_output_bytes: int = 256 * 1024 * 1024  # per host: a host printing without end must not eat the controller
+    memory_bytes: int = spool.MEMORY_BYTES  # per host: output beyond it goes to the run directory as it arrives
+    #: OpenSSH's ServerAliveInterval/CountMax: after this long without a byte from a host, ask its sshd for a reply;
+    #: this many intervals without any answer and the connection is gone (a frozen host, a dead path), not 300 s on.
+    alive_interval_s: float = 15.0
+    alive_count_max: int = 3
     #: known_hosts files read when the inventory names none (ansible_ssh_known_hosts_file / UserKnownHostsFile)
     default_known_hosts: tuple[str, ...] = knownhosts.SYSTEM_FILES + knownhosts.USER_FILES
 
@@ -57,6 +97,43 @@ class _Connection:
                 t.close()
             except Exception:  # closing is best effort: the host may already be gone
                 pass
+
+
+class _Liveness:
+    """Whether a connection still answers while its commands print nothing: after `interval_s` of silence a
+    keepalive global request with want_reply (sshd answers any, as OpenSSH's ServerAlive relies on), asked from a
+    thread of its own since paramiko waits for the reply without a timeout; silence past `interval_s * count_max`
+    means the host is gone. The thread ends when the reply comes or the transport closes."""
+
+    def __init__(self, tr: paramiko.Transport, interval_s: float, count_max: int):
+        self.tr = tr
+        self.interval_s = interval_s
+        self.limit_s = interval_s * max(1, count_max)
+        self.heard = time.monotonic()  # the last sign of life: a byte, or a keepalive's answer
+        self.received = 0
+        self.answered = threading.Event()
+        self.asking = False
+
+    def gone(self, received: int) -> bool:
+        """Call with the bytes received so far; True once the host has been silent past the limit."""
+        now = time.monotonic()
+        if received != self.received or (self.asking and self.answered.is_set()):
+            self.received, self.heard, self.asking = received, now, False
+        if now - self.heard < self.interval_s:
+            return False
+        if not self.asking:
+            self.asking = True
+            self.answered.clear()
+            threading.Thread(target=self._ask, name="ssh-keepalive", daemon=True).start()
+        return now - self.heard >= self.limit_s
+
+    def _ask(self) -> None:
+        try:
+            self.tr.global_request("keepalive@openssh.com", wait=True)
+        except Exception:  # noqa: BLE001 - a failed ask is no answer; the deadline and is_active() still hold
+            return
+        if self.tr.is_active():
+            self.answered.set()
 
 
 @dataclass(frozen=True)
@@ -84,6 +161,7 @@ class SSHTransport(Transport):
         self._keys_lock = threading.Lock()
         self._accept_lock = threading.Lock()
         self._closing = threading.Event()  # close() during a run (Ctrl-C) cuts running hosts short
+        self._spool_dir = RunStore(ctx.run_dir).spool_dir if ctx is not None else None
 
     # ------------------------------------------------------------------ the seam
     def run_many(self, host: Host, commands: Sequence[Command], deadline: float) -> list[CommandResult]:
@@ -176,19 +254,25 @@ class SSHTransport(Transport):
                                     timeout=max(1.0, deadline - time.monotonic()))
         except paramiko.ChannelException as exc:
             raise HostError(ErrorKind.UNREACHABLE, f"{ep.label} cannot reach {nxt.hostname}:{nxt.port}: "
-                                                   f"{exc.text or exc}", retryable=True) from None
+                                                   f"{_said(exc.text or exc)}", retryable=True) from None
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise HostError(ErrorKind.UNREACHABLE, f"{ep.label}: tunnel to {nxt.hostname}:{nxt.port} failed: "
-                                                   f"{exc or type(exc).__name__}", retryable=True) from None
+                                                   f"{_said(exc)}", retryable=True) from None
 
     def _handshake(self, ep: _Endpoint, sock: socket.socket | paramiko.Channel | None, tgt: Target,
                    deadline: float) -> paramiko.Transport:
         if sock is None:
             sock = self._tcp(ep, tgt, deadline)
-        tr = paramiko.Transport(sock)
+        bounded = _BannerBound(sock)
+        tr = paramiko.Transport(bounded)
+        bounded.transport = tr
+        tr.name = liblog.thread_name(ep.label)  # what paramiko logs of this host is captured under its name
         try:
             timeout = max(_PAPERWORK_S, self._connect_timeout(tgt, deadline))
-            tr.banner_timeout = tr.handshake_timeout = tr.auth_timeout = timeout
+            tr.banner_timeout = tr.auth_timeout = timeout
+            # The packetizer's own handshake limit ends a stalled key exchange with a bare EOFError ("closed the
+            # connection"); past start_client's, it leaves the stall to the check below, which says what happened.
+            tr.handshake_timeout = timeout + _PAPERWORK_S
             self._prefer_known_key_types(tr, [t for name in (ep.known_name, ep.fallback_name) if name
                                               for t in knownhosts.known_types(
                                                   self.known.relevant(tgt.known_hosts_files, name), name)])
@@ -197,11 +281,16 @@ class SSHTransport(Transport):
                 tr.start_client(timeout=timeout)
             except paramiko.SSHException as exc:
                 raise HostError(ErrorKind.UNREACHABLE, f"{ep.label}: SSH handshake with {ep.hostname}:{ep.port} "
-                                                       f"failed: {exc}", retryable=True) from None
+                                                       f"failed: {_said(exc)}", retryable=True) from None
             except (EOFError, OSError) as exc:
                 raise HostError(ErrorKind.UNREACHABLE, f"{ep.label}: {ep.hostname}:{ep.port} closed the "
                                                        f"connection during the handshake ({type(exc).__name__})",
                                 retryable=True) from None
+            if not tr.is_active() or not tr.initial_kex_done:
+                # start_client returns without a word when its timeout passes mid key exchange: a server that sent
+                # its banner and stalled (overloaded sshd, MaxStartups) may answer the next attempt.
+                raise HostError(ErrorKind.TIMEOUT, f"{ep.label}: {ep.hostname}:{ep.port} sent its SSH banner and then "
+                                                   f"stalled: no key exchange within {timeout:g} s", retryable=True)
             self._check_host_key(ep, tr.get_remote_server_key(), tgt)
             self._authenticate(tr, ep, tgt)
             return tr
@@ -313,7 +402,7 @@ class SSHTransport(Transport):
                     continue
                 except (paramiko.SSHException, EOFError, OSError) as exc:
                     raise HostError(ErrorKind.UNREACHABLE, f"{ep.label}: connection lost during authentication: "
-                                                           f"{exc or type(exc).__name__}", retryable=True) from None
+                                                           f"{_said(exc)}", retryable=True) from None
             if tgt.password is not None:
                 tried.append("password")
                 try:
@@ -341,24 +430,33 @@ class SSHTransport(Transport):
             chan.shutdown_write()
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise HostError(ErrorKind.PROTOCOL, f"{tgt.name}: cannot start the remote shell: "
-                                                f"{exc or type(exc).__name__}", retryable=False) from None
-        out, err = bytearray(), bytearray()
-        chunks: list[tuple[int, float]] = [(0, time.monotonic())]
+                                                f"{_said(exc)}", retryable=False) from None
+        # Both streams are split into commands as they arrive; past the host's small memory bound a command's
+        # output goes to a file in the run's evidence directory (renamed into place, never copied), so a host
+        # printing without end costs the controller disk up to the cap, not memory.
+        spooler = spool.Spooler(self._spool_dir, self.options.memory_bytes)
+        out, err = framing.Demux(nonce, spooler), framing.Demux(nonce, spooler)
+        received = 0
         cut = "the connection closed before the command finished"
         poller = select.poll()
         poller.register(chan.fileno(), select.POLLIN)
+        alive = _Liveness(tr, self.options.alive_interval_s, self.options.alive_count_max)
         try:
             while True:
-                while chan.recv_ready():
-                    out += chan.recv(_READ)
-                    chunks.append((len(out), time.monotonic()))
-                while chan.recv_stderr_ready():
-                    err += chan.recv_stderr(_READ)
+                # Past the cap the loop ends: a host printing faster than it is read must not keep it here.
+                while chan.recv_ready() and received <= self.options.max_output_bytes:
+                    data = chan.recv(_READ)
+                    received += len(data)
+                    out.feed(data, time.monotonic())
+                while chan.recv_stderr_ready() and received <= self.options.max_output_bytes:
+                    data = chan.recv_stderr(_READ)
+                    received += len(data)
+                    err.feed(data, time.monotonic())
                 if (chan.eof_received or chan.closed) and not chan.recv_ready() and not chan.recv_stderr_ready():
                     if not tr.is_active():
                         cut = "the connection to the host was lost"
                     break
-                if len(out) + len(err) > self.options.max_output_bytes:
+                if received > self.options.max_output_bytes:
                     cut = f"the host printed more than {self.options.max_output_bytes >> 20} MiB; stopped reading"
                     break
                 remaining = deadline - time.monotonic()
@@ -368,17 +466,24 @@ class SSHTransport(Transport):
                 if not tr.is_active():
                     cut = "the connection to the host was lost"
                     break
+                if alive.gone(len(out) + len(err)):
+                    cut = f"the host stopped answering: nothing, not even a keepalive reply, for {alive.limit_s:g} s"
+                    break
                 if self._closing.is_set():
                     cut = "the collection was interrupted"
                     break
                 poller.poll(min(remaining, 1.0) * 1000)
+            now = time.monotonic()
+            results = framing.decode_results(commands, out.close(now), err.close(now), nonce, cut_reason=cut)
+        except BaseException:
+            spooler.discard()
+            raise
         finally:
             chan.close()
-        results = framing.decode_results(commands, bytes(out), bytes(err), nonce, cut_reason=cut,
-                                         clock=framing.Clock(chunks))
         if all(r.error and r.error.startswith("not run") for r in results):
-            junk = framing.first_line(framing.preamble(bytes(err), nonce)) or \
-                framing.first_line(framing.preamble(bytes(out), nonce))
+            spooler.discard()
+            junk = framing.first_line(bytes(err.preamble)) or framing.first_line(bytes(out.preamble))
             raise HostError(ErrorKind.FAILED, f"{tgt.name}: the remote shell ran no command"
                                               f"{': ' + junk if junk else ''} ({cut})")
+        spooler.discard(keep={p for r in results for p in (r.stdout_path, r.stderr_path)})
         return results

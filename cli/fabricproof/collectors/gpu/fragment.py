@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -105,6 +106,12 @@ def retired(single_bit: int | None, double_bit: int | None, pending: bool | None
     return {"single_bit": single_bit, "double_bit": double_bit, "pending": pending}
 
 
+def pci_device_id(printed: str | None) -> str | None:
+    """The device half of a printed PCI id: 0x233010DE (text), 233010DE (XML) or 0x2330 (CSV) -> '2330'."""
+    m = re.fullmatch(r"(?:0x)?([0-9a-fA-F]{4})(?:10de)?", (printed or "").strip(), re.IGNORECASE)
+    return m.group(1).lower() if m else None
+
+
 def fabric_record(
     state: str | None = None,
     status: str | None = None,
@@ -129,6 +136,7 @@ def gpu_record(index: int, **fields: Any) -> dict[str, Any]:
         "name": None,
         "uuid": None,
         "bus_id": None,
+        "pci_device_id": None,
         "vbios": None,
         "architecture": None,
         "persistence_mode": None,
@@ -223,6 +231,8 @@ GPU_RECORD_SCHEMA = obj(
         "name": string("Product name; null when the output has no name (-q -d <section>, excerpts).", True),
         "uuid": string("GPU UUID.", True),
         "bus_id": string("PCI bus id as printed, e.g. 00000000:19:00.0.", True),
+        "pci_device_id": string("PCI device id, four lower-case hex digits (Device Id 0x233010DE -> 2330): what "
+                                "platforms.py matches platforms by.", True, pattern="^[0-9a-f]{4}$"),
         "vbios": string("VBIOS version.", True),
         "architecture": string("Product architecture (Hopper, Blackwell...).", True),
         "persistence_mode": string("Persistence mode.", True, enum=_MODES),
@@ -273,7 +283,8 @@ GPU_RECORD_SCHEMA = obj(
             "Drain and Reset...", True),
         "fabric": FABRIC_SCHEMA,
     },
-    optional=("architecture", "mig_mode", "mig_devices", "ecc_errors", "retired_pages", "recovery_action"),
+    optional=("architecture", "mig_mode", "mig_devices", "ecc_errors", "retired_pages", "recovery_action",
+              "pci_device_id"),
 )
 
 GPU_SCHEMA = obj(

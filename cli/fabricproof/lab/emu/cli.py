@@ -72,7 +72,25 @@ def _special(nd: Path, key: str, spec: dict) -> int:
         with transaction(nd) as node:
             node["ticks"] += 1
         return _emit(render_links.render_nvlink_errors(faults.view(node)), "", 0)
+    if spec.get("special") == "flood":
+        from . import faults
+        from .store import load
+
+        return flood(faults.flood_mib(load(nd)))
     return _emit(spec.get("stdout", ""), spec.get("stderr", ""), int(spec.get("rc", 0)))
+
+
+def flood(mib: int) -> int:
+    """Print `mib` MiB of text lines as fast as the reader takes them (tool-floods); stop when it goes away."""
+    line = b"mlx5_0: port 1: event queue overrun, dumping state again\n"
+    block = line * ((1 << 20) // len(line)) + line[: (1 << 20) % len(line) - 1] + b"\n"
+    try:
+        for _ in range(mib):
+            sys.stdout.buffer.write(block)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return 141
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -645,13 +645,24 @@ def _slurm_job(view: Node) -> None:
 # ---------------------------------------------------------------------------------------------
 
 def garbage(seed: str, size: int = 600) -> str:
-    """Deterministic binary-looking noise (what a tool with a corrupted library or terminal prints)."""
-    raw = b""
+    """Deterministic binary noise (what a tool with a corrupted library or terminal prints), as the lab's str of
+    bytes (surrogateescape: the tools write those bytes back unchanged). It starts with \\xff\\xfe, a UTF-16
+    byte-order mark, which is never valid UTF-8: evidence must keep it byte for byte."""
+    raw = b"\xff\xfe"
     block = seed.encode()
     while len(raw) < size:
         block = hashlib.sha256(block).digest()
         raw += block
-    return raw[:size].decode("latin-1")
+    return raw[:size].decode("utf-8", "surrogateescape")
+
+
+#: What the tool-floods fault prints, unless its record says `mib`: past the collector's 256 MiB cap per host.
+FLOOD_MIB = 300
+
+
+def flood_mib(node: Node) -> int:
+    """How many MiB the flooding tool prints on this node."""
+    return int((node["faults"].get("tool-floods") or {}).get("mib", FLOOD_MIB))
 
 
 def _noop(_: Node) -> None:
@@ -723,6 +734,8 @@ CATALOG: tuple[Fault, ...] = (
                              "nvlink.replay_errors"), apply=_nvlink_errors),
     Fault("nvlink5-errors-growing", "GB200 GPU 0 link 4: NVLink5 counters (Link recovery failed events, Effective "
           "Errors, Rx and Symbol Errors) grow on every read of `nvidia-smi nvlink -e`.", "overlay", ("gb200-nvl72",),
+          # the growing Symbol Errors print a Symbol BER (1e-12 and up) above the published 1e-25 at once
+          catches=("nvlink.nvl5_symbol_ber",),
           catches_over_time=("nvlink.nvl5_recovery_failed", "nvlink.nvl5_effective_errors"), apply=_nvlink5_errors),
     Fault("nvswitch-missing", "NVSwitch 2 is not on the PCI bus: its GPU links are inactive and Fabric Manager "
           "aborts (NVSwitch count matches no known topology).", "state", FM_PROFILES,
@@ -803,7 +816,8 @@ CATALOG: tuple[Fault, ...] = (
           catches=("gpu.xid", "gpu.fallen_off_bus"), inject=_xid79, clear=_xid_clear),
     Fault("nvlink5-netir-fatal", "GB200 GPU 1: kernel log Xid 149 'NETIR Fatal ... Link -1' then Xid 154 'to 0x4 (Drain "
           "and Reset)'; nvidia-smi shows GPU Recovery Action Drain and Reset.", "state", ("gb200-nvl72",),
-          catches=("nvlink.xid_nvlink5_fatal", "gpu.xid_recovery_action", "gpu.recovery_action"),
+          # Xid 149's catalogue resolution (WORKFLOW_NVLINK5_ERR) is in the default gpu.xid_policy.fail
+          catches=("nvlink.xid_nvlink5_fatal", "gpu.xid_recovery_action", "gpu.recovery_action", "gpu.xid"),
           inject=_netir_fatal, clear=_netir_clear),
     Fault("remapped-rows-pending", "GPU 5 has a row remapping pending (reset required).", "overlay",
           catches=("gpu.remapped_rows_pending",), catches_probes=("perf.dcgm_diag",),
@@ -851,6 +865,9 @@ _TOOL_FAULTS = (
           "process exits when its SSH session goes away.", "overlay", catches=(), breaks=NVSMI_COLLECTORS,
           apply=_noop),
     Fault("tool-garbage", "`ibstat` prints binary garbage and exits 0.", "overlay", breaks=("ibstat",), apply=_noop),
+    Fault("tool-floods", f"`ibstat` prints {FLOOD_MIB} MiB of text (a tool, or a host, gone mad), as fast as the "
+          "reader takes it, and exits 0; the size is the fault record's `mib`.", "overlay", breaks=("ibstat",),
+          apply=_noop),
     Fault("upgrade-breaks-fm", "The next apt-get run that upgrades the NVIDIA driver leaves the Fabric Manager "
           "package at its old version (as a stale mirror would); after the reboot FM fails with the version-mismatch "
           "line. For rehearsing a failed pilot.", "trigger", FM_PROFILES, apply=_noop),

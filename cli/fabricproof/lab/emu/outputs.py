@@ -26,7 +26,7 @@ class Out:
     stdout: str = ""
     stderr: str = ""
     rc: int = 0
-    special: str | None = None  # "hang" | "dynamic" | "absent" (no pre-rendered file: the tool's Python form answers)
+    special: str | None = None  # "hang" | "dynamic" | "flood" | "absent" (no pre-rendered file: the tool's Python form answers)
 
     @property
     def plain(self) -> bool:
@@ -173,6 +173,8 @@ def render_key(view: Node, key: str) -> Out:
         if nvml_mismatch(view):
             # The new user-space library meets the old kernel module until the node reboots.
             return Out(render_gpu.NVML_MISMATCH, "", 18)
+    if key == "ibstat" and "tool-floods" in view["faults"]:
+        return Out(special="flood")
     if key == "ibstat" and "tool-garbage" in view["faults"]:
         return Out(faults.garbage(view["hostname"] + "/ibstat"))
     if key == "nvlink_e" and GROWING_NVLINK_FAULTS & view["faults"].keys():
