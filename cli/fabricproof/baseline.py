@@ -36,6 +36,15 @@ def lookup(values: dict[str, Any], dotted: str) -> Any:
     return node
 
 
+def leaves(values: dict[str, Any], prefix: str = "") -> list[str]:
+    """The dotted key of every value that is not a non-empty mapping, in document order."""
+    out: list[str] = []
+    for k, v in values.items():
+        dotted = f"{prefix}{k}"
+        out.extend(leaves(v, dotted + ".") if isinstance(v, dict) and v else [dotted])
+    return out
+
+
 @dataclass(frozen=True)
 class Baseline:
     name: str
@@ -51,6 +60,16 @@ class Baseline:
         for g in sorted(set(groups) & self.groups.keys()):
             values = merge(values, self.groups[g])
         return values
+
+    def sources(self, groups: Iterable[str]) -> dict[str, str]:
+        """Where each value for_groups(groups) gives comes from, by dotted key: "defaults" or "groups.<group>".
+        The last layer holding a key set it: merge() keeps mappings and replaces anything else."""
+        layers = [("defaults", self.defaults)] + [(f"groups.{g}", self.groups[g])
+                                                  for g in sorted(set(groups) & self.groups.keys())]
+        out: dict[str, str] = {}
+        for dotted in leaves(self.for_groups(groups)):
+            out[dotted] = next(label for label, values in reversed(layers) if lookup(values, dotted) is not UNSET)
+        return out
 
     def to_document(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"defaults": copy.deepcopy(self.defaults)}

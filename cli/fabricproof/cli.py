@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from . import __version__
-from .commands import baseline, breaker, check, checks, collect, collectors, demo, lab, rollback, rollout, runbook, schema, validate
+from .commands import (baseline, breaker, check, checks, collect, collectors, config, demo, init, lab, rollback, rollout,
+                       runbook, schema, validate)
 from .transport import liblog
 
 app = typer.Typer(
@@ -44,6 +45,8 @@ app.command("collect", epilog=collect.COLLECT_EPILOG)(collect.collect)
 app.command("drift", epilog=collect.DRIFT_EPILOG)(collect.drift)
 app.command("check", epilog=check.EPILOG)(check.check)
 app.command("demo")(demo.demo)
+app.command("init")(init.init)
+app.command("config")(config.config)
 app.add_typer(checks.app, name="checks")
 app.add_typer(baseline.app, name="baseline")
 app.add_typer(collectors.app, name="collectors")

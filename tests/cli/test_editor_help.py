@@ -70,3 +70,18 @@ def test_schema_export_writes_what_editors_load_and_prints_the_modeline(tmp_path
     mine.write_text(mine.read_text().replace("links_per_gpu:", "link_per_gpu:"))  # the commonest typo
     assert any("link_per_gpu" in problem for problem in _validate(mine, _schema_of(mine)))
     shutil.rmtree(tmp_path / ".schemas")
+
+
+@pytest.mark.parametrize("platform", ["lab", "dgx-h100", "gb200-nvl72"])
+def test_init_writes_files_whose_modelines_name_the_copied_schema_of_their_kind(tmp_path, platform):
+    res = run("init", "--platform", platform, tmp_path / "fabric")
+    assert res.exit_code == 0, res.output
+    written = [p for p in (tmp_path / "fabric").rglob("*.y*ml") if p.name != "fabricproof.yaml"
+               and p.parent.name != ".schemas" and "kind:" in p.read_text()]
+    assert len(written) >= 3
+    for path in written:
+        schema = _schema_of(path)
+        kind = yaml.safe_load(path.read_text())["kind"]
+        assert schema == (tmp_path / "fabric" / ".schemas" / f"{KINDS[kind]}.schema.json").resolve(), path
+        assert schema.read_text() == (REPO / "schemas" / schema.name).read_text()
+        assert _validate(path, schema) == [], path

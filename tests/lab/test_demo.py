@@ -3,6 +3,8 @@ with a rollout whose pilot fails and rolls itself back; it leaves no sshd behind
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -23,4 +25,8 @@ def test_demo_tour_behaves_and_cleans_up(lab_factory, tmp_path):
                    "ROLLBACK_DONE on h100-0001", "exit 4"):
         assert needle in out, needle
     assert "lab down: every sshd stopped" in out
+    # the rollout's progress lines carry their time, and the apply error that failed the pilot is the playbook's
+    # own words (ansible's msg alone read 'Start Fabric Manager: non-zero return code')
+    assert re.search(r"^\d\d:\d\d:\d\dZ    apply failed on 1 of 1 host\(s\): h100-0001: Start Fabric Manager: Job for "
+                     r"nvidia-fabricmanager\.service failed", out, re.M), out[-3000:]
     assert not manager.status(lab_dir).running

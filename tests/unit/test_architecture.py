@@ -18,10 +18,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "cli" / "fabricproof"
 LAYERS: dict[str, int] = {
     # plain data, vocabularies and file plumbing
     "__init__": 0, "model": 0, "errors": 0, "timeutil": 0, "paths": 0, "toolpath": 0, "ops": 0, "pointer": 0,
-    "platforms": 0, "actions": 0, "drift": 0, "redact": 0, "textsafe": 0, "pairing": 0, "durations": 0,
+    "platforms": 0, "actions": 0, "words": 0, "drift": 0, "redact": 0, "textsafe": 0, "pairing": 0, "durations": 0,
     "documents": 1, "inventory": 1, "slurm": 1, "findings": 1, "spool": 1, "fsutil": 1,  # raises InputError for bad targets
     # readers: tool output -> facts fragments, baselines, run directories
-    "collectors": 2, "breaker": 2, "runstore": 2, "baseline": 2, "capture": 2, "lab": 2,
+    "config": 2, "starter": 2, "collectors": 2, "breaker": 2, "runstore": 2, "baseline": 2, "capture": 2, "lab": 2,
     "catalog": 3, "facts": 3, "transport": 3,
     "xids": 0,  # the Xid policy defaults (plain data)
     "collect": 4, "factschema": 4,

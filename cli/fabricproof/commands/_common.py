@@ -30,6 +30,14 @@ def shown(text: object) -> str:
     return escape(for_terminal(str(text)))
 
 
+def whole_ids(table: Any, column: int, ids: Iterable[str]) -> None:
+    """Show an id column's values whole, each on one line, at any width the other columns can give up (an id is
+    what the operator copies: rich cut `fabric.cluster_uuid_consistent` to `fabric.cluster_uuid_…` at 80 columns)."""
+    col = table.columns[column]
+    col.no_wrap, col.overflow = True, "fold"
+    col.min_width = max((len(i) for i in ids), default=0)
+
+
 def input_errors(fn: F) -> F:
     """Turn InputError into one clear message per problem on stderr and exit code 2 (nothing touched), and a write
     the storage failed (disk full, I/O error) into one line naming the path and exit code 6."""
@@ -63,6 +71,13 @@ def input_errors(fn: F) -> F:
             raise typer.Exit(ExitCode.INTERRUPTED) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+#: -b of the commands that judge: the option's default comes from config.resolve.
+BASELINE_HELP = ("Baseline YAML (kind: Baseline). Default: $FABRICPROOF_BASELINE, else `baseline:` in fabricproof.yaml "
+                 "(see `fabricproof config`).")
+#: -i of the commands that read an inventory.
+INVENTORY_DEFAULT = " Default: $FABRICPROOF_INVENTORY, else `inventory:` in fabricproof.yaml."
 
 
 #: "critical, warning or info", for --fail-on help and errors.

@@ -9,12 +9,24 @@ import typer
 from ..fsutil import atomic_write_text
 from ..rollout import decisions
 from ..rollout import state as st
+from ..timeutil import utc_now
 from ._common import err_console, shown
 
 
 def say(msg: str) -> None:
     """One progress line on stderr, escaped (host and plan text is never markup) and soft-wrapped."""
     err_console.print(shown(msg), soft_wrap=True)
+
+
+def progress(msg: str) -> None:
+    """A progress line of a running rollout or runbook, its UTC time first ("06:41:07Z  pilot: 1 host(s)"): a gate
+    that retries or a soak that waits shows where the time goes, and the line matches its decision's `when`."""
+    say(f"{stamp()}  {msg}")
+
+
+def stamp() -> str:
+    """HH:MM:SSZ of now, as the decision log's `when` ends."""
+    return utc_now()[11:]
 
 
 def report_page(run_dir: Path) -> str:

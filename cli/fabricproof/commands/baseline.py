@@ -1,7 +1,9 @@
-"""`fabricproof baseline`: lint a baseline, or capture one from a known-good node."""
+"""`fabricproof baseline`: lint a baseline, show what a host gets from it, or capture one from a known-good node."""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -9,14 +11,15 @@ import typer
 import yaml
 
 from .. import baseline as baseline_mod
-from .. import documents
+from .. import config, documents
+from .. import inventory as inventory_mod
 from .. import facts as facts_mod
 from .. import inventory as inventory_mod
 from ..capture import capture as capture_values
 from ..errors import InputError
 from ..fsutil import check_target, write_target
 from ..timeutil import utc_now
-from ._common import console, err_console, input_errors
+from ._common import BASELINE_HELP, INVENTORY_DEFAULT, console, err_console, input_errors, shown
 
 app = typer.Typer(help="Baselines: the expected fabric state of a fleet, per inventory group.", no_args_is_help=True)
 
@@ -42,6 +45,55 @@ def lint(
     groups = ", ".join(f"{g} ({_count_leaves(v)} values)" for g, v in sorted(b.groups.items())) or "none"
     console.print(f"{file}: ok — baseline {b.name!r}, {_count_leaves(b.defaults)} default values; group overrides: {groups}",
                   markup=False, soft_wrap=True)
+
+
+@app.command("show")
+@input_errors
+def show(
+    host: Annotated[str, typer.Option("--host", help="The host whose baseline values to show.", show_default=False)],
+    baseline: Annotated[Path | None, typer.Option("--baseline", "-b", help=BASELINE_HELP, show_default=False)] = None,
+    inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Inventory the host's groups come from."
+                                                  + INVENTORY_DEFAULT)] = None,
+    group: Annotated[list[str], typer.Option("--group", "-g", help="A group of the host, besides the inventory's "
+                                             "(or instead of an inventory). Repeatable.")] = [],  # noqa: B006
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text (one value a line, with the group it came from) "
+                                     "or json.")] = "text",
+) -> None:
+    """Print the merged baseline a host gets: spec.defaults, then each of its groups' overrides, every value with
+    where it came from.
+
+    Example: fabricproof baseline show --host h100-0001 -i inventory.yml -b baseline.yaml
+    """
+    if fmt not in ("text", "json"):
+        raise InputError(f"--format {fmt!r}: choose text or json")
+    base = baseline_mod.load(config.baseline(baseline))
+    inventory = config.inventory(inventory)
+    if inventory is None and not group:
+        raise InputError("--host needs the host's groups: give --inventory/-i (or set a default: `fabricproof "
+                         "config`), or --group")
+    groups = set(group)
+    if inventory is not None:
+        inv = inventory_mod.load(inventory)
+        if host not in inv.hosts:
+            names = sorted(inv.hosts)
+            raise InputError(f"--host {host!r}: not in the inventory {inventory} (hosts: {', '.join(names[:10])}"
+                             f"{', ...' if len(names) > 10 else ''})")
+        groups |= set(inv.hosts[host].groups)
+    values, sources = base.for_groups(groups), base.sources(groups)
+    applied = sorted(groups & base.groups.keys())
+    if fmt == "json":
+        doc = {"host": host, "baseline": base.source, "groups": sorted(groups), "applied_groups": applied,
+               "values": values, "sources": sources}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    console.print(f"# {shown(base.source)} for {shown(host)}: defaults"
+                  + "".join(f", then groups.{shown(g)}" for g in applied)
+                  + f" (host groups: {shown(', '.join(sorted(groups)) or 'none')})", soft_wrap=True, highlight=False)
+    rows = [(dotted, json.dumps(baseline_mod.lookup(values, dotted)), source) for dotted, source in sources.items()]
+    # One column for the sources, but a long list does not push every comment away.
+    width = min(max((len(d) + len(v) + 2 for d, v, _ in rows), default=0), 60)
+    for dotted, value, source in rows:
+        console.print(shown(f"{dotted}: {value}".ljust(width) + f"  # {source}"), soft_wrap=True, highlight=False)
 
 
 @app.command("capture")

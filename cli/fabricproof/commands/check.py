@@ -16,7 +16,7 @@ from ..actions import host_actions
 from .. import baseline as baseline_mod
 from .. import facts as facts_mod
 from .. import inventory as inventory_mod
-from .. import breaker, slurm
+from .. import breaker, config, slurm
 from ..collect import DEFAULT_HOST_TIMEOUT_S, check_settings, collect, select_collectors, this_node
 from ..errors import InputError
 from ..evaluate import evaluate, exit_code, failing_actions
@@ -28,8 +28,8 @@ from ..reporters._common import found_lines, not_proven_reason
 from ..collectors.probes.spec import PROBES, Layout
 from ..runstore import RunStore
 from . import _breaker, _probes
-from ._common import (OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, console, err_console, input_errors, output_mode,
-                      report_targets, shown)
+from ._common import (BASELINE_HELP, INVENTORY_DEFAULT, OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, console, err_console,
+                      input_errors, output_mode, report_targets, shown)
 
 EPILOG = """\
 Examples (on the node itself):
@@ -154,11 +154,11 @@ def _slurm(node: str, report: Report, code: int, fail_on: str, limit: breaker.Li
 
 @input_errors
 def check(
-    baseline: Annotated[Path, typer.Option("--baseline", "-b", help="Baseline YAML (kind: Baseline).", show_default=False)],
+    baseline: Annotated[Path | None, typer.Option("--baseline", "-b", help=BASELINE_HELP, show_default=False)] = None,
     local: Annotated[bool, typer.Option("--local", help="Collect on this node itself (the only mode of `check`).")] = False,
     group: Annotated[list[str], typer.Option("--group", "-g", help="Inventory group(s) of this node: selects "
                                              "baseline overrides (e.g. dgx_h100). Repeatable.")] = [],  # noqa: B006
-    inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Inventory to take this node's groups from.")] = None,
+    inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Inventory to take this node's groups from." + INVENTORY_DEFAULT)] = None,
     node_name: Annotated[str | None, typer.Option("--node-name", envvar="SLURMD_NODENAME", show_envvar=False,
                                                   help="Slurm NodeName and facts host name (default: "
                                                   "$SLURMD_NODENAME, which slurmd sets for HealthCheckProgram and "
@@ -191,6 +191,7 @@ def check(
     """Check this node against a baseline (node-local mode)."""
     if not local:
         raise InputError("`check` runs on the node itself: pass --local (to check a fleet, use `fabricproof validate`)")
+    baseline, inventory = config.baseline(baseline), config.inventory(inventory)
     check_fail_on(fail_on)
     limit, window_s = breaker.parse_limit(breaker_limit), breaker.parse_window(breaker_window)
     check_settings(1, timeout, command_timeout, host_timeout_option="--timeout")

@@ -11,7 +11,7 @@ from rich.table import Table
 from .. import catalog
 from ..errors import InputError
 from ..evaluate import sentence
-from ._common import console, input_errors, shown
+from ._common import console, input_errors, shown, whole_ids
 
 app = typer.Typer(help="Browse the check catalog: what is checked, why, and how to fix it.", no_args_is_help=True)
 
@@ -34,7 +34,10 @@ def list_checks(
         return
     if fmt != "table":
         raise InputError(f"--format {fmt!r}: choose table or json")
-    table = Table("id", "title", "severity", "action", "scope", "family", title=f"{len(selected)} checks")
+    # No outer frame: at 80 columns the titles need every column the whole ids leave them.
+    table = Table("id", "title", "severity", "action", "scope", "family", title=f"{len(selected)} checks", show_edge=False,
+                  pad_edge=False)
+    whole_ids(table, 0, (c.id for c in selected))
     for c in selected:
         table.add_row(c.id, c.title, c.severity.value, c.action, c.scope.value, c.family)
     console.print(table)

@@ -12,12 +12,12 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import facts as facts_mod
-from .. import transport
+from .. import config, transport
 from ..collect import (DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, CollectResult, check_settings, select_collectors,
                        select_hosts)
 from ..errors import InputError
 from ..runstore import RunStore
-from ._common import HOST_TIMEOUT_HELP, WORKERS_HELP, console, err_console, input_errors, shown
+from ._common import HOST_TIMEOUT_HELP, INVENTORY_DEFAULT, WORKERS_HELP, console, err_console, input_errors, shown
 from ._progress import collect_with_progress
 
 COLLECT_EPILOG = """\
@@ -69,7 +69,7 @@ def _summary(result: CollectResult, out: Console) -> None:
 def collect(
     output: Annotated[Path, typer.Option("--output", "-o", help="Run directory to create (must be new or empty).",
                                          show_default=False)],
-    inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Ansible inventory (any form Ansible reads).")] = None,
+    inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Ansible inventory (any form Ansible reads)." + INVENTORY_DEFAULT)] = None,
     limit: Annotated[str | None, typer.Option("--limit", "-l", help="Ansible host pattern, e.g. 'dgx_h100:!h100-0003'.")] = None,
     via: Annotated[str, typer.Option("--via", help=f"How commands reach the hosts: {transport.choices(transport.LIVE)}.")] = "ssh",
     forks: Annotated[int, typer.Option("--forks", help="Hosts collected at once.")] = DEFAULT_FORKS,
@@ -86,6 +86,7 @@ def collect(
     """Run the collectors on every host: raw evidence and facts into a run directory."""
     if fmt not in ("text", "json"):
         raise InputError(f"--format {fmt!r}: choose text or json")
+    inventory = config.inventory(inventory)
     check_settings(forks, host_timeout, command_timeout, workers)
     chosen = select_collectors(collectors)
     hosts = select_hosts(inventory, limit, via)

@@ -21,7 +21,9 @@ from ..model import Outcome, Report
 from ..paths import inventories_dir
 from ..reporters import table
 from ..rollout import decisions, runs
+from ..words import counted
 from ._common import console, input_errors, shown
+from ._runlog import stamp
 
 #: (host, fault) pairs the tour injects: one NVLink, one Fabric Manager, one GPUDirect RDMA failure. Two H100s, so
 #: fleet checks still have a majority to judge the outlier against.
@@ -69,7 +71,8 @@ def tour(lab_dir: Path, nodes: int, work: Path, step: Callable[[Step], None]) ->
     ok = exit_code(healthy) == 0
     s = healthy.summary
     step(Step("validate the healthy fleet over SSH against inventories/lab/baseline.yaml", ok,
-              f"{s.passed} passed, {s.failed} failed, {s.skipped} not applicable on {s.hosts} hosts -> exit {exit_code(healthy)}"))
+              f"{s.passed} passed, {s.failed} failed, {s.skipped} not applicable on {counted(s.hosts, 'host')} -> exit "
+              f"{exit_code(healthy)}"))
 
     names = {h.name for h in lab.hosts}
     injected = [(h, f) for h, f in TOUR_FAULTS if h in names]
@@ -107,7 +110,7 @@ def _rollout_rolls_back(lab_dir: Path, inv_path: Path, work: Path, step: Callabl
     step(Step(f"rollout {plan.name}: the pilot {pilot} will leave Fabric Manager behind the new driver", True,
               "waves pilot -> 25% -> rest; gates: driver, FM, fabric, NVLink; on failure: roll the wave back"))
     code, run_id = runs.start(plan, runs_dir=work / "rollouts", inventory_override=str(inv_path),
-                              progress=lambda m: _say(shown(m)))
+                              progress=lambda m: _say(shown(f"{stamp()}  {m}")))
     run_dir = work / "rollouts" / run_id
     log = [decisions.format_line(d) for d in decisions.read(run_dir)]
     step(Step("the post-gate failed on the pilot, which rolled itself back; no other host was touched", code == 4,

@@ -155,8 +155,9 @@ def down(
 
 @fault_app.command("list")
 @lab_errors
-def fault_list(fmt: FormatOption = "text") -> None:
-    """List the fault catalog: name, what it breaks, and the checks that catch it."""
+def fault_list(fmt: FormatOption = "text", directory: DirOption = None) -> None:
+    """List the fault catalog: name, what it breaks, and the checks that catch it (the same for every lab: --dir is
+    accepted, as by every lab command, so a script can pass it to all of them)."""
     _check_format(fmt)
     faults = manager.faults()
     if fmt == "json":

@@ -11,7 +11,7 @@ from ..model import ExitCode
 from ..rollout import runs
 from ..rollout import state as st
 from ._common import input_errors
-from ._runlog import finish_run, say
+from ._runlog import finish_run, progress
 
 EPILOG = ("Exit codes: 0 rolled back and proven (or nothing to roll back) · 2 bad input · 5 some hosts do not prove "
           "the before-baseline and stay drained for an operator · 6 the run's state could not be written (disk full, "
@@ -31,7 +31,7 @@ def rollback(
     """
     state = st.find_run(runs_dir, run)
     runs_dir = state.dir.parent  # RUN may be the run's path: its runs dir is where it lives
-    code, state = runs.rollback(runs_dir, state.run_id, limit=limit, progress=say)
+    code, state = runs.rollback(runs_dir, state.run_id, limit=limit, progress=progress)
     if code == ExitCode.ROLLED_BACK:  # the rollback asked for is done and proven: success for this command
         code = ExitCode.OK
     finish_run(code, runs_dir, state.run_id)

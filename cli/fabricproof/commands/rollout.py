@@ -16,8 +16,8 @@ from ..rollout import decisions, runs
 from ..rollout import plan as plan_mod
 from ..rollout import state as st
 from ..fsutil import write_target
-from ._common import OUTPUT_MODE_HELP, console, err_console, input_errors, output_mode, report_targets, shown
-from ._runlog import decision_log_notes, finish_run, report_page, say
+from ._common import OUTPUT_MODE_HELP, console, err_console, input_errors, output_mode, report_targets, shown, whole_ids
+from ._runlog import decision_log_notes, finish_run, progress, report_page, say
 
 EXIT_HELP = ("Exit codes: 0 done · 1 a gate failed and the run halted · 2 bad input (nothing touched) · "
              "4 rolled back · 5 waiting for an operator (paused, rollback not proven, aborted) · 6 the run's state "
@@ -120,7 +120,7 @@ def run_cmd(
     waves/. A failed wave is rolled back (or halted) as the plan says.
     """
     code, run_id = runs.start(plan, runs_dir=runs_dir, inventory_override=inventory, via=via, forks=forks,
-                              progress=say)
+                              progress=progress)
     finish_run(code, runs_dir, run_id)
 
 
@@ -134,7 +134,7 @@ def resume_cmd(
     applied twice: a host that already proves the after-baseline is left alone."""
     state = st.find_run(runs_dir, run)
     runs_dir = state.dir.parent  # RUN may be the run's path (as status takes it): its runs dir is where it lives
-    code = runs.resume(runs_dir, state.run_id, progress=say)
+    code = runs.resume(runs_dir, state.run_id, progress=progress)
     finish_run(code, runs_dir, state.run_id)
 
 
@@ -219,7 +219,7 @@ def status_cmd(
                                   indent=2))
             return
         table = Table("run", "plan", "status", "updated", "hosts", title=f"{len(all_runs)} run(s) in {runs_dir}")
-        table.columns[0].overflow = "fold"  # a run id is what the operator copies: never cut it
+        whole_ids(table, 0, (r.run_id for r in all_runs))
         for r in all_runs:
             table.add_row(r.run_id, r.data["plan"], r.status, r.data["updated_at"], _fmt_counts(_counts(r)))
         console.print(table)
@@ -238,10 +238,15 @@ def status_cmd(
     console.print(f"[bold]{state.run_id}[/] plan {shown(state.data['plan'])}: [bold]{state.status}[/]{live} "
                   f"(exit {state.data['exit_code']}); started {state.data['created_at']} by "
                   f"{shown(state.data['created_by'])}, updated {state.data['updated_at']}", soft_wrap=True)
+    from ..reporters.rollout_html import BOOKKEEPING, step_words
+
     waves = Table("wave", "hosts", "steps done", title="waves")
     for w in state.waves:
-        done = [s.split(".", 1)[1] for s, v in state.data["steps"].items()
-                if s.startswith(f"w{w.index}.") and v["status"] in ("done", "failed")]
+        done = []
+        for s, v in state.data["steps"].items():
+            kind, _, batch = s.split(".", 1)[1].partition(".") if s.startswith(f"w{w.index}.") else ("", "", "")
+            if kind and kind not in BOOKKEEPING and v["status"] in ("done", "failed"):
+                done.append(step_words(kind, batch or None) + (" (failed)" if v["status"] == "failed" else ""))
         waves.add_row(f"{w.index + 1}. {w.name}", _fmt_counts(_counts(state, w.index)), ", ".join(done))
     console.print(waves)
     hosts = Table("host", "wave", "state", "reason", title="hosts")

@@ -13,7 +13,7 @@ from ..errors import InputError, Problem
 from ..rollout import runs
 from ..rollout import runbook as runbook_mod
 from ._common import console, err_console, input_errors, shown
-from ._runlog import print_decision_log
+from ._runlog import print_decision_log, progress
 
 app = typer.Typer(
     help="Incident runbooks: ordered steps (playbook, validate, rollback, wait, confirm) that ask before changing "
@@ -61,7 +61,7 @@ def run(
     inv = inventory_mod.load(inv_path)
     session = runbook_mod.Session(runbook=rb, inventory_path=inv_path, inventory=inv,
                                   runs_dir=runs.ensure_runs_dir(runs_dir), yes=yes, ask=_ask, limit=limit,
-                                  progress=lambda m: err_console.print(shown(m), soft_wrap=True))
+                                  progress=progress)
     rr = runbook_mod.RunbookRun(session)
     code = rr.run()
     print_decision_log(rr.dir)

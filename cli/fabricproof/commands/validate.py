@@ -9,7 +9,7 @@ import typer
 
 from .. import __version__, transport
 from .. import baseline as baseline_mod
-from .. import catalog
+from .. import catalog, config
 from .. import facts as facts_mod
 from .. import inventory as inventory_mod
 from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, check_settings, new_run_id, reparse, select_hosts
@@ -19,8 +19,9 @@ from ..fsutil import atomic_write_chunks
 from ..reporters import REPORTERS
 from ..runstore import RunStore
 from ..timeutil import utc_now
-from ._common import (FORMAT_HELP, HOST_TIMEOUT_HELP, OUTPUT_GONE, OUTPUT_MODE_HELP, SEVERITIES, WORKERS_HELP,
-                      check_fail_on, emit_report, err_console, input_errors, output_mode, pair_outputs, shown)
+from ._common import (BASELINE_HELP, FORMAT_HELP, HOST_TIMEOUT_HELP, INVENTORY_DEFAULT, OUTPUT_GONE, OUTPUT_MODE_HELP,
+                      SEVERITIES, WORKERS_HELP, check_fail_on, emit_report, err_console, input_errors, output_mode,
+                      pair_outputs, shown)
 from . import _probes
 from ._progress import collect_with_progress
 
@@ -92,10 +93,10 @@ def _saved_facts(facts: Path | None, raw: Path | None, inv: inventory_mod.Invent
 
 @input_errors
 def validate(
-    baseline: Annotated[Path, typer.Option("--baseline", "-b", help="Baseline YAML (kind: Baseline).", show_default=False)],
+    baseline: Annotated[Path | None, typer.Option("--baseline", "-b", help=BASELINE_HELP, show_default=False)] = None,
     facts: Annotated[Path | None, typer.Option("--facts", help="Evaluate saved facts: a directory of <host>.json, or a run directory.")] = None,
     raw: Annotated[Path | None, typer.Option("--raw", help="Re-parse a run directory's raw evidence, then evaluate.")] = None,
-    inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Ansible inventory: the hosts to collect (live), or their groups (with --facts/--raw).")] = None,
+    inventory: Annotated[str | None, typer.Option("--inventory", "-i", help="Ansible inventory: the hosts to collect (live), or their groups (with --facts/--raw)." + INVENTORY_DEFAULT)] = None,
     limit: Annotated[str | None, typer.Option("--limit", "-l", help="Ansible host pattern, e.g. 'dgx_h100:!h100-0003'.")] = None,
     via: Annotated[str, typer.Option("--via", help=f"Live collection over {transport.choices(transport.LIVE)}.")] = "ssh",
     forks: Annotated[int, typer.Option("--forks", help="Hosts collected at once.")] = DEFAULT_FORKS,
@@ -117,6 +118,7 @@ def validate(
     pairing_shuffles: _probes.RoundsOpt = None,
 ) -> None:
     """Prove hosts against a baseline and the check catalog: live over SSH/Ansible/local, or from saved evidence."""
+    baseline, inventory = config.baseline(baseline), config.inventory(inventory)
     check_fail_on(fail_on)
     file_mode = output_mode(mode)
     if facts and raw:

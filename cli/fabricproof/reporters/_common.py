@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..model import Outcome, Report, Result, Severity, Summary
+from ..words import counted
 
 STATUS_WORDS = {
     "failed": "FAILED",
@@ -90,9 +91,9 @@ def summary_phrase(summary: Summary) -> str:
         f"{summary.passed} passed",
         f"{summary.skipped} skipped",
         f"{summary.unknown} unknown",
-        f"{summary.errors} {'error' if summary.errors == 1 else 'errors'}",
+        counted(summary.errors, "error"),
     ]
-    hosts = f"{summary.hosts} {'host' if summary.hosts == 1 else 'hosts'}, {summary.hosts_failed} with failures"
+    hosts = f"{counted(summary.hosts, 'host')}, {summary.hosts_failed} with failures"
     if summary.hosts_not_proven:
         hosts += f", {summary.hosts_not_proven} not proven"
     return f"{', '.join(parts)}; {hosts}"

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from ..catalog import FAMILIES
 from ..model import Outcome, Report, Result
+from ..words import counted
 from ._common import (by_severity, failures, family_of, found_lines, not_proven_reason, not_verified, status, status_word,
                       summary_phrase)
 from ._html import attr, e, page
@@ -117,8 +118,8 @@ def _header(report: Report) -> list[str]:
     s = report.summary
     word = status_word(report)
     hosts = len(_hosts(report))
-    headline = (f"{s.hosts_failed} of {hosts} hosts failed" if s.failed else
-                f"{hosts} hosts, none failed" if hosts else "no hosts")
+    headline = (f"{s.hosts_failed} of {counted(hosts, 'host')} failed" if s.failed else
+                f"{counted(hosts, 'host')}, none failed" if hosts else "no hosts")
     meta = " · ".join(f"{label} {value}" for label, value in (
         ("run", report.run_id), ("baseline", report.baseline), ("at", report.created_at),
         ("fabricproof", report.tool_version)) if value)
@@ -158,7 +159,7 @@ def _heatmap(report: Report, anchors: dict[tuple[str, str], str]) -> list[str]:
         groups.setdefault(group, []).append(host)
     legend = "".join(f'<span><i class="{c}"></i>{e(CELL_WORDS[c])}</span>' for c in CELL_ORDER)
     out = [f'<section id="heatmap" data-families={attr(" ".join(cols))}>',
-           f"<h2>Fleet × check family ({len(hosts)} hosts in {len(groups)} groups)</h2>",
+           f"<h2>Fleet × check family ({counted(len(hosts), 'host')} in {counted(len(groups), 'group')})</h2>",
            f'<p class="legend">{legend}</p>',
            # The cells' order, once: every tile below has one cell per family, in this order.
            '<div class="t head"><b>each host:</b>' + "".join(f"<i>{e(f)}</i>" for f in cols) + "</div>"]
@@ -191,7 +192,7 @@ def _heatmap(report: Report, anchors: dict[tuple[str, str], str]) -> list[str]:
                          f"data-filter={attr(_filter_text(host, report.groups.get(host, ())))}>"
                          f"<b title={attr(host)}>{e(host)}</b>{''.join(cells)}</div>")
         out += [f'<div class="group" data-box data-group={attr(group)}>',
-                f"<h3>{e(group)} <small>{len(members)} hosts · {bad} with problems</small></h3>",
+                f"<h3>{e(group)} <small>{counted(len(members), 'host')} · {bad} with problems</small></h3>",
                 '<div class="tiles">', *tiles, "</div>", "</div>"]
     out.append("</section>")
     return out
@@ -200,7 +201,7 @@ def _heatmap(report: Report, anchors: dict[tuple[str, str], str]) -> list[str]:
 def _failures(report: Report, anchors: dict[tuple[str, str], str], groups: dict[str, str]) -> list[str]:
     fails = failures(report)
     hosts = len({r.host for r in fails})
-    out = ['<section id="failures">', f"<h2>Failures ({len(fails)} on {hosts} hosts)</h2>"]
+    out = ['<section id="failures">', f"<h2>Failures ({len(fails)} on {counted(hosts, 'host')})</h2>"]
     if not fails:
         return [*out, "<p>No check failed.</p>", "</section>"]
     by_check: dict[str, list[Result]] = {}

@@ -11,14 +11,23 @@ from typing import Any
 
 from ._html import attr, e, page
 
-_KINDS = {"pre_gate": "pre-gate", "drain": "drain", "apply": "apply", "post_gate": "post-gate", "soak": "soak",
-          "decide": "decision", "undrain": "undrain", "gate": "rollback gate", "failed_rollback": "rollback of failed",
-          "pause": "pause", "pre_verdict": "pre-gate verdict", "done": "done"}
+#: What each kind of step is called where an operator reads it: the state's step ids (w0.pre_verdict, w0.apply.b0)
+#: are the run's own bookkeeping.
+STEP_WORDS = {"pre_gate": "pre-gate", "drain": "drain", "apply": "apply", "post_gate": "post-gate", "soak": "soak",
+              "decide": "decision", "undrain": "undrain", "gate": "rollback gate",
+              "failed_rollback": "rollback of failed", "pause": "pause", "pre_verdict": "pre-gate verdict",
+              "done": "done"}
 
 MIN_TIME_SCALE_S = 60
 
-#: Steps that record a boundary, not work: not drawn on the timeline.
-_BOOKKEEPING = frozenset({"pre_verdict", "done"})
+#: Steps that record a boundary, not work: not drawn on the timeline, nor listed as work done.
+BOOKKEEPING = frozenset({"pre_verdict", "done"})
+
+
+def step_words(kind: str, batch: str | None = None) -> str:
+    """A step as an operator reads it: 'apply (batch 2)' for w0.apply.b1."""
+    word = STEP_WORDS.get(kind, kind.replace("_", " "))
+    return f"{word} (batch {int(batch[1:]) + 1})" if batch else word
 
 _CSS = """
 .timeline{position:relative;border:1px solid var(--line);padding:.4rem .5rem .2rem 9rem;margin:.5rem 0}
@@ -67,7 +76,7 @@ def _lanes(view: Mapping[str, Any]) -> list[tuple[str, str, list[dict[str, Any]]
     names = {w["index"]: w["name"] for w in view["waves"]}
     lanes: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for s in view["steps"]:
-        if s["wave"] is None or s["kind"] in _BOOKKEEPING:
+        if s["wave"] is None or s["kind"] in BOOKKEEPING:
             continue
         lanes.setdefault((s["rollback"] or "", s["wave"]), []).append(s)
     out = []
@@ -101,8 +110,8 @@ def _timeline(view: Mapping[str, Any]) -> list[str]:
                 end = ((_epoch(s["ended_at"]) or _epoch(s["started_at"]) or t0) - t0) / span
             else:
                 start, end = rank[s["id"]] / len(order), (rank[s["id"]] + 0.9) / len(order)
-            kind = _KINDS.get(s["kind"], s["kind"])
-            tip = (f"{s['id']}: {kind} {s['status']}; {s['started_at']} → {s['ended_at'] or '…'}"
+            kind = step_words(s["kind"], s.get("batch"))
+            tip = (f"{kind} {s['status']}; {s['started_at']} → {s['ended_at'] or '…'}"
                    + (f"; {s['attempts']} attempt(s)" if s.get("attempts") and "gate" in s["kind"] else "")
                    + (f"; {s['decision']}: {s['why']}" if s.get("decision") else "")
                    + (f"; failed: {', '.join(s['failed'])}" if s.get("failed") else ""))
@@ -148,7 +157,7 @@ def _gates(view: Mapping[str, Any]) -> list[str]:
         return [*out, "<p>No gate ran yet.</p>", "</section>"]
     for s in gates:
         proofs = s.get("proofs", [])
-        kind = _KINDS[s["kind"]]
+        kind = STEP_WORDS[s["kind"]]
         failed = s.get("failed") or {}
         out += [f'<article class="gate" data-step={attr(s["id"])} data-attempts="{len(proofs)}">',
                 f"<h3>{e(_wave_name(view, s))} {e(kind)}{' (rollback ' + e(s['rollback']) + ')' if s['rollback'] else ''}"
@@ -216,7 +225,7 @@ def _rollback(view: Mapping[str, Any]) -> list[str]:
     out.append('<ol class="rollback-steps">')
     for s in steps:  # in the order they began
         failed = f" · failed: {', '.join(s['failed'])}" if s.get("failed") else ""
-        out.append(f"<li data-step={attr(s['id'])}><code>{e(s['id'])}</code> {e(_KINDS.get(s['kind'], s['kind']))} "
+        out.append(f"<li data-step={attr(s['id'])}>{e(step_words(s['kind'], s.get('batch')))} "
                    f"{e(_wave_name(view, s))} · {e(s['status'])}{e(failed)}</li>")
     return [*out, "</ol>", "</section>"]
 

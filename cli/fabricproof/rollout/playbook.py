@@ -42,9 +42,16 @@ class PlaybookResult:
         return self.status in ("successful", "failed")
 
 
+#: All a failed command/shell task says in its msg: what the command printed is the error an operator needs.
+_COMMAND_FAILED = "non-zero return code"
+
+
 def _message(event_data: Mapping[str, Any]) -> str:
     res = event_data.get("res") or {}
-    text = res.get("msg") or res.get("stderr") or res.get("stdout") or ""
+    said = res.get("stderr") or res.get("stdout") or ""
+    text = res.get("msg") or said
+    if text == _COMMAND_FAILED and said:
+        text = f"{said} (rc {res.get('rc')})"
     if isinstance(text, list):
         text = " ".join(map(str, text))
     text = " ".join(str(text).split())

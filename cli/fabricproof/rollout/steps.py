@@ -238,6 +238,8 @@ class RunSteps:
         for h, why in res.failed.items():
             self.state.mark([h], key, done=now, ok=False, error=why)
             self.state.set_hosts([h], failed_state, reason=f"{key} failed: {why}")
+        if res.failed:  # the playbook's own words: the gate that follows only says the host does not prove
+            self.say(f"  {key} failed on {len(res.failed)} of {len(hosts)} host(s): {listing(res.failed)}")
         self.log.record(f"{what}_DONE", f"{playbook.name}: {len(res.ok)} ok, {len(res.failed)} failed ({res.status})"
                         + (f": {listing(res.failed)}" if res.failed else ""),
                         step=sid, wave=w.name, hosts=hosts, evidence=[res.artifacts])
