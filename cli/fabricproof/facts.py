@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,21 @@ def parse_output(collector: Collector, result: CommandResult) -> tuple[dict[str,
         run.update(status="error", error=f"the output ({size:,} bytes) is larger than fabricproof parses "
                                          f"({spool.PARSE_BYTES >> 20} MiB): kept as evidence, not read")
         return run, None
+    if size > spool.SHARED_PARSE_BYTES:
+        # Parsing holds an output's text and its lines, up to ~9 times its size: outputs this large (no real node
+        # prints one) are parsed one at a time, whichever host threads reach them together, so the client's peak
+        # is bounded by one of them and not by how many flooding hosts happen to finish at the same moment.
+        with _LARGE_PARSE:
+            return _parse(collector, result, run)
+    return _parse(collector, result, run)
+
+
+#: One large output parsed at a time across the collection's host threads (see parse_output).
+_LARGE_PARSE = threading.Lock()
+
+
+def _parse(collector: Collector, result: CommandResult, run: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """parse_output's reading of an output that ran: skipped, an error, or its fragment."""
     stdout = spool.stdout_text(result)  # from its evidence file when it spilled: one output in memory at a time
     reason = not_run_reason(result.exit_code, stdout)
     if reason is not None:

@@ -20,6 +20,9 @@ PREFIX = ".spill-"
 #: on a flood), in whichever thread collected the host. The largest real node output in ../shared/corpus is 349 KiB
 #: (nvidia-smi -q -x of a B200 node); 64 hosts flooding 30 MiB each, all parsed, peaked the client at 1,008 MiB.
 PARSE_BYTES = 8 << 20
+#: Outputs larger than this are parsed one at a time across a collection's host threads (facts.parse_output): 3x the
+#: largest real node output, so no real collection waits on it.
+SHARED_PARSE_BYTES = 1 << 20
 
 
 class Spooler:

@@ -70,6 +70,7 @@ def test_planted_secrets_appear_in_no_output_and_no_file(h100_lab, tmp_path, mon
         if code is not None:
             assert result.exit_code == code, result.output
 
+    (tmp_path / "reports").mkdir()  # an output's directory must exist (issue 19.2): it is never made silently
     reports = [a for fmt in ("json", "junit", "sarif", "tap", "prometheus", "markdown", "html")
                for a in ("-f", f"{fmt}={tmp_path / 'reports' / f'report.{fmt}'}")]
     run("validate", "-i", inv, "-b", base, "--run-dir", tmp_path / "validate", "-f", "table", *reports, code=3)
