@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import labkit as kit
+from diskkit import small_tmpfs
 import pytest
 
 
@@ -42,19 +43,8 @@ def h100_lab(rollout_labs, request) -> Lab:
 def small_disk(tmp_path, request):
     """A real tmpfs of our own on a temporary directory, unmounted after the test: a disk that fills up. Its size is
     2m unless @pytest.mark.parametrize('small_disk', ['64m'], indirect=True) says otherwise."""
-    import os
-    import subprocess
-
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={getattr(request, 'param', '2m')},mode=0700", "tmpfs",
-                    str(mnt)], check=True)
-    try:
+    with small_tmpfs(tmp_path / "disk", getattr(request, "param", "2m")) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "--lazy", str(mnt)], check=True)
 
 
 def fill(disk: Path) -> Path:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from diskkit import small_tmpfs
 from typer.testing import CliRunner
 
 from fabricproof.cli import app
@@ -35,16 +36,8 @@ def two_hosts(fleet_lab: RunningLab, fleet_inventory: Inventory) -> tuple[Path, 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A tmpfs of DISK bytes of our own, mounted on a temp dir and unmounted afterwards."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK},mode=0700", "tmpfs", str(mnt)],
-                             capture_output=True, text=True, timeout=60)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", str(DISK)) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True, timeout=60)
 
 
 def fill(disk: Path, leave: int) -> None:
