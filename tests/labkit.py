@@ -10,8 +10,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabricproof.lab import manager, nodestore, procs, sshd
-from fabricproof.lab import state as lab_state
+from fabricproof_lab import manager, nodestore, procs, sshd
+from fabricproof_lab import state as lab_state
 
 
 def lab_skip_reason() -> str | None:

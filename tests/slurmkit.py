@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from fabricproof import slurm
-from fabricproof.lab import netstat, procs
+from fabricproof_lab import netstat, procs
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("munge", "scontrol", "sinfo", "squeue", "sbatch", "srun", "scancel")

@@ -14,7 +14,7 @@ from .collectors import COLLECTORS, Collector, ParseError
 from .collectors.base import not_run_reason
 from .errors import InputError, Problem
 from .model import CommandResult
-from .pointer import split_pointer
+from .judging.pointer import split_pointer
 from .runstore import facts_dir_of
 
 

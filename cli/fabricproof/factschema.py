@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from .collectors import COLLECTORS
-from .pointer import split_pointer
+from .judging.pointer import split_pointer
 from .transport import TRANSPORTS
 
 SCHEMA_ID = "https://fabricproof.dev/schemas/facts.schema.json"

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import actions, catalog, factschema, platforms, transport
+from . import actions, factschema, platforms, transport
+from .judging import catalog
 from .model import Outcome, Scope, Severity
-from .ops import OPERATORS, Kind, fleet_names, names
+from .judging.ops import OPERATORS, Kind, fleet_names, names
 from .paths import schemas_dir
-from .pointer import split_pointer
+from .judging.pointer import split_pointer
 from .reporters import REPORTERS
 from .rollout.plan import POLICIES
 
@@ -61,18 +62,18 @@ VOCABULARIES: dict[str, Vocabulary] = {
                          "disruptive first: " + "; ".join(f"{a.id}: {a.meaning}" for a in actions.ACTIONS.values()),
                          lambda: list(actions.ACTIONS)),
     "platform": Vocabulary("fabricproof.platforms.PLATFORMS", "A GPU platform.", lambda: list(platforms.PLATFORMS)),
-    "family": Vocabulary("fabricproof.catalog.FAMILIES", "A check family: one folder of the catalog.",
+    "family": Vocabulary("fabricproof.judging.catalog.FAMILIES", "A check family: one folder of the catalog.",
                          lambda: list(catalog.FAMILIES)),
-    "operator": Vocabulary("fabricproof.ops.OPERATORS", "Every assertion operator.", lambda: list(names())),
-    "value_operator": Vocabulary("fabricproof.ops.OPERATORS (kinds comparison and match)",
+    "operator": Vocabulary("fabricproof.judging.ops.OPERATORS", "Every assertion operator.", lambda: list(names())),
+    "value_operator": Vocabulary("fabricproof.judging.ops.OPERATORS (kinds comparison and match)",
                                  "Operators that judge each value on its own.",
                                  lambda: list(names(Kind.COMPARISON, Kind.MATCH))),
-    "comparison_operator": Vocabulary("fabricproof.ops.OPERATORS (kind comparison)",
+    "comparison_operator": Vocabulary("fabricproof.judging.ops.OPERATORS (kind comparison)",
                                       "Operators that compare a value with expected (count compares its number).",
                                       lambda: list(names(Kind.COMPARISON))),
-    "fleet_operator": Vocabulary("fabricproof.ops.OPERATORS (fleet)", "Operators that compare hosts with each "
+    "fleet_operator": Vocabulary("fabricproof.judging.ops.OPERATORS (fleet)", "Operators that compare hosts with each "
                                  "other: the only ones a fleet-scope check uses.", lambda: list(fleet_names())),
-    "operator_taking_expected": Vocabulary("fabricproof.ops.OPERATORS (takes_expected)",
+    "operator_taking_expected": Vocabulary("fabricproof.judging.ops.OPERATORS (takes_expected)",
                                            "Operators that need an expected value.",
                                            lambda: [n for n, o in OPERATORS.items() if o.takes_expected]),
     "reporter": Vocabulary("fabricproof.reporters.REPORTERS", "A report format.", lambda: list(REPORTERS)),

@@ -21,9 +21,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "cli"))
 
-from fabricproof import baseline as baseline_mod  # noqa: E402
-from fabricproof import catalog, facts  # noqa: E402
-from fabricproof.evaluate import evaluate  # noqa: E402
+from fabricproof.judging import baseline as baseline_mod  # noqa: E402
+from fabricproof import facts  # noqa: E402
+from fabricproof.judging import catalog
+from fabricproof.judging.evaluate import evaluate  # noqa: E402
 
 TARGET = 50_000  # host-checks per second on one core (issue #2)
 

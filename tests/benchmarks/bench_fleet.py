@@ -211,10 +211,10 @@ def worker_replay(source: str, hosts_file: str, out_dir: str, workers: int) -> i
     """Client cost without SSH: collect() over the replay transport (parse, evidence, facts, run store) with the
     streaming evaluation validate uses, for every host named in hosts_file (name and groups, one JSON per line)."""
     sys.path.insert(0, str(REPO / "cli"))
-    from fabricproof import baseline as baseline_mod
-    from fabricproof import catalog
+    from fabricproof.judging import baseline as baseline_mod
+    from fabricproof.judging import catalog
     from fabricproof.collect import collect
-    from fabricproof.evaluate import StreamingEvaluation
+    from fabricproof.judging.evaluate import StreamingEvaluation
     from fabricproof.model import Host
     from fabricproof.transport.replay import ReplayOptions
 
@@ -344,7 +344,7 @@ def main() -> int:
     from fabricproof import inventory as inventory_mod
     from fabricproof.collect import select_collectors
     from fabricproof.collect.shards import machine_cores
-    from fabricproof.lab import state as lab_state
+    from fabricproof_lab import state as lab_state
     from fabricproof.model import Command
     from fabricproof.transport import lanes
 

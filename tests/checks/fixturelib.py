@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fabricproof.baseline import Baseline
-from fabricproof.catalog import Check
-from fabricproof.evaluate import evaluate
+from fabricproof.judging.baseline import Baseline
+from fabricproof.judging.catalog import Check
+from fabricproof.judging.evaluate import evaluate
 from fabricproof.model import Report
 
 FIXTURES = Path(__file__).parent / "fixtures"

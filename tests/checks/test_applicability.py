@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fabricproof import baseline as baselines
-from fabricproof import catalog, facts
-from fabricproof.evaluate import evaluate
+from fabricproof.judging import baseline as baselines
+from fabricproof import facts
+from fabricproof.judging import catalog
+from fabricproof.judging.evaluate import evaluate
 from fabricproof.model import CommandResult, Outcome
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,12 +8,12 @@ from collections import Counter
 import pytest
 from fabricproof import documents, factschema
 from fabricproof.actions import ACTIONS, most_severe, rank
-from fabricproof.baseline import lookup
-from fabricproof.catalog import load
+from fabricproof.judging.baseline import lookup
+from fabricproof.judging.catalog import load
 from fabricproof.collectors import COLLECTORS
 from fabricproof.errors import InputError
 from fabricproof.paths import checks_dir, schemas_dir
-from fabricproof.pointer import split_pointer
+from fabricproof.judging.pointer import split_pointer
 
 from .fixturelib import fixture_paths
 

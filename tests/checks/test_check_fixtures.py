@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fabricproof.catalog import load
+from fabricproof.judging.catalog import load
 from fabricproof.model import Outcome
 
 from .fixturelib import fixture_paths, load_fixture, run_fixture

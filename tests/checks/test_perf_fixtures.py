@@ -7,15 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fabricproof import baseline as baseline_mod
-from fabricproof.baseline import Baseline
-from fabricproof.catalog import load
+from fabricproof.judging import baseline as baseline_mod
+from fabricproof.judging.baseline import Baseline
+from fabricproof.judging.catalog import load
 from fabricproof.collectors import COLLECTORS
 from fabricproof.collectors.probes import spec
-from fabricproof.evaluate import evaluate
+from fabricproof.judging.evaluate import evaluate
 from fabricproof.model import Outcome
 from fabricproof.paths import inventories_dir
-from fabricproof.pointer import split_pointer
+from fabricproof.judging.pointer import split_pointer
 
 from .fixturelib import fixture_paths, load_fixture
 

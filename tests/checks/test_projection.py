@@ -9,13 +9,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from fabricproof import catalog
+from fabricproof.judging import catalog
 from fabricproof import facts as facts_mod
-from fabricproof.baseline import Baseline
-from fabricproof.baseline import load as load_baseline
-from fabricproof.evaluate import StreamingEvaluation, evaluate
+from fabricproof.judging.baseline import Baseline
+from fabricproof.judging.baseline import load as load_baseline
+from fabricproof.judging.evaluate import StreamingEvaluation, evaluate
 from fabricproof.model import Scope
-from fabricproof.projection import KEEP, project, projector, trie_for
+from fabricproof.judging.projection import KEEP, project, projector, trie_for
 
 from .fixturelib import fixture_paths, load_fixture
 
@@ -28,7 +28,7 @@ LAB_BASELINE = load_baseline(REPO / "inventories" / "lab" / "baseline.yaml")
 def test_star_matches_named_keys_too_and_a_pointer_end_keeps_the_whole_subtree():
     trie = {"a": {"*": {"x": KEEP}, "k": {"y": KEEP}}, "b": KEEP}
     doc = {"a": {"k": {"x": 1, "y": 2, "z": 3}, "m": {"x": 4, "y": 5}}, "b": {"deep": [1, {"q": 2}]}, "c": 9}
-    from fabricproof.projection import _fold_stars
+    from fabricproof.judging.projection import _fold_stars
 
     assert project(doc, _fold_stars(trie)) == {"a": {"k": {"x": 1, "y": 2}, "m": {"x": 4}}, "b": {"deep": [1, {"q": 2}]}}
 
@@ -153,7 +153,7 @@ FLEET_IDS = {c.id for c in CHECKS if c.scope is Scope.FLEET}
 def _collected_by(doc: dict, ids: list[str]) -> dict:
     """The facts a collection running only these collectors would have given: their fragments and records."""
     from fabricproof.collectors import COLLECTORS
-    from fabricproof.pointer import split_pointer
+    from fabricproof.judging.pointer import split_pointer
 
     out = {k: doc[k] for k in ("apiVersion", "kind", "host", "via", "groups", "collected_at") if k in doc}
     out["collectors"] = {cid: run for cid, run in doc["collectors"].items() if cid in ids}
@@ -174,7 +174,7 @@ def test_a_gate_selecting_one_check_collects_every_fact_it_reads(check):
     driver version nvidia_smi_q reports and applies where nvswitch_pci counts NVSwitches)."""
     from fabricproof.collectors import COLLECTORS
     from fabricproof.model import Outcome
-    from fabricproof.projection import collectors_read
+    from fabricproof.judging.projection import collectors_read
 
     ids = collectors_read([check], COLLECTORS)
     assert check.collector in ids

@@ -102,7 +102,7 @@ def test_facts_with_json_syntax_error(tmp_path):
 
 
 def test_bad_check_file_in_a_catalog_is_reported_with_its_line(tmp_path):
-    from fabricproof.catalog import load
+    from fabricproof.judging.catalog import load
     from fabricproof.errors import InputError
 
     (tmp_path / "nvlink").mkdir()

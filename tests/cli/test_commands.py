@@ -214,7 +214,7 @@ def test_hosts_in_scope_without_facts_are_reported_never_passed(h100_facts, tmp_
 
 
 def test_zero_hosts_judged_is_never_a_pass():
-    from fabricproof.evaluate import exit_code
+    from fabricproof.judging.evaluate import exit_code
     from fabricproof.model import Report
 
     assert exit_code(Report(results=(), hosts=())) == 3

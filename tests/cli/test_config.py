@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fabricproof.baseline import Baseline
+from fabricproof.judging.baseline import Baseline
 
 from .helpers import H100_BASELINE, REPO, run, write_facts
 

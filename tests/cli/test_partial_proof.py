@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from fabricproof import inventory as inventory_mod
-from fabricproof.lab.inventory import dump_inventory, render_inventory
-from fabricproof.lab.topology import PROFILES, profile_group
+from fabricproof_lab.inventory import dump_inventory, render_inventory
+from fabricproof_lab.topology import PROFILES, profile_group
 from fabricproof.runstore import RunStore, manifest_document
 
 from .helpers import REPO, run
@@ -160,11 +160,11 @@ def test_check_local_refuses_the_misspelt_group_before_it_collects(typo, invento
 
 
 def test_the_health_check_line_of_a_node_not_proven_names_it_and_is_not_ok(typo):
-    from fabricproof import catalog
+    from fabricproof.judging import catalog
     from fabricproof import facts as facts_mod
-    from fabricproof.baseline import load as load_baseline
+    from fabricproof.judging.baseline import load as load_baseline
     from fabricproof.commands.check import nhc_lines
-    from fabricproof.evaluate import evaluate, exit_code
+    from fabricproof.judging.evaluate import evaluate, exit_code
 
     baseline, _ = typo
     doc = facts_mod.load_dir(LAB / "facts")["h100-0001"]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fabricproof import catalog, evaluate
+from fabricproof.judging import catalog, evaluate
 from fabricproof import facts as facts_mod
-from fabricproof.baseline import load as load_baseline
+from fabricproof.judging.baseline import load as load_baseline
 from fabricproof.collectors import COLLECTORS
 from fabricproof.collectors.base import (HOST_ROOT_ENV, NOT_RUN_EXIT, NOT_RUN_MARKER, Requires, guarded,
                                          not_run_line, not_run_reason, unguarded)

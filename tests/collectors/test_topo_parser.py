@@ -180,9 +180,10 @@ def test_a_fused_cell_makes_the_derived_facts_unknown(corpus: Path) -> None:
 
 
 def test_a_fused_cell_leaves_the_checks_unknown_with_the_reason(corpus: Path) -> None:
-    from fabricproof import catalog, facts
-    from fabricproof.baseline import Baseline
-    from fabricproof.evaluate import evaluate
+    from fabricproof import facts
+    from fabricproof.judging import catalog
+    from fabricproof.judging.baseline import Baseline
+    from fabricproof.judging.evaluate import evaluate
     from fabricproof.model import CommandResult, Outcome
     from fabricproof.paths import checks_dir
 

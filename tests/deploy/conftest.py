@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from labkit import LAB_BASELINE_GROUPS
-from fabricproof.lab.emu import api
+from fabricproof_lab.emu import api
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINE = REPO / "inventories" / "lab" / "baseline.yaml"

@@ -10,9 +10,10 @@ import dataclasses
 
 import pytest
 import yaml
-from fabricproof import baseline as baselines
-from fabricproof import capture, catalog, facts
-from fabricproof.evaluate import evaluate
+from fabricproof.judging import baseline as baselines
+from fabricproof import capture, facts
+from fabricproof.judging import catalog
+from fabricproof.judging.evaluate import evaluate
 from fabricproof.model import CommandResult
 
 HERE = Path(__file__).parent

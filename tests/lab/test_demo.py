@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fabricproof.cli import app
-from fabricproof.lab import manager
+from fabricproof_lab import manager
 
 pytestmark = pytest.mark.lab
 

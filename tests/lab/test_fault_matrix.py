@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from fabricproof import baseline as baseline_mod
-from fabricproof import catalog
+from fabricproof.judging import baseline as baseline_mod
+from fabricproof.judging import catalog
 from fabricproof.collect import collect
 from fabricproof.collectors import COLLECTORS
-from fabricproof.evaluate import evaluate, exit_code
+from fabricproof.judging.evaluate import evaluate, exit_code
 from fabricproof.inventory import load as load_inventory
-from fabricproof.lab import manager
+from fabricproof_lab import manager
 from fabricproof.model import Outcome
 from fabricproof.paths import inventories_dir
 

@@ -11,7 +11,7 @@ import paramiko
 import pytest
 from fabricproof import durations
 from fabricproof.commands.lab import app
-from fabricproof.lab.user import LAB_USER
+from fabricproof_lab.user import LAB_USER
 from typer.testing import CliRunner
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from fabricproof.collectors.probes import spec
 from fabricproof.collectors.probes.nccl_tests import parse_nccl_tests
 from fabricproof.collectors.probes.perftest import parse_perftest
 from fabricproof.inventory import load as load_inventory
-from fabricproof.lab import manager
+from fabricproof_lab import manager
 
 pytestmark = pytest.mark.lab
 

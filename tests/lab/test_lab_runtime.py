@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import paramiko
 import pytest
 from fabricproof.commands.lab import app
-from fabricproof.lab import manager, netstat, nodestore, procs
-from fabricproof.lab.errors import LabError
-from fabricproof.lab.user import LAB_USER
+from fabricproof_lab import manager, netstat, nodestore, procs
+from fabricproof_lab.errors import LabError
+from fabricproof_lab.user import LAB_USER
 from typer.testing import CliRunner
 
 if TYPE_CHECKING:  # fixtures come from conftest.py; imported for the annotations only

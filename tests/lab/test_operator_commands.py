@@ -11,7 +11,7 @@ import paramiko
 import pytest
 
 from fabricproof.inventory import load as load_inventory
-from fabricproof.lab.user import LAB_USER
+from fabricproof_lab.user import LAB_USER
 from fabricproof.rollout.playbook import runner_env
 
 pytestmark = pytest.mark.lab

@@ -19,10 +19,10 @@ import yaml
 
 from fabricproof import inventory as inventory_mod
 from fabricproof import transport
-from fabricproof.baseline import Baseline
-from fabricproof.catalog import load
+from fabricproof.judging.baseline import Baseline
+from fabricproof.judging.catalog import load
 from fabricproof.collect.probes import ProbeSettings, run_probes
-from fabricproof.evaluate import evaluate
+from fabricproof.judging.evaluate import evaluate
 from fabricproof.model import Outcome
 
 pytestmark = pytest.mark.lab
@@ -46,7 +46,7 @@ def _probe(lab_dir: Path, run_dir: Path, probes, values=None, **settings):
 
 
 def test_no_probe_starts_on_a_node_with_a_gpu_process_or_a_slurm_job(lab_factory, tmp_path):
-    from fabricproof.lab import manager
+    from fabricproof_lab import manager
 
     lab_dir = lab_factory.new_dir()
     lab_factory.up(lab_dir, nodes=4, profile="dgx-h100")
@@ -69,7 +69,7 @@ def test_no_probe_starts_on_a_node_with_a_gpu_process_or_a_slurm_job(lab_factory
 
 
 def test_require_idle_makes_the_busy_node_an_error(lab_factory, tmp_path):
-    from fabricproof.lab import manager
+    from fabricproof_lab import manager
 
     lab_dir = lab_factory.new_dir()
     lab_factory.up(lab_dir, nodes=2, profile="dgx-h100")
@@ -81,7 +81,7 @@ def test_require_idle_makes_the_busy_node_an_error(lab_factory, tmp_path):
 
 
 def test_pairing_16_nodes_names_the_node_with_the_degraded_hca(lab_factory, tmp_path):
-    from fabricproof.lab import manager
+    from fabricproof_lab import manager
 
     lab_dir = lab_factory.new_dir()
     lab_factory.up(lab_dir, nodes=16, profile="dgx-h100")
@@ -166,7 +166,7 @@ def test_validate_probes_reports_figures_with_units_and_skips_the_busy_node(lab_
     from typer.testing import CliRunner
 
     from fabricproof.cli import app
-    from fabricproof.lab import manager
+    from fabricproof_lab import manager
 
     lab_dir = lab_factory.new_dir()
     lab_factory.up(lab_dir, nodes=2, profile="dgx-h100")

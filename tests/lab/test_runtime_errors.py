@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from fabricproof.commands.lab import app
-from fabricproof.lab import manager, sshd
-from fabricproof.lab.state import LabState, SshdGroup, save
-from fabricproof.lab.topology import plan_hosts
+from fabricproof_lab import manager, sshd
+from fabricproof_lab.state import LabState, SshdGroup, save
+from fabricproof_lab.topology import plan_hosts
 from typer.testing import CliRunner
 
 runner = CliRunner()

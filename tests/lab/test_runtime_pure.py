@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fabricproof.lab import netstat, nodestore, procs, sshd
-from fabricproof.lab.errors import LabError
-from fabricproof.lab.inventory import (
+from fabricproof_lab import netstat, nodestore, procs, sshd
+from fabricproof_lab.errors import LabError
+from fabricproof_lab.inventory import (
     known_hosts_entry,
     render_inventory,
     render_known_hosts,
     render_ssh_config,
 )
-from fabricproof.lab.layout import ROOT_DEFAULT_DIR, LabLayout, default_lab_dir
-from fabricproof.lab.state import LabState, SshdGroup
-from fabricproof.lab.topology import MAX_NODES, node_address, plan_hosts, validate_shape
-from fabricproof.lab.user import blocking_dir, can_traverse
+from fabricproof_lab.layout import ROOT_DEFAULT_DIR, LabLayout, default_lab_dir
+from fabricproof_lab.state import LabState, SshdGroup
+from fabricproof_lab.topology import MAX_NODES, node_address, plan_hosts, validate_shape
+from fabricproof_lab.user import blocking_dir, can_traverse
 
 LAB = Path("/srv/lab")
 
@@ -250,7 +250,7 @@ def test_layout_paths_are_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_state_round_trips_through_json(tmp_path: Path) -> None:
-    from fabricproof.lab import state
+    from fabricproof_lab import state
 
     hosts = plan_hosts(20, "gb200-nvl72")
     lab = LabState(dir="/srv/lab", profile="gb200-nvl72", nodes=20, port=22022, user="fabricproof-lab",

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fabricproof.cli import app
-from fabricproof.lab.emu.store import transaction
+from fabricproof_lab.emu.store import transaction
 from fabricproof.paths import inventories_dir
 
 pytestmark = pytest.mark.lab

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fabricproof.lab.emu import api
+from fabricproof_lab.emu import api
 
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 PROFILES = ("dgx-a100", "dgx-h100", "hgx-h200", "gb200-nvl72")

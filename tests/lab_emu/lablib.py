@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from fabricproof.collectors import COLLECTORS
-from fabricproof.lab.emu import outputs, render_ib, render_links
-from fabricproof.lab.emu.profiles import PROFILES
+from fabricproof_lab.emu import outputs, render_ib, render_links
+from fabricproof_lab.emu.profiles import PROFILES
 from fabricproof.model import CommandResult
 
 #: collector id -> output key (outputs.COMMANDS) answering its argv

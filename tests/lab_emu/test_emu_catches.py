@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fabricproof import baseline as baselines
-from fabricproof import catalog, evaluate, facts
-from fabricproof.lab.emu import faults, model
-from fabricproof.lab.emu.faults import FAULTS
+from fabricproof.judging import baseline as baselines
+from fabricproof import facts
+from fabricproof.judging import catalog, evaluate
+from fabricproof_lab.emu import faults, model
+from fabricproof_lab.emu.faults import FAULTS
 from fabricproof.model import Outcome
 
 from .lablib import command_results

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from fabricproof.collectors import COLLECTORS, ParseError
-from fabricproof.lab.emu import api, faults, model, outputs
-from fabricproof.lab.emu.faults import FAULTS, FaultError
+from fabricproof_lab.emu import api, faults, model, outputs
+from fabricproof_lab.emu.faults import FAULTS, FaultError
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED = {"fm-down", "fm-driver-mismatch", "fabric-in-progress", "fabric-insufficient-resources",

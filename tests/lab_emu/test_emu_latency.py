@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from fabricproof import durations
 from fabricproof.collectors import default_collectors
-from fabricproof.lab import latency
-from fabricproof.lab.emu import api
-from fabricproof.lab.emu.outputs import COMMANDS, key_for
-from fabricproof.lab.errors import LabError
+from fabricproof_lab import latency
+from fabricproof_lab.emu import api
+from fabricproof_lab.emu.outputs import COMMANDS, key_for
+from fabricproof_lab.errors import LabError
 
 
 def test_every_collector_command_the_lab_answers_has_a_realistic_delay_with_a_source():

@@ -89,7 +89,7 @@ def test_query_gpu_headers_and_value_units_match_the_real_csv(make_node) -> None
     (with its unit) and values with the same unit suffix, with and without nounits."""
     import csv
 
-    from fabricproof.lab.emu.nvsmi import _QUERY_VALUES
+    from fabricproof_lab.emu.nvsmi import _QUERY_VALUES
 
     real_rows = list(csv.reader((CORPUS / "misc" / "query-gpu-csv-allfields-incl-fabric-h100-80gb-hbm3-1gpu-vm-"
                                  "590.48.01-idle.txt").read_text().splitlines(), skipinitialspace=True))

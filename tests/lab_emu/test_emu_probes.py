@@ -10,16 +10,17 @@ import time
 from pathlib import Path
 
 import pytest
-from fabricproof import baseline as baselines
-from fabricproof import catalog, evaluate, facts
+from fabricproof.judging import baseline as baselines
+from fabricproof import facts
+from fabricproof.judging import catalog, evaluate
 from fabricproof.collectors.probes import spec
 from fabricproof.collectors.probes.dcgmi import parse_dcgmi_diag
 from fabricproof.collectors.probes.nccl_tests import parse_nccl_tests
 from fabricproof.collectors.probes.nvbandwidth import parse_nvbandwidth
 from fabricproof.collectors.probes.perftest import parse_perftest
 from fabricproof.collectors.probes.text import join_targets
-from fabricproof.lab.emu import faults, model, perfmodel, probetools, render_perf, render_sys
-from fabricproof.lab.emu.faults import FAULTS
+from fabricproof_lab.emu import faults, model, perfmodel, probetools, render_perf, render_sys
+from fabricproof_lab.emu.faults import FAULTS
 from fabricproof.model import CommandResult, Outcome
 
 from .lablib import command_results

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from fabricproof.lab.emu import model, profiles
-from fabricproof.lab.emu.profiles import PROFILES
+from fabricproof_lab.emu import model, profiles
+from fabricproof_lab.emu.profiles import PROFILES
 
 # domain.md A: links per GPU, GB/s, NV#, NVSwitches, GPUs, compute HCAs and their rate.
 PLATFORM = {

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import defusedxml.ElementTree as DET
 import pytest
-from fabricproof.lab.emu import model, outputs, render_fabric, render_gpu, render_ib, render_links, render_sys
-from fabricproof.lab.emu.faults import view
+from fabricproof_lab.emu import model, outputs, render_fabric, render_gpu, render_ib, render_links, render_sys
+from fabricproof_lab.emu.faults import view
 
 PROFILES = ("dgx-a100", "dgx-h100", "hgx-h200", "gb200-nvl72")
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from fabricproof.collectors import COLLECTORS
-from fabricproof.lab.emu import model, render_links
-from fabricproof.lab.emu.faults import view as fault_view
-from fabricproof.lab.emu.profiles import PROFILES
+from fabricproof_lab.emu import model, render_links
+from fabricproof_lab.emu.faults import view as fault_view
+from fabricproof_lab.emu.profiles import PROFILES
 
 from .lablib import pure_outputs
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fabricproof.lab.emu import api, profiles
+from fabricproof_lab.emu import api, profiles
 
 
 def _specs(n: int) -> list[dict]:

@@ -7,10 +7,10 @@ import json
 from functools import cache
 from pathlib import Path
 
-from fabricproof import catalog
-from fabricproof.baseline import load as load_baseline
-from fabricproof.evaluate import evaluate
-from fabricproof.lab.topology import plan_hosts, profile_group, rack_group
+from fabricproof.judging import catalog
+from fabricproof.judging.baseline import load as load_baseline
+from fabricproof.judging.evaluate import evaluate
+from fabricproof_lab.topology import plan_hosts, profile_group, rack_group
 from fabricproof.model import Report
 
 REPO = Path(__file__).resolve().parents[2]

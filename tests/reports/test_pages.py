@@ -158,7 +158,7 @@ def test_the_page_of_a_1000_host_fleet_is_small_and_renders(browser, tmp_path):
 def rolled_back_run(tmp_path, monkeypatch):
     """A real run of the executor (state, decisions, gate and soak reports) on the fake fleet of the executor tests:
     the pilot proceeds, the second wave's counters grow in the soak and it is rolled back."""
-    from fabricproof import catalog as catalog_mod
+    from fabricproof.judging import catalog as catalog_mod
     from fabricproof import inventory as inventory_mod
     from fabricproof.inventory import from_list_json
     from rollout.fakes import ERRORS_CHECK, VERSION_CHECK, Fleet
@@ -221,11 +221,11 @@ def test_the_rollout_report_shows_waves_gates_soak_decisions_and_rollback(browse
 
 def test_a_page_with_hosts_not_proven_names_them_and_never_says_passed(browser, tmp_path):
     """The lab facts judged against the lab baseline with its H100 group misspelt: the H100s are not proven."""
-    from fabricproof import catalog
+    from fabricproof.judging import catalog
     from fabricproof import facts as facts_mod
-    from fabricproof.baseline import Baseline
-    from fabricproof.baseline import load as load_baseline
-    from fabricproof.evaluate import evaluate
+    from fabricproof.judging.baseline import Baseline
+    from fabricproof.judging.baseline import load as load_baseline
+    from fabricproof.judging.evaluate import evaluate
 
     from .fleet import LAB
 

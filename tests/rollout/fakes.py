@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fabricproof.baseline import Baseline
-from fabricproof.catalog import Check
+from fabricproof.judging.baseline import Baseline
+from fabricproof.judging.catalog import Check
 from fabricproof.model import Scope, Severity
 from fabricproof.rollout.gate import Collected
 from fabricproof.rollout.playbook import PlaybookResult

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fabricproof import baseline as baseline_mod
-from fabricproof import catalog as catalog_mod
+from fabricproof.judging import baseline as baseline_mod
+from fabricproof.judging import catalog as catalog_mod
 from fabricproof import inventory as inventory_mod
 from fabricproof.rollout import decisions
 from fabricproof.rollout import state as st

@@ -74,7 +74,7 @@ def test_a_plan_without_an_inventory_asks_for_one(tmp_path):
 
 
 def _fake_run(tmp_path: Path, monkeypatch) -> tuple[Path, str, Fleet]:
-    from fabricproof import catalog as catalog_mod
+    from fabricproof.judging import catalog as catalog_mod
     from fabricproof import inventory as inventory_mod
     from fabricproof.inventory import from_list_json
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fabricproof.lab import manager
+from fabricproof_lab import manager
 from fabricproof.rollout import decisions
 from fabricproof.rollout import state as st
 

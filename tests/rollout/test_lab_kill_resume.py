@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from fabricproof.lab import manager
+from fabricproof_lab import manager
 from fabricproof.rollout import decisions
 from fabricproof.rollout import state as st
 

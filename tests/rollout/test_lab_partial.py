@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fabricproof.lab import manager
+from fabricproof_lab import manager
 
 from .rehearsal import REPO, cli
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fabricproof import catalog
+from fabricproof.judging import catalog
 from fabricproof.inventory import from_list_json
 from fabricproof.model import Severity
 from fabricproof.rollout.plan import compute_waves, load

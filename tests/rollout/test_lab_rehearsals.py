@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fabricproof.lab import manager
+from fabricproof_lab import manager
 from fabricproof.reporters import rollout_html
 from fabricproof.rollout import decisions
 from fabricproof.rollout import state as st

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from fabricproof import catalog
+from fabricproof.judging import catalog
 from fabricproof.errors import InputError
 from fabricproof.inventory import from_list_json
 from fabricproof.rollout.plan import (

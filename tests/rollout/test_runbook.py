@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from fabricproof import catalog as catalog_mod
+from fabricproof.judging import catalog as catalog_mod
 from fabricproof import inventory as inventory_mod
 from fabricproof.errors import InputError
 from fabricproof.inventory import from_list_json

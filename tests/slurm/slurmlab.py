@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import slurmkit
-from fabricproof.lab import manager
+from fabricproof_lab import manager
 from labkit import LabFactory, RunningLab
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from fabricproof import slurm
 from fabricproof.cli import app as main_app
-from fabricproof.lab import manager
+from fabricproof_lab import manager
 from fabricproof.rollout import decisions
 from slurmkit import wait_for
 from typer.testing import CliRunner

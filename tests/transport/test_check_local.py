@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from fabricproof import facts as facts_mod
 from fabricproof.cli import app as main_app
-from fabricproof.lab import manager
+from fabricproof_lab import manager
 
 from .test_cli import BASELINE, app
 

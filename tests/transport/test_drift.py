@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from fabricproof.drift import compare
+from fabricproof.judging.drift import compare
 
 BEFORE = {
     "host": "h1",

@@ -17,9 +17,9 @@ import pytest
 from fabricproof.collect import collect
 from fabricproof.collectors import COLLECTORS
 from fabricproof.inventory import load as load_inventory
-from fabricproof.lab import manager
-from fabricproof.lab.emu.store import transaction
-from fabricproof.lab.layout import LabLayout
+from fabricproof_lab import manager
+from fabricproof_lab.emu.store import transaction
+from fabricproof_lab.layout import LabLayout
 from fabricproof.model import ExitCode
 from fabricproof.transport.ssh import SSHOptions
 

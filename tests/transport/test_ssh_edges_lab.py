@@ -16,8 +16,8 @@ from fabricproof import inventory as inventory_mod
 from fabricproof import facts as facts_mod
 from fabricproof.collect import collect, reparse
 from fabricproof.collectors import COLLECTORS
-from fabricproof.lab import manager
-from fabricproof.lab.emu import faults
+from fabricproof_lab import manager
+from fabricproof_lab.emu import faults
 from fabricproof.model import Command, ExitCode, Host
 from fabricproof.runstore import RunStore, file_name
 from fabricproof.transport import ErrorKind, HostError
@@ -248,7 +248,7 @@ def test_validate_takes_host_timeout_and_a_hung_host_ends_there(small_lab, tmp_p
 def test_a_gate_collection_ends_a_silent_host_at_the_plans_gate_timeout(small_lab, small_inventory, tmp_path):
     """The rollout gates collect with the plan's gates.host_timeout_s (30 s here): a host gone silent ends there,
     before the keepalives' 45 s and far before the collection default of 300 s."""
-    from fabricproof import catalog as catalog_mod
+    from fabricproof.judging import catalog as catalog_mod
     from fabricproof.inventory import from_list_json
     from fabricproof.rollout.plan import Gates
     from fabricproof.rollout.runs import live_collect

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from fabricproof import facts as facts_mod
 from fabricproof.collect import collect
 from fabricproof.collectors import COLLECTORS
-from fabricproof.lab import manager
-from fabricproof.lab import state as lab_state
+from fabricproof_lab import manager
+from fabricproof_lab import state as lab_state
 from fabricproof.model import ExitCode
 from fabricproof.runstore import RunStore
 from fabricproof.transport import ErrorKind

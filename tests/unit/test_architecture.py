@@ -17,16 +17,18 @@ PACKAGE = Path(__file__).resolve().parents[2] / "cli" / "fabricproof"
 #: its own sub-package, and nothing else. A new module must be given its layer here.
 LAYERS: dict[str, int] = {
     # plain data, vocabularies and file plumbing
-    "__init__": 0, "model": 0, "errors": 0, "timeutil": 0, "paths": 0, "toolpath": 0, "ops": 0, "pointer": 0,
-    "platforms": 0, "actions": 0, "words": 0, "drift": 0, "redact": 0, "textsafe": 0, "pairing": 0, "durations": 0,
-    "documents": 1, "inventory": 1, "slurm": 1, "findings": 1, "spool": 1, "fsutil": 1,  # raises InputError for bad targets
+    "__init__": 0, "model": 0, "errors": 0, "timeutil": 0, "paths": 0, "toolpath": 0, "judging.ops": 0,
+    "judging.pointer": 0, "platforms": 0, "actions": 0, "words": 0, "judging.drift": 0, "redact": 0, "textsafe": 0,
+    "pairing": 0, "durations": 0, "xids": 0,  # the Xid policy defaults (plain data)
+    "documents": 1, "inventory": 1, "slurm": 1, "judging.findings": 1, "spool": 1,
+    "fsutil": 1,  # raises InputError for bad targets
     # readers: tool output -> facts fragments, baselines, run directories
-    "config": 2, "starter": 2, "collectors": 2, "breaker": 2, "runstore": 2, "baseline": 2, "capture": 2, "lab": 2,
-    "catalog": 3, "facts": 3, "transport": 3,
-    "xids": 0,  # the Xid policy defaults (plain data)
+    "config": 2, "starter": 2, "collectors": 2, "breaker": 2, "runstore": 2, "judging.baseline": 2, "capture": 2,
+    "judging.catalog": 3, "facts": 3, "transport": 3,
     "collect": 4, "factschema": 4,
-    "projection": 5, "reporters": 5,
-    "evaluate": 6,
+    "judging.projection": 5, "reporters": 5,
+    "judging.evaluate": 6,
+    "judging": 6,  # the package's own __init__
     "rollout": 7,
     "schemagen": 8,  # writes the schemas from every registry, the rollout's policies included
     "commands": 9,
@@ -65,7 +67,13 @@ def _imports(dotted: str, path: Path) -> Iterator[str]:
 
 
 def _top(dotted: str) -> str:
-    return dotted.split(".")[0]
+    """The unit a module is layered as: the most specific entry of LAYERS naming it (`judging.catalog` for
+    `judging.catalog`; `rollout` for `rollout.waves`), since a package may hold modules of several layers."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in LAYERS:
+            return ".".join(parts[:n])
+    return parts[0]
 
 
 EDGES = sorted({(m, t) for m, p in _modules() for t in _imports(m, p) if t != m})
@@ -120,3 +128,29 @@ def test_only_the_run_store_knows_the_run_directory_layout(name):
     speaking = sorted(str(p.relative_to(PACKAGE)) for _, p in _modules()
                       if p.name != "runstore.py" and f'"{name}"' in p.read_text(encoding="utf-8"))
     assert not speaking, f"{name} spelled outside runstore.py: {speaking}"
+
+
+#: The product modules that start the emulated lab: the `lab` command group and the demo. Nothing else of the
+#: product may import the lab, so the core never depends on the emulator that tests it.
+LAB_USERS = {"commands.lab", "commands.demo"}
+
+
+def _imports_the_lab(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == LAB:
+            return True
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == LAB for a in node.names):
+            return True
+    return False
+
+
+LAB = "fabricproof_lab"
+
+
+def test_the_lab_is_outside_the_product():
+    """The lab is a sibling package of the same distribution: only the commands that start it import it."""
+    assert (PACKAGE.parent / LAB / "__init__.py").is_file()
+    assert not (PACKAGE / "lab").exists(), "the lab lives beside the product, in cli/fabricproof_lab"
+    wrong = sorted(m for m, p in _modules() if m not in LAB_USERS and _imports_the_lab(p))
+    assert not wrong, f"product modules importing the lab: {wrong}"
+    assert all(_imports_the_lab(p) for m, p in _modules() if m in LAB_USERS), "the lab's users moved: update LAB_USERS"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fabricproof.baseline import Baseline
-from fabricproof.catalog import Check, Condition
-from fabricproof.evaluate import evaluate, exit_code, sentence
+from fabricproof.judging.baseline import Baseline
+from fabricproof.judging.catalog import Check, Condition
+from fabricproof.judging.evaluate import evaluate, exit_code, sentence
 from fabricproof.model import Outcome, Scope, Severity
 
 LINKS = Check(
@@ -176,7 +176,7 @@ def test_a_check_left_unknown_is_a_partial_proof_at_or_above_fail_on():
 
 # --- applies_when, unique, contains (issue 10.6, 10.7) ---------------------------------------------------------
 
-from fabricproof.catalog import Applicability  # noqa: E402
+from fabricproof.judging.catalog import Applicability  # noqa: E402
 
 FABRIC = Check(
     id="fabric.state_completed", title="t", family="fabric", severity=Severity.CRITICAL, scope=Scope.HOST,

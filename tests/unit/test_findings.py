@@ -8,12 +8,12 @@ from pathlib import Path
 from string import Formatter
 
 import pytest
-from fabricproof import catalog
+from fabricproof.judging import catalog
 from fabricproof import facts as facts_mod
-from fabricproof.baseline import load as load_baseline
+from fabricproof.judging.baseline import load as load_baseline
 from fabricproof.commands.check import nhc_lines
-from fabricproof.evaluate import evaluate
-from fabricproof.findings import ITEMS, naming_pointers
+from fabricproof.judging.evaluate import evaluate
+from fabricproof.judging.findings import ITEMS, naming_pointers
 from fabricproof.model import Finding, Outcome
 from fabricproof.reporters import json_report, sarif, table
 

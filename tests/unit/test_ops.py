@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fabricproof.ops import OPERATORS, render_value, version_key
+from fabricproof.judging.ops import OPERATORS, render_value, version_key
 
 
 @pytest.mark.parametrize(
@@ -58,6 +58,6 @@ def test_contains_needs_a_list_holding_the_value(actual, expected, result):
 
 
 def test_fleet_operators_are_exactly_same_and_unique():
-    from fabricproof.ops import fleet_names
+    from fabricproof.judging.ops import fleet_names
 
     assert fleet_names() == ("same", "unique")

@@ -9,11 +9,11 @@ import jsonschema
 import pytest
 import yaml
 from fabricproof import documents, schemagen
-from fabricproof.catalog import FAMILIES
-from fabricproof.catalog import load as load_catalog
+from fabricproof.judging.catalog import FAMILIES
+from fabricproof.judging.catalog import load as load_catalog
 from fabricproof.collectors import COLLECTORS
 from fabricproof.model import Outcome, Scope, Severity
-from fabricproof.ops import OPERATORS, Kind, Operator
+from fabricproof.judging.ops import OPERATORS, Kind, Operator
 from fabricproof.paths import checks_dir, inventories_dir, schemas_dir
 from fabricproof.platforms import _GPU_NAMES, DEVICE_IDS, NO_NVLINK_DEVICE_IDS, PLATFORMS, platform_of, platform_of_name
 from fabricproof.reporters import REPORTERS

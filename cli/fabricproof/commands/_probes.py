@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ..baseline import Baseline
+from ..judging.baseline import Baseline
 from ..collect.probes import DEFAULT_RENDEZVOUS_S, ProbeEvent, ProbeRun, ProbeSettings, merge_into, run_probes, select_probes
 from ..collectors.probes.figures import worst_first
 from ..errors import InputError

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from .. import baseline as baseline_mod
+from ..judging import baseline as baseline_mod
 from .. import config, documents
 from .. import inventory as inventory_mod
 from .. import facts as facts_mod

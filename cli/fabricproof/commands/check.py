@@ -11,15 +11,16 @@ from typing import Annotated, Any
 
 import typer
 
-from .. import __version__, catalog
+from .. import __version__
+from ..judging import catalog
 from ..actions import host_actions
-from .. import baseline as baseline_mod
+from ..judging import baseline as baseline_mod
 from .. import facts as facts_mod
 from .. import inventory as inventory_mod
 from .. import breaker, config, slurm
 from ..collect import DEFAULT_HOST_TIMEOUT_S, check_settings, collect, select_collectors, this_node
 from ..errors import InputError
-from ..evaluate import evaluate, exit_code, failing_actions
+from ..judging.evaluate import evaluate, exit_code, failing_actions
 from ..fsutil import atomic_write_text, check_target, write_target
 from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now

@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .. import catalog
+from ..judging import catalog
 from ..errors import InputError
-from ..evaluate import sentence
+from ..judging.evaluate import sentence
 from ._common import console, input_errors, shown, whole_ids
 
 app = typer.Typer(help="Browse the check catalog: what is checked, why, and how to fix it.", no_args_is_help=True)

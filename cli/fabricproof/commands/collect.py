@@ -102,7 +102,7 @@ def collect(
 
 
 def _render_drift_table(drift: Any, a: Path, b: Path) -> None:
-    from ..drift import Drift
+    from ..judging.drift import Drift
 
     assert isinstance(drift, Drift)
     console.print(f"drift {shown(str(a))} -> {shown(str(b))}: {len(drift.hosts_compared)} host(s) compared, "
@@ -125,7 +125,7 @@ def drift(
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
 ) -> None:
     """Compare two collections: version changes and error-counter deltas per host."""
-    from ..drift import compare
+    from ..judging.drift import compare
 
     if fmt not in ("table", "json"):
         raise InputError(f"--format {fmt!r}: choose table or json")

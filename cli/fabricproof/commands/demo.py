@@ -11,12 +11,12 @@ from typing import Annotated
 import typer
 from rich.rule import Rule
 
-from .. import baseline as baseline_mod
-from .. import catalog
+from ..judging import baseline as baseline_mod
+from ..judging import catalog
 from ..collect import collect
-from ..evaluate import evaluate, exit_code
+from ..judging.evaluate import evaluate, exit_code
 from ..inventory import load as load_inventory
-from ..lab import manager
+from fabricproof_lab import manager
 from ..model import Outcome, Report
 from ..paths import inventories_dir
 from ..reporters import table

@@ -10,10 +10,10 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ..lab import manager
-from ..lab.errors import LabError
-from ..lab.layout import default_lab_dir
-from ..lab.topology import MAX_NODES, PROFILE_CHOICES
+from fabricproof_lab import manager
+from fabricproof_lab.errors import LabError
+from fabricproof_lab.layout import default_lab_dir
+from fabricproof_lab.topology import MAX_NODES, PROFILE_CHOICES
 from ..model import ExitCode
 from ._common import console, err_console, shown
 

@@ -8,13 +8,14 @@ from typing import Annotated
 import typer
 
 from .. import __version__, transport
-from .. import baseline as baseline_mod
-from .. import catalog, config
+from ..judging import baseline as baseline_mod
+from .. import config
+from ..judging import catalog
 from .. import facts as facts_mod
 from .. import inventory as inventory_mod
 from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, check_settings, new_run_id, reparse, select_hosts
 from ..errors import InputError
-from ..evaluate import StreamingEvaluation, evaluate, exit_code
+from ..judging.evaluate import StreamingEvaluation, evaluate, exit_code
 from ..fsutil import atomic_write_chunks
 from ..reporters import REPORTERS
 from ..runstore import RunStore

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from ..catalog import FAMILIES
+from ..judging.catalog import FAMILIES
 from ..model import Outcome, Report, Result
 from ..words import counted
 from ._common import (by_severity, failures, family_of, found_lines, not_proven_reason, not_verified, status, status_word,

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .. import __version__
-from ..baseline import Baseline
-from ..catalog import Check
-from ..evaluate import evaluate, failing_actions
+from ..judging.baseline import Baseline
+from ..judging.catalog import Check
+from ..judging.evaluate import evaluate, failing_actions
 from ..fsutil import atomic_write_text
 from ..model import Outcome, Report, Severity
 from ..reporters._common import not_proven_reason

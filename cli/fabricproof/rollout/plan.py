@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import baseline as baseline_mod
+from ..judging import baseline as baseline_mod
 from .. import documents
-from ..catalog import Check
+from ..judging.catalog import Check
 from ..collectors.probes.spec import PROBES
 from ..errors import InputError, Problem
 from ..inventory import Inventory, limit
@@ -255,7 +255,7 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
     """Validate a plan document (schema, then meaning) and resolve the files it names."""
     _validate_schema(doc)
     if catalog is None:
-        from .. import catalog as catalog_mod
+        from ..judging import catalog as catalog_mod
 
         catalog = catalog_mod.load()
     d = doc.data

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import baseline as baseline_mod
+from ..judging import baseline as baseline_mod
 from .. import breaker as breaker_mod
-from .. import catalog as catalog_mod
+from ..judging import catalog as catalog_mod
 from .. import documents
 from .. import inventory as inventory_mod
 from .. import slurm
-from ..catalog import Check
+from ..judging.catalog import Check
 from ..errors import InputError, Problem, WriteError
 from ..fsutil import atomic_write_text
 from ..inventory import Inventory

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import baseline as baseline_mod
-from .. import catalog as catalog_mod
+from ..judging import baseline as baseline_mod
+from ..judging import catalog as catalog_mod
 from .. import inventory as inventory_mod
 from .. import transport
-from ..catalog import Check
+from ..judging.catalog import Check
 from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, check_settings
 from ..errors import InputError, Problem
 from ..inventory import Inventory
@@ -63,7 +63,7 @@ def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id
     host bounded by `host_timeout_s` (the plan's gates.host_timeout_s)."""
     from ..collect import collect as collect_fleet
     from ..collectors import COLLECTORS
-    from ..projection import collectors_read
+    from ..judging.projection import collectors_read
 
     collectors = [COLLECTORS[cid] for cid in collectors_read(checks, COLLECTORS)]
     options = transport.configure(via, inventory_path=inv_path)

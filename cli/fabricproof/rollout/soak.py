@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..baseline import Baseline
-from ..catalog import Check
+from ..judging.baseline import Baseline
+from ..judging.catalog import Check
 from .gate import Clock, Collect, GateResult, Proof, RealClock, prove, summarize, wait
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..baseline import Baseline
-from ..catalog import Check
+from ..judging.baseline import Baseline
+from ..judging.catalog import Check
 from ..collect import DEFAULT_FORKS
 from ..fsutil import private_dir
 from ..timeutil import utc_now

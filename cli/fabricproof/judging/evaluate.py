@@ -15,7 +15,7 @@ from typing import Any
 from .baseline import UNSET, Baseline, lookup
 from .catalog import Applicability, Check
 from .findings import name_findings
-from .model import CheckCoverage, Finding, Outcome, Report, Result, Scope
+from ..model import CheckCoverage, Finding, Outcome, Report, Result, Scope
 from .ops import OPERATORS, render_value
 from .pointer import Found, Where, resolve, split_pointer
 from .pointer import values as values_at
@@ -584,7 +584,7 @@ def exit_code(report: Report, fail_on: str = "critical", require_all: bool = Fal
     3 nothing failed but something was not collected or could not be judged (an error, or an unknown at or above
     fail_on), a host is not proven (checks its
     hardware needs went without baseline values), or no host was judged at all (nothing proven is never a pass)."""
-    from .model import ExitCode, Severity
+    from ..model import ExitCode, Severity
 
     if not report.hosts:
         return ExitCode.INCOMPLETE
@@ -605,8 +605,8 @@ def exit_code(report: Report, fail_on: str = "critical", require_all: bool = Fal
 def failing_actions(report: Report, fail_on: str = "critical") -> dict[str, str]:
     """Host -> the most disruptive action of its failed checks at or above fail_on: what the failures that fail
     it (a gate, a drain) call for. Hosts that could not be collected have none."""
-    from .actions import host_actions
-    from .model import Severity
+    from ..actions import host_actions
+    from ..model import Severity
 
     threshold = Severity(fail_on).rank
     return host_actions(r for r in report.results

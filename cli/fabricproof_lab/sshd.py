@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fabricproof.lab import netstat, procs
-from fabricproof.lab.errors import LabError
+from . import netstat, procs
+from .errors import LabError
 
 SSHD = Path("/usr/sbin/sshd")
 SSH_KEYGEN = Path("/usr/bin/ssh-keygen")

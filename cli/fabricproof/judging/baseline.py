@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import documents
-from .errors import InputError, Problem
+from .. import documents
+from ..errors import InputError, Problem
 
 UNSET = object()
 

@@ -13,21 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from fabricproof.fsutil import atomic_write_text
-from fabricproof.lab import emu, latency, netstat, nodestore, procs, sshd
-from fabricproof.lab import state as lab_state
-from fabricproof.lab.emu.faults import FaultError
-from fabricproof.lab.emu.store import StateError
-from fabricproof.lab.errors import LabError
-from fabricproof.lab.inventory import (
+from . import emu, latency, netstat, nodestore, procs, sshd
+from . import state as lab_state
+from .emu.faults import FaultError
+from .emu.store import StateError
+from .errors import LabError
+from .inventory import (
     dump_inventory,
     render_inventory,
     render_known_hosts,
     render_ssh_config,
 )
-from fabricproof.lab.layout import LAB_HOME, LabLayout
-from fabricproof.lab.state import LabState, SshdGroup
-from fabricproof.lab.topology import LabHost, chunk, plan_hosts, validate_shape
-from fabricproof.lab.user import LabUser, ensure_user, lookup, require_traversable
+from .layout import LAB_HOME, LabLayout
+from .state import LabState, SshdGroup
+from .topology import LabHost, chunk, plan_hosts, validate_shape
+from .user import LabUser, ensure_user, lookup, require_traversable
 
 Progress = Callable[[str], None]
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from string import Formatter
 from typing import Any
 
-from .model import Finding
+from ..model import Finding
 from .ops import render_value
 from .pointer import Found
 

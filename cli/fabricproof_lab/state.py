@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from fabricproof.fsutil import atomic_write_text
-from fabricproof.lab.errors import LabError
-from fabricproof.lab.topology import LabHost
+from .errors import LabError
+from .topology import LabHost
 
 FORMAT_VERSION = 1
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fabricproof.lab.emu import profiles as emu_profiles
+from .emu import profiles as emu_profiles
 
 # The emulation's profile table is the one source of profile names, hostname prefixes, rack sizes
 # and the mixed-lab proportions; the runtime only lays hosts out on addresses.

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import documents
-from .errors import InputError, Problem
-from .model import Scope, Severity
-from .paths import checks_dir
+from .. import documents
+from ..errors import InputError, Problem
+from ..model import Scope, Severity
+from ..paths import checks_dir
 
 #: The check families, one folder of checks/ each.
 FAMILIES = ("fm", "fabric", "nvlink", "nvswitch", "ib", "rdma", "pcie", "gpu", "perf")
@@ -129,7 +129,7 @@ def load_file(path: Path, collectors: dict[str, Any] | None = None) -> Check:
 def load(directory: Path | None = None, collectors: dict[str, Any] | None = None) -> list[Check]:
     """Load every check under directory (default: the shipped catalog), sorted by id; ids must be unique."""
     if collectors is None:
-        from .collectors import COLLECTORS
+        from ..collectors import COLLECTORS
 
         collectors = COLLECTORS
     root = Path(directory) if directory else checks_dir()

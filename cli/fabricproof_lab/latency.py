@@ -4,8 +4,8 @@ tool takes on a real 8-GPU node (fabricproof.durations, each value with its sour
 from __future__ import annotations
 
 from fabricproof import durations
-from fabricproof.lab.emu.outputs import COMMANDS
-from fabricproof.lab.errors import LabError
+from .emu.outputs import COMMANDS
+from .errors import LabError
 
 OFF = "off"
 REALISTIC = "realistic"

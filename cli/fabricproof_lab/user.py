@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fabricproof.lab.errors import LabError
+from .errors import LabError
 
 LAB_USER = "fabricproof-lab"
 LAB_SHELL = "/bin/sh"  # dash: no rc files, so a command costs one process start (root's bashrc: ~100 ms)

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from fabricproof.lab.topology import PROFILES, LabHost, profile_group, rack_group
+from .topology import PROFILES, LabHost, profile_group, rack_group
 
 LAB_GROUP = "lab"
 REMOTE_PYTHON = "/usr/bin/python3"  # the lab user cannot reach root's pyenv Python; Debian's python3 it can
