@@ -308,16 +308,9 @@ class _Runner:
                           "measured nothing" if math.isnan(value) else f"{value:g}")
             return out
 
-        results: dict[pairing.Pair, bool] = {}
-        for k, r in enumerate(planned, start=1):
-            results.update(measure(r, f"round {k}/{len(planned)}"))
-        slow = [p for p, ok in results.items() if not ok]
-        if slow:
-            suspects = {h for p in slow for h in p}
-            passed = [h for p, ok in results.items() for h in p if h not in suspects]
-            extra = pairing.localisation_round(slow, passed)
-            if extra:
-                results.update(measure(extra, "localise"))
+        # run_rounds measures the planned rounds in order, then at most one localisation round.
+        stages = iter([*(f"round {k}/{len(planned)}" for k in range(1, len(planned) + 1)), "localise"])
+        results = pairing.run_rounds(planned, lambda r: measure(r, next(stages)))
         for name in names:
             if parts[name]:
                 self.keep(name, probe.id, CommandResult((probe.binary(self.values[name]),), _titled(parts[name]), "",
