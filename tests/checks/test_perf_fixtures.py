@@ -11,7 +11,7 @@ from fabricproof.judging import baseline as baseline_mod
 from fabricproof.judging.baseline import Baseline
 from fabricproof.judging.catalog import load
 from fabricproof.collectors import COLLECTORS
-from fabricproof.collectors.probes import spec
+from fabricproof.probes import spec
 from fabricproof.judging.evaluate import evaluate
 from fabricproof.model import Outcome
 from fabricproof.paths import inventories_dir

@@ -12,7 +12,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from fabricproof.collectors.probes import spec
+from fabricproof.probes import spec
 from fabricproof.collectors.probes.nccl_tests import parse_nccl_tests
 from fabricproof.collectors.probes.perftest import parse_perftest
 from fabricproof.inventory import load as load_inventory

@@ -21,7 +21,7 @@ from fabricproof import inventory as inventory_mod
 from fabricproof import transport
 from fabricproof.judging.baseline import Baseline
 from fabricproof.judging.catalog import load
-from fabricproof.collect.probes import ProbeSettings, run_probes
+from fabricproof.probes.runner import ProbeSettings, run_probes
 from fabricproof.judging.evaluate import evaluate
 from fabricproof.model import Outcome
 

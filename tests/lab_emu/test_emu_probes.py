@@ -13,7 +13,7 @@ import pytest
 from fabricproof.judging import baseline as baselines
 from fabricproof import facts
 from fabricproof.judging import catalog, evaluate
-from fabricproof.collectors.probes import spec
+from fabricproof.probes import spec
 from fabricproof.collectors.probes.dcgmi import parse_dcgmi_diag
 from fabricproof.collectors.probes.nccl_tests import parse_nccl_tests
 from fabricproof.collectors.probes.nvbandwidth import parse_nvbandwidth

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fabricproof.errors import InputError
+from fabricproof.probes.figures import Figure
 from fabricproof.rollout import decisions, runs
 from fabricproof.rollout import state as st
 
@@ -31,9 +32,9 @@ def probe_seam(fleet: Fleet, slows: set[str], calls: list):
         def probe(hosts, evidence_dir: Path, baseline):
             evidence_dir.mkdir(parents=True, exist_ok=True)
             calls.append((tuple(hosts), baseline.name))
-            return {h: [{"probe": "nccl_all_reduce", "target": "", "figure": "busbw",
-                         "value": 240.5 if h in slows and fleet.version[h] == "2.0" else 481.0, "unit": "GB/s",
-                         "higher_is_better": True}] for h in hosts}, {}
+            return {h: [Figure(h, "nccl_all_reduce", "", "busbw",
+                               240.5 if h in slows and fleet.version[h] == "2.0" else 481.0, "GB/s")]
+                    for h in hosts}, {}
 
         return probe
 
@@ -88,3 +89,22 @@ def test_a_regression_gate_needs_probes_and_known_ones(tmp_path):
     path.write_text(text.replace("timeout: 20s}", "timeout: 20s, probes: [nccl_allreduce]}"))
     with pytest.raises(InputError, match="unknown probe 'nccl_allreduce'"):
         plan_mod.load(path, [])
+
+
+def test_pre_change_figures_come_back_from_the_state_file_as_figures(tmp_path):
+    """A resumed post-gate compares against figures read from state.json: they come back typed, and the file holds
+    the same rows as the decision log."""
+    from fabricproof.rollout.plan import Budget, Wave
+
+    state = st.RunState.create(tmp_path / "run-1", run_id="run-1", plan_name="p", plan_file="/x/plan.yml",
+                               inventory="/x/inv.yml", waves=[Wave(0, "pilot", (("n1",),), (("n1",),), False,
+                                                                   Budget(), None)],
+                               who="me@here", settings={})
+    figs = [Figure("n1", "nccl_all_reduce", "", "busbw", 481.0, "GB/s"),
+            Figure("n1", "ib_pair_lat", "n2", "t_typical", 1.9, "us", False)]
+    state.set_probe_before("n1", figs)
+    state.save()
+    loaded = st.RunState.load(tmp_path / "run-1")
+    assert loaded.probe_before("n1") == figs
+    assert loaded.hosts["n1"]["probe_before"][0] == {"probe": "nccl_all_reduce", "target": "", "figure": "busbw",
+                                                     "value": 481.0, "unit": "GB/s", "higher_is_better": True}

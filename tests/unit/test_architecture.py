@@ -19,14 +19,17 @@ LAYERS: dict[str, int] = {
     # plain data, vocabularies and file plumbing
     "__init__": 0, "model": 0, "errors": 0, "timeutil": 0, "paths": 0, "toolpath": 0, "judging.ops": 0,
     "judging.pointer": 0, "platforms": 0, "actions": 0, "words": 0, "judging.drift": 0, "redact": 0, "textsafe": 0,
-    "pairing": 0, "durations": 0, "xids": 0,  # the Xid policy defaults (plain data)
+    "durations": 0, "xids": 0,  # the Xid policy defaults (plain data)
+    # the probes package: pure specs, figures, pairing and scripts; the guard speaks the collectors' not-run words;
+    # the runner is a collection of its own; the options read into its settings
+    "probes": 0, "probes.spec": 0, "probes.figures": 0, "probes.pairing": 0, "probes.rendezvous": 0,
     "documents": 1, "inventory": 1, "slurm": 1, "judging.findings": 1, "spool": 1,
     "fsutil": 1,  # raises InputError for bad targets
     # readers: tool output -> facts fragments, baselines, run directories
     "config": 2, "starter": 2, "collectors": 2, "breaker": 2, "runstore": 2, "judging.baseline": 2, "capture": 2,
-    "judging.catalog": 3, "facts": 3, "transport": 3,
-    "collect": 4, "factschema": 4,
-    "judging.projection": 5, "reporters": 5,
+    "judging.catalog": 3, "facts": 3, "transport": 3, "probes.guard": 3,
+    "collect": 4, "factschema": 4, "probes.runner": 4,
+    "judging.projection": 5, "reporters": 5, "probes.options": 5,
     "judging.evaluate": 6,
     "judging": 6,  # the package's own __init__
     "rollout": 7,
@@ -154,3 +157,39 @@ def test_the_lab_is_outside_the_product():
     wrong = sorted(m for m, p in _modules() if m not in LAB_USERS and _imports_the_lab(p))
     assert not wrong, f"product modules importing the lab: {wrong}"
     assert all(_imports_the_lab(p) for m, p in _modules() if m in LAB_USERS), "the lab's users moved: update LAB_USERS"
+
+
+#: The probes package's own machinery: the idle guard, the rendezvous and the pairing are the runner's, reached
+#: through it (and the options) by everyone else.
+PROBE_INTERNALS = {"probes.guard", "probes.rendezvous", "probes.pairing"}
+
+
+def test_the_probe_runner_alone_uses_the_guard_the_rendezvous_and_the_pairing():
+    assert PROBE_INTERNALS | {"probes.runner"} <= {m for m, _ in _modules()}, "the probes package moved: update this"
+    wrong = [f"{a} -> {b}" for a, b in EDGES if b in PROBE_INTERNALS and not a.startswith("probes.")]
+    assert not wrong, "\n".join(wrong)
+
+
+def _declares_collectors(path: Path) -> bool:
+    return any(isinstance(t, ast.Name) and t.id == "COLLECTORS" for n in ast.walk(ast.parse(path.read_text("utf-8")))
+               if isinstance(n, ast.Assign) for t in n.targets)
+
+
+def test_probe_parsers_stay_among_the_collectors():
+    """collectors/probes holds the parsers and what they share (each module declares COLLECTORS or serves one that
+    does), never how probes run; the probes package declares no collector, and no collector imports it."""
+    mods = {m: p for m, p in _modules() if m.startswith("collectors.probes.") and p.name != "__init__.py"}
+    parsers = {m for m, p in mods.items() if _declares_collectors(p)}
+    stray = sorted(set(mods) - parsers - {b for a, b in EDGES if a in parsers})
+    assert not stray, f"not parsers: move them into the probes package: {stray}"
+    declaring = sorted(m for m, p in _modules() if m.startswith("probes.") and _declares_collectors(p))
+    assert not declaring, f"a probe's collector (its parser) belongs in collectors/probes: {declaring}"
+    wrong = [f"{a} -> {b}" for a, b in EDGES if a.startswith("collectors.") and _top(b).startswith("probes")]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_figure_is_written_and_read_in_one_place():
+    """Figures keep their type through rollout state: only Figure.to_dict/from_dict spell a figure row's keys."""
+    speaking = sorted(str(p.relative_to(PACKAGE)) for _, p in _modules()
+                      if p.name != "figures.py" and '"higher_is_better"' in p.read_text(encoding="utf-8"))
+    assert not speaking, f"figure rows built outside probes/figures.py: {speaking}"

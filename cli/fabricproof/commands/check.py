@@ -26,7 +26,9 @@ from ..model import ExitCode, Host, Outcome, Report, Severity
 from ..timeutil import utc_now
 from ..reporters import REPORTERS
 from ..reporters._common import found_lines, not_proven_reason
-from ..collectors.probes.spec import PROBES, Layout
+from ..probes import options as probe_options
+from ..probes import runner as probe_runner
+from ..probes.spec import PROBES, Layout
 from ..runstore import RunStore
 from . import _breaker, _probes
 from ._common import (BASELINE_HELP, INVENTORY_DEFAULT, OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, console, err_console,
@@ -116,7 +118,7 @@ def _collect_here(host: Host, run_dir: Path | None, command_timeout: float | Non
             ids, probe_settings, base, quiet = probes
             probe_run = _probes.run([host], result.run_dir, ids, base, result.facts_by_host, "local", None,
                                     probe_settings, quiet)
-            result.facts_by_host = _probes.merged(result.facts_by_host, probe_run)
+            result.facts_by_host = probe_runner.merged(result.facts_by_host, probe_run)
             if keep:
                 RunStore(result.run_dir).write_facts(host.name, result.facts_by_host[host.name])
             _probes.show(probe_run)
@@ -207,7 +209,7 @@ def check(
         check_target(output, "--output")
     if facts_dir is not None and facts_dir.exists() and not facts_dir.is_dir():
         raise InputError(f"--facts-dir {facts_dir} is not a directory")
-    probe_ids, probe_settings = _probes.settings(probes, probe_budget, require_idle, None, 1)
+    probe_ids, probe_settings = probe_options.settings(probes, probe_budget, require_idle, None, 1)
     pairwise = [p for p in probe_ids if PROBES[p].layout is Layout.PAIR]
     if pairwise:
         raise InputError(f"--probes {pairwise[0]}: a pairwise probe needs two hosts; run it with `validate --probes`")
@@ -229,7 +231,7 @@ def check(
         atomic_write_text(target, facts_mod.dump(doc), mode=file_mode)
     report = evaluate({node: doc}, base, selected, groups={node: groups},
                       previous={node: previous} if previous else None, created_at=utc_now(), tool_version=__version__)
-    report = _probes.with_figures(report, probe_runs[0] if probe_runs else None)
+    report = probe_runner.with_figures(report, probe_runs[0] if probe_runs else None)
     code = exit_code(report, fail_on)
 
     lines = nhc_lines(report, node, fail_on)

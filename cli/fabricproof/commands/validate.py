@@ -17,6 +17,8 @@ from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, check_settings, new
 from ..errors import InputError
 from ..judging.evaluate import StreamingEvaluation, evaluate, exit_code
 from ..fsutil import atomic_write_chunks
+from ..probes import options as probe_options
+from ..probes import runner as probe_runner
 from ..reporters import REPORTERS
 from ..runstore import RunStore
 from ..timeutil import utc_now
@@ -136,7 +138,7 @@ def validate(
         baseline_mod.check_groups(base, inv.groups, inventory)
     selected = catalog.select(catalog.load(), checks)
     before = facts_mod.load_dir(previous) if previous else None
-    probe_ids, probe_settings = _probes.settings(probes, probe_budget, require_idle, pairing_shuffles, forks)
+    probe_ids, probe_settings = probe_options.settings(probes, probe_budget, require_idle, pairing_shuffles, forks)
     if probe_ids and not live:
         raise InputError("--probes runs probes on live hosts: not with --facts or --raw")
 
@@ -154,7 +156,7 @@ def validate(
         reachable = [h for h in hosts if h.name in result.facts_by_host]
         probe_run = _probes.run(reachable, result.run_dir, probe_ids, base, result.facts_by_host, via, options,
                                 probe_settings, quiet)
-        facts_by_host = _probes.merged(result.facts_by_host, probe_run)
+        facts_by_host = probe_runner.merged(result.facts_by_host, probe_run)
         store = RunStore(result.run_dir)
         for host, doc in facts_by_host.items():
             store.write_facts(host, doc)
@@ -164,7 +166,7 @@ def validate(
         report = evaluate(facts_by_host, base, selected, groups={h.name: h.groups for h in hosts}, previous=before,
                           collection_errors=errors, run_id=result.run_id, created_at=utc_now(),
                           tool_version=__version__)
-        report = _probes.with_figures(report, probe_run)
+        report = probe_runner.with_figures(report, probe_run)
         evidence_dir = result.run_dir
     elif live:
         # Judged as hosts finish: memory stays flat with fleet size (the facts are on disk, in the run).

@@ -14,7 +14,7 @@ from typing import Any
 from ..judging import baseline as baseline_mod
 from .. import documents
 from ..judging.catalog import Check
-from ..collectors.probes.spec import PROBES
+from ..probes.spec import PROBES
 from ..errors import InputError, Problem
 from ..inventory import Inventory, limit
 from ..paths import playbooks_dir

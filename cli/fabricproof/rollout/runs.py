@@ -20,6 +20,7 @@ from ..errors import InputError, Problem
 from ..inventory import Inventory
 from ..model import ExitCode
 from ..paths import state_dir
+from ..probes.figures import Figure
 from ..runstore import check_host_names
 from . import lock
 from . import plan as plan_mod
@@ -82,7 +83,7 @@ def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id
 def live_probe(inventory: Inventory, via: str, inv_path: str, probes: Sequence[str], forks: int = DEFAULT_FORKS):
     """The gate probes over a remote transport, each proof's probes a probe run of its own (idle guard included):
     hosts -> their figures, and why the others have none."""
-    from ..collect.probes import ProbeSettings, run_probes
+    from ..probes.runner import ProbeSettings, run_probes
 
     options = transport.configure(via, inventory_path=inv_path)
 
@@ -90,11 +91,9 @@ def live_probe(inventory: Inventory, via: str, inv_path: str, probes: Sequence[s
         run = run_probes([inventory.hosts[h] for h in hosts], evidence_dir, list(probes),
                          values=lambda h: baseline.for_groups(h.groups), via=via, options=options,
                          settings=ProbeSettings(forks=forks))
-        figures: dict[str, list[dict]] = {}
+        figures: dict[str, list[Figure]] = {}
         for f in run.figures():
-            figures.setdefault(f.host, []).append({"probe": f.probe, "target": f.target, "figure": f.name,
-                                                   "value": f.value, "unit": f.unit,
-                                                   "higher_is_better": f.higher_is_better})
+            figures.setdefault(f.host, []).append(f)
         why = {h: run.errors.get(h) or "; ".join(f"{cid}: {r.get('error', r.get('status'))}" for cid, r in
                                                   (run.facts_by_host.get(h, {}).get("collectors") or {}).items()
                                                   if r.get("status") != "ok") or "no figure measured"

@@ -19,6 +19,7 @@ from .. import documents
 from ..errors import InputError, Problem
 from ..fsutil import atomic_write_text, refuse_links_in
 from ..model import ExitCode
+from ..probes.figures import Figure
 from ..timeutil import utc_now
 from .plan import Wave
 
@@ -161,6 +162,14 @@ class RunState:
             rec = self.hosts[h].get(key) or {}
             rec.update(fields)
             self.hosts[h][key] = rec
+
+    def set_probe_before(self, host: str, figures: Sequence[Figure]) -> None:
+        """A host's own figures before the change, kept for its post-gate (across a resume)."""
+        self.hosts[host]["probe_before"] = [f.to_dict() for f in figures]
+
+    def probe_before(self, host: str) -> list[Figure]:
+        """What set_probe_before() kept for `host` (none: nothing to compare with)."""
+        return [Figure.from_dict(host, row) for row in self.hosts[host].get("probe_before") or []]
 
     def in_doubt(self, key: str = "apply") -> list[str]:
         """Hosts whose apply (or rollback) started but never recorded an end: the playbook may or may not have run."""

@@ -12,6 +12,7 @@ from ..judging.baseline import Baseline
 from ..judging.catalog import Check
 from ..collect import DEFAULT_FORKS
 from ..fsutil import private_dir
+from ..probes.figures import Figure
 from ..timeutil import utc_now
 from . import state as st
 from .decisions import DecisionLog
@@ -22,7 +23,7 @@ from .playbook import PlaybookResult
 ABORT_FILE = "abort-requested"
 RunPlaybook = Callable[..., PlaybookResult]
 #: (hosts, evidence directory, baseline) -> (figures of each host measured, why each other host has none)
-Probe = Callable[[Sequence[str], Path, Baseline], tuple[dict[str, list[dict[str, Any]]], dict[str, str]]]
+Probe = Callable[[Sequence[str], Path, Baseline], tuple[dict[str, list[Figure]], dict[str, str]]]
 
 
 @dataclass

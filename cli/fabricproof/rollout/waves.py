@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..model import ExitCode
+from ..probes.figures import by_host_rows, regressions
 from . import decisions
 from . import state as st
 from .decisions import HALT, PROCEED, ROLLBACK
@@ -141,35 +142,28 @@ class WaveRunner:
         figures, missing = self.s.ctx.probe(hosts, evidence, self.s.ctx.before) if hosts else ({}, {})
         for h in hosts:
             if h in figures:
-                self.s.state.hosts[h]["probe_before"] = figures[h]
+                self.s.state.set_probe_before(h, figures[h])
             else:
                 self.s.state.set_hosts([h], st.EXCLUDED, reason=f"pre-gate probes: {missing.get(h, 'no figure')}")
         why = (f"{len(figures)} of {len(hosts)} host(s) probed before the change ({', '.join(self.s.plan.gates.probes)})"
                + (f"; left out (nothing to compare with): {listing(missing)}" if missing else ""))
         self.s.log.record("PRE_PROBES", why, step=sid, wave=w.name, hosts=missing, evidence=[evidence],
-                          figures=figures)
+                          figures=by_host_rows(figures))
         self.s.state.finish(sid, failed=missing, evidence=[str(evidence)])
         self.s.say(f"  pre-gate probes: {why}")
 
     def _post_probes(self, sid: str, w: Wave, hosts: Sequence[str]) -> tuple[dict[str, str], str]:
         """The gate probes again after the change; with a regression gate, a host whose figure dropped beyond the
         tolerance below its own pre-change figure fails, and the decision record holds both figures."""
-        from ..collectors.probes.figures import Figure, regressions
-
         evidence = fresh_dir(self.s.wave_dir(w, "post-gate") / "probes")
         assert self.s.ctx.probe is not None
         after, missing = self.s.ctx.probe(list(hosts), evidence, self.s.ctx.after)
         tol = self.s.plan.gates.tolerance_pct
 
-        def figs(host: str, rows: Sequence[dict]) -> list[Figure]:
-            return [Figure(host, r["probe"], r["target"], r["figure"], r["value"], r["unit"], r["higher_is_better"])
-                    for r in rows]
-
-        before = {h: self.s.state.hosts[h].get("probe_before") or [] for h in hosts}
+        before = {h: self.s.state.probe_before(h) for h in hosts}
         failed: dict[str, str] = {}
         if tol is not None:
-            found = regressions([f for h in hosts for f in figs(h, before[h])],
-                                [f for h in hosts for f in figs(h, after.get(h, []))], tol)
+            found = regressions([f for h in hosts for f in before[h]], [f for h in hosts for f in after.get(h, [])], tol)
             failed = {h: "regression gate: " + summarize(r, 2) for h, r in found.items()}
         self.s.state.set_hosts(list(failed), st.FAILED)
         for h, why in failed.items():
@@ -180,7 +174,7 @@ class WaveRunner:
         self.s.log.record("REGRESSION_GATE" if tol is not None else "POST_PROBES", why, step=sid, wave=w.name,
                           hosts=failed, evidence=[evidence, *self.s.state.step(f"w{w.index}.pre_probes")
                                                   .get("evidence", [])],
-                          before={h: before[h] for h in hosts}, after={h: after.get(h, []) for h in hosts},
+                          before=by_host_rows(before), after=by_host_rows({h: after.get(h, []) for h in hosts}),
                           not_measured=missing)
         self.s.say(f"  post-gate probes: {why}")
         return failed, str(evidence)

@@ -1,5 +1,1 @@
-"""Probes: collectors that load the fabric (nccl-tests, nvbandwidth, perftest, dcgmi), never in the default set."""
-
-from .spec import PROBES, Layout, Probe
-
-__all__ = ["PROBES", "Layout", "Probe"]
+"""Probe parsers: the outputs of the tools that load the fabric (nccl-tests, nvbandwidth, perftest, dcgmi)."""

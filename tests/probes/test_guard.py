@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fabricproof.collectors.base import NOT_RUN_EXIT, not_run_reason
-from fabricproof.collectors.probes import guard
+from fabricproof.probes import guard
 from fabricproof.model import Command
 from fabricproof.transport.framing import build_script, decode_results, new_nonce
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fabricproof.pairing import blame, plan_rounds, ring_rounds, run_rounds
+from fabricproof.probes.pairing import blame, plan_rounds, ring_rounds, run_rounds
 
 
 def hosts(n: int) -> list[str]:
@@ -57,7 +57,7 @@ def test_a_slow_path_between_two_good_hosts_is_the_pairs_not_a_hosts():
 def test_the_localisation_round_puts_each_host_in_one_pair_even_when_it_passed_many():
     """A reference host passed several pairs: it still serves one suspect only (two at once would share its HCA and
     port; on the lab the extra ones measured nothing)."""
-    from fabricproof.pairing import localisation_round
+    from fabricproof.probes.pairing import localisation_round
 
     r = localisation_round([("n0005", "n0006"), ("n0006", "n0007")], ["n0001", "n0001", "n0002", "n0002", "n0003"])
     members = [h for p in r for h in p]

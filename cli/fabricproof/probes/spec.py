@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: The `perf.probes` section of a baseline when it sets nothing: binaries as DGX images name them, found on PATH.
-#: schemas/baseline.schema.json repeats these as "default"s (tests/collectors/probes/test_spec.py keeps them equal).
+#: schemas/baseline.schema.json repeats these as "default"s (tests/probes/test_spec.py keeps them equal).
 DEFAULTS: dict[str, dict[str, Any]] = {
     "nccl_tests": {"bin_dir": None, "gpus": None, "min_bytes": "8", "max_bytes": "8G", "step_factor": 2},
     "nvbandwidth": {"path": "nvbandwidth", "testcases": ["device_to_device_memcpy_read_ce"]},

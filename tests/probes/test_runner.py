@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fabricproof.collect.probes import ProbeSettings, run_probes, select_probes
+from fabricproof.probes.options import select_probes
+from fabricproof.probes.runner import ProbeSettings, run_probes
 from fabricproof.errors import InputError
 from fabricproof.model import Host
 from fabricproof.transport.local import LocalOptions

@@ -4,6 +4,7 @@ round, and one budget over the whole run. Evidence and facts go to a run store o
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import threading
@@ -16,19 +17,18 @@ from typing import Any
 
 from .. import __version__
 from .. import facts as facts_mod
-from .. import pairing
 from .. import spool, transport
 from ..collectors import COLLECTORS
 from ..collectors.base import FABRIC_LOAD, NOT_RUN_EXIT, ParseError, not_run_line, not_run_reason
-from ..collectors.probes import guard, rendezvous, spec
-from ..collectors.probes.figures import Figure, of_host
 from ..errors import InputError
-from ..model import Command, CommandResult, Host
-from ..runstore import RunStore, check_host_names, manifest_document
+from ..model import Command, CommandResult, Host, Report
+from ..runstore import PROBES_DIR, RunStore, check_host_names, manifest_document
 from ..timeutil import utc_now
 from ..transport import HostError, RunContext
 from ..transport.fanout import STOP_GRACE_S
 from ..transport.fanout import guarded as run_guarded
+from . import guard, pairing, rendezvous, spec
+from .figures import Figure, of_host, report_rows
 
 #: A probe is not started with less of the budget left than this: it could not finish.
 MIN_START_S = 5.0
@@ -84,15 +84,6 @@ class ProbeRun:
 
 Values = Callable[[Host], Mapping[str, Any]]
 Progress = Callable[[ProbeEvent], None]
-
-
-def select_probes(terms: Sequence[str]) -> tuple[str, ...]:
-    """Probe ids from comma-separated or repeated terms (exit 2 on an unknown one), in registry order."""
-    wanted = [t.strip() for term in terms for t in term.split(",") if t.strip()]
-    unknown = [t for t in wanted if t not in spec.PROBES]
-    if unknown:
-        raise InputError(f"--probes: unknown probe {unknown[0]!r}; probes: {', '.join(spec.PROBES)}")
-    return tuple(p for p in spec.PROBES if p in wanted)
 
 
 def data_address(host: Host) -> str:
@@ -317,16 +308,9 @@ class _Runner:
                           "measured nothing" if math.isnan(value) else f"{value:g}")
             return out
 
-        results: dict[pairing.Pair, bool] = {}
-        for k, r in enumerate(planned, start=1):
-            results.update(measure(r, f"round {k}/{len(planned)}"))
-        slow = [p for p, ok in results.items() if not ok]
-        if slow:
-            suspects = {h for p in slow for h in p}
-            passed = [h for p, ok in results.items() for h in p if h not in suspects]
-            extra = pairing.localisation_round(slow, passed)
-            if extra:
-                results.update(measure(extra, "localise"))
+        # run_rounds measures the planned rounds in order, then at most one localisation round.
+        stages = iter([*(f"round {k}/{len(planned)}" for k in range(1, len(planned) + 1)), "localise"])
+        results = pairing.run_rounds(planned, lambda r: measure(r, next(stages)))
         for name in names:
             if parts[name]:
                 self.keep(name, probe.id, CommandResult((probe.binary(self.values[name]),), _titled(parts[name]), "",
@@ -482,3 +466,15 @@ def merge_into(doc: dict[str, Any], probe_doc: Mapping[str, Any], evidence_prefi
     if probe_doc.get("perf"):
         doc.setdefault("perf", {}).update(probe_doc["perf"])
     return doc
+
+
+def merged(facts_by_host: Mapping[str, dict[str, Any]], probe_run: ProbeRun) -> dict[str, dict[str, Any]]:
+    """Each host's facts with its probe facts in them (evidence paths relative to the main run directory)."""
+    return {h: merge_into(doc, probe_run.facts_by_host.get(h, {}), PROBES_DIR) for h, doc in facts_by_host.items()}
+
+
+def with_figures(report: Report, probe_run: ProbeRun | None) -> Report:
+    """The report carrying every probe figure with its unit, worst first (the JSON report's `figures`)."""
+    if probe_run is None:
+        return report
+    return dataclasses.replace(report, figures=report_rows(probe_run.figures()))

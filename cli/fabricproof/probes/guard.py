@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..base import NOT_RUN_EXIT, NOT_RUN_MARKER
+from ..collectors.base import NOT_RUN_EXIT, NOT_RUN_MARKER
 
 #: What the guard asks nvidia-smi: one line per GPU compute process, nothing when the GPUs are idle.
 GPU_APPS = ("nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader")

@@ -3,9 +3,11 @@ comparison a regression gate makes between a host's figures before and after a c
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from fabricproof.collectors.probes.figures import Figure, of_host, regressions, worst_first
+from fabricproof.probes.figures import Figure, by_host_rows, of_host, regressions, report_rows, worst_first
 
 
 def facts(busbw: float, pair_bw: float = 390.0, lat: float = 1.9) -> dict:
@@ -57,3 +59,14 @@ def test_a_figure_measured_before_and_not_after(missing_fails):
     before = [Figure("h1", "nccl_all_reduce", "", "busbw", 481.0, "GB/s")]
     got = regressions(before, [], 3, missing_fails=missing_fails)
     assert bool(got) is missing_fails
+
+
+def test_a_figure_round_trips_through_the_row_rollout_state_and_decisions_keep():
+    """One typed (de)serialiser: the row (without the host, which keys it) reads back as the same Figure."""
+    f = Figure("h1", "ib_pair_lat", "h2", "t_typical", 1.9, "us", False)
+    row = f.to_dict()
+    assert row == {"probe": "ib_pair_lat", "target": "h2", "figure": "t_typical", "value": 1.9, "unit": "us",
+                   "higher_is_better": False}
+    assert Figure.from_dict("h1", json.loads(json.dumps(row))) == f
+    assert by_host_rows({"h1": [f]}) == {"h1": [row]}
+    assert report_rows([f]) == ({"host": "h1", **row},)  # the JSON report's row: the host first

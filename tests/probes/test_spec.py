@@ -7,11 +7,12 @@ import json
 
 import pytest
 from fabricproof.collectors import COLLECTORS, default_collectors, probe_collectors
-from fabricproof.collectors.probes import PROBES, Layout, spec
+from fabricproof.probes import spec
+from fabricproof.probes.spec import PROBES, Layout
 from fabricproof.paths import schemas_dir
 
-from ..contract import assert_closed_and_described
-from .probelib import read
+from collectors.contract import assert_closed_and_described
+from collectors.probes.probelib import read
 
 PROBE_IDS = ["nccl_all_reduce", "nccl_all_gather", "nccl_alltoall", "nvbandwidth", "ib_gdr_bw", "ib_pair_bw",
              "ib_pair_lat", "dcgm_diag"]

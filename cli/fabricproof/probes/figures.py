@@ -3,7 +3,7 @@ table ranks, the JSON report lists and a regression gate compares."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,17 @@ class Figure:
     @property
     def key(self) -> tuple[str, str, str]:
         return self.probe, self.target, self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figure as rollout state and decision records keep it, under its host (which the row omits)."""
+        return {"probe": self.probe, "target": self.target, "figure": self.name, "value": self.value,
+                "unit": self.unit, "higher_is_better": self.higher_is_better}
+
+    @classmethod
+    def from_dict(cls, host: str, row: Mapping[str, Any]) -> Figure:
+        """The figure of `host` that to_dict() wrote."""
+        return cls(host, row["probe"], row["target"], row["figure"], row["value"], row["unit"],
+                   row["higher_is_better"])
 
 
 # Per probe: (fact path under its fragment, figure name, unit, higher is better). Bandwidths are the gated ones.
@@ -67,6 +78,16 @@ def worst_first(figures: list[Figure]) -> list[Figure]:
     """Figures ranked worst first within each (probe, figure name): the lowest bandwidth, the highest latency."""
     return sorted(figures, key=lambda f: (f.probe, f.name, f.value if f.higher_is_better else -f.value, f.host,
                                           f.target))
+
+
+def by_host_rows(figures: Mapping[str, Sequence[Figure]]) -> dict[str, list[dict[str, Any]]]:
+    """Host -> its figures as to_dict() rows: the form a JSON record holds them in."""
+    return {host: [f.to_dict() for f in figs] for host, figs in figures.items()}
+
+
+def report_rows(figures: Sequence[Figure]) -> tuple[dict[str, Any], ...]:
+    """The report's `figures`: every figure with its host and unit, worst first."""
+    return tuple({"host": f.host, **f.to_dict()} for f in worst_first(list(figures)))
 
 
 @dataclass(frozen=True)
