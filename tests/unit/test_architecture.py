@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "__init__": 0, "model": 0, "errors": 0, "timeutil": 0, "paths": 0, "toolpath": 0, "judging.ops": 0,
     "judging.pointer": 0, "platforms": 0, "actions": 0, "words": 0, "judging.drift": 0, "redact": 0, "textsafe": 0,
     "pairing": 0, "durations": 0, "xids": 0,  # the Xid policy defaults (plain data)
+    "judging.packing": 0,  # how a fleet-sized evaluation holds what it keeps (the evaluation's memory seam)
     "documents": 1, "inventory": 1, "slurm": 1, "judging.findings": 1, "spool": 1,
     "fsutil": 1,  # raises InputError for bad targets
     # readers: tool output -> facts fragments, baselines, run directories
