@@ -30,10 +30,11 @@ LAYERS: dict[str, int] = {
     "judging.projection": 5, "reporters": 5,
     "judging.evaluate": 6,
     "judging": 6,  # the package's own __init__
-    "rollout": 7,
-    "schemagen": 8,  # writes the schemas from every registry, the rollout's policies included
-    "commands": 9,
-    "cli": 10, "__main__": 11,
+    "judging.pipeline": 7,  # the one call: collect -> evaluate -> reports (validate, check, the gates, the soak)
+    "rollout": 8,
+    "schemagen": 9,  # writes the schemas from every registry, the rollout's policies included
+    "commands": 10,
+    "cli": 11, "__main__": 12,
 }
 
 
@@ -155,3 +156,25 @@ def test_the_lab_is_outside_the_product():
     wrong = sorted(m for m, p in _modules() if m not in LAB_USERS and _imports_the_lab(p))
     assert not wrong, f"product modules importing the lab: {wrong}"
     assert all(_imports_the_lab(p) for m, p in _modules() if m in LAB_USERS), "the lab's users moved: update LAB_USERS"
+
+
+#: Modules that judge facts without the pipeline: the lab tour, whose table shows no report time or version.
+JUDGES_ALONE = {"commands.demo"}
+PIPELINE_USERS = {"commands.validate", "commands.check", "rollout.gate", "rollout.soak"}
+
+
+def _evaluates(path: Path) -> list[str]:
+    """The names of the evaluation a module imports that judge facts (evaluate, StreamingEvaluation)."""
+    return [alias.name for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("judging.evaluate")
+            for alias in node.names if alias.name in ("evaluate", "StreamingEvaluation")]
+
+
+def test_collect_evaluate_and_report_is_one_call():
+    """validate, check --local, the rollout gates and the soak go through judging.pipeline.run; only the judging
+    package itself calls the evaluation directly."""
+    wrong = sorted(f"{m}: {names}" for m, p in _modules()
+                   if not m.startswith("judging.") and m not in JUDGES_ALONE and (names := _evaluates(p)))
+    assert not wrong, "judge through judging.pipeline.run, not the evaluation directly:\n" + "\n".join(wrong)
+    users = {a for a, b in EDGES if b == "judging.pipeline"}
+    assert PIPELINE_USERS <= users, f"not through the pipeline: {sorted(PIPELINE_USERS - users)}"
