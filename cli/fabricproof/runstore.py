@@ -192,6 +192,10 @@ class RunStore:
     def report_path(self) -> Path:
         return self.root / REPORT_FILE
 
+    def report_file(self, extension: str) -> Path:
+        """The run's report in one format, beside its evidence (report.json, report.md, ...)."""
+        return self.root / f"{Path(REPORT_FILE).stem}.{extension}"
+
     def raw_dir(self, host: str) -> Path:
         return self.root / RAW_DIR / file_name(host)
 

@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     # the probes package: pure specs, figures, pairing and scripts; the guard speaks the collectors' not-run words;
     # the runner is a collection of its own; the options read into its settings
     "probes": 0, "probes.spec": 0, "probes.figures": 0, "probes.pairing": 0, "probes.rendezvous": 0,
+    "judging.packing": 0,  # how a fleet-sized evaluation holds what it keeps (the evaluation's memory seam)
     "documents": 1, "inventory": 1, "slurm": 1, "judging.findings": 1, "spool": 1,
     "fsutil": 1,  # raises InputError for bad targets
     # readers: tool output -> facts fragments, baselines, run directories
@@ -32,10 +33,11 @@ LAYERS: dict[str, int] = {
     "judging.projection": 5, "reporters": 5, "probes.options": 5,
     "judging.evaluate": 6,
     "judging": 6,  # the package's own __init__
-    "rollout": 7,
-    "schemagen": 8,  # writes the schemas from every registry, the rollout's policies included
-    "commands": 9,
-    "cli": 10, "__main__": 11,
+    "judging.pipeline": 7,  # the one call: collect -> evaluate -> reports (validate, check, the gates, the soak)
+    "rollout": 8,
+    "schemagen": 9,  # writes the schemas from every registry, the rollout's policies included
+    "commands": 10,
+    "cli": 11, "__main__": 12,
 }
 
 
@@ -193,3 +195,25 @@ def test_a_figure_is_written_and_read_in_one_place():
     speaking = sorted(str(p.relative_to(PACKAGE)) for _, p in _modules()
                       if p.name != "figures.py" and '"higher_is_better"' in p.read_text(encoding="utf-8"))
     assert not speaking, f"figure rows built outside probes/figures.py: {speaking}"
+
+
+#: Modules that judge facts without the pipeline: the lab tour, whose table shows no report time or version.
+JUDGES_ALONE = {"commands.demo"}
+PIPELINE_USERS = {"commands.validate", "commands.check", "rollout.gate", "rollout.soak"}
+
+
+def _evaluates(path: Path) -> list[str]:
+    """The names of the evaluation a module imports that judge facts (evaluate, StreamingEvaluation)."""
+    return [alias.name for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("judging.evaluate")
+            for alias in node.names if alias.name in ("evaluate", "StreamingEvaluation")]
+
+
+def test_collect_evaluate_and_report_is_one_call():
+    """validate, check --local, the rollout gates and the soak go through judging.pipeline.run; only the judging
+    package itself calls the evaluation directly."""
+    wrong = sorted(f"{m}: {names}" for m, p in _modules()
+                   if not m.startswith("judging.") and m not in JUDGES_ALONE and (names := _evaluates(p)))
+    assert not wrong, "judge through judging.pipeline.run, not the evaluation directly:\n" + "\n".join(wrong)
+    users = {a for a, b in EDGES if b == "judging.pipeline"}
+    assert PIPELINE_USERS <= users, f"not through the pipeline: {sorted(PIPELINE_USERS - users)}"

@@ -3,33 +3,31 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from .. import __version__
 from ..judging import catalog
 from ..actions import host_actions
 from ..judging import baseline as baseline_mod
 from .. import facts as facts_mod
 from .. import inventory as inventory_mod
 from .. import breaker, config, slurm
-from ..collect import DEFAULT_HOST_TIMEOUT_S, check_settings, collect, select_collectors, this_node
+from ..collect import DEFAULT_HOST_TIMEOUT_S, CollectResult, check_settings, select_collectors, this_node
 from ..errors import InputError
-from ..judging.evaluate import evaluate, exit_code, failing_actions
+from ..judging.evaluate import failing_actions
+from ..judging.pipeline import Added, Live, Request, run
 from ..fsutil import atomic_write_text, check_target, write_target
 from ..model import ExitCode, Host, Outcome, Report, Severity
-from ..timeutil import utc_now
-from ..reporters import REPORTERS
-from ..reporters._common import found_lines, not_proven_reason
 from ..probes import options as probe_options
 from ..probes import runner as probe_runner
+from ..probes.runner import ProbeSettings
+from ..reporters import REPORTERS
+from ..reporters._common import found_lines, not_proven_reason
 from ..probes.spec import PROBES, Layout
-from ..runstore import RunStore
 from . import _breaker, _probes
 from ._common import (BASELINE_HELP, INVENTORY_DEFAULT, OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, console, err_console,
                       input_errors, output_mode, report_targets, shown)
@@ -103,36 +101,20 @@ def _previous(path: Path) -> dict | None:
     return doc if isinstance(doc, dict) and doc.get("kind") == "Facts" else None
 
 
-def _collect_here(host: Host, run_dir: Path | None, command_timeout: float | None, timeout: float,
-                  probes: tuple[str, tuple[str, ...], Any, Any] | None = None, figures: list | None = None) -> dict:
-    """This node's facts, collected with the local transport into `run_dir` (kept) or a temporary run directory
-    (removed once the facts are read); `probes` (ids, settings, baseline) run after the collection, into
-    RUNDIR/probes, and their facts are merged in."""
-    keep = run_dir is not None
-    figures = figures if figures is not None else []
-    target = run_dir if keep else Path(tempfile.mkdtemp(prefix="fabricproof-check-")) / "run"
-    try:
-        result = collect([host], target, via="local", collectors=select_collectors(None),
-                         command_timeout_s=command_timeout, host_timeout_s=timeout)
-        if probes is not None and host.name in result.facts_by_host:
-            ids, probe_settings, base, quiet = probes
-            probe_run = _probes.run([host], result.run_dir, ids, base, result.facts_by_host, "local", None,
-                                    probe_settings, quiet)
-            result.facts_by_host = probe_runner.merged(result.facts_by_host, probe_run)
-            if keep:
-                RunStore(result.run_dir).write_facts(host.name, result.facts_by_host[host.name])
-            _probes.show(probe_run)
-            figures.append(probe_run)
-    finally:
-        if not keep:
-            shutil.rmtree(target.parent, ignore_errors=True)
-    if host.name not in result.facts_by_host:  # the local transport cannot fail a whole host; say so if it did
-        raise InputError(f"this node could not be collected: {result.collection_errors.get(host.name, 'no facts')}")
-    doc = result.facts_by_host[host.name]
-    if not keep:  # the evidence is gone with the temporary run: cite none
-        for run in doc["collectors"].values():
-            run.pop("evidence", None)
-    return doc
+def _probes_after(host: Host, ids: tuple[str, ...], settings: ProbeSettings, base: baseline_mod.Baseline,
+                  quiet: bool) -> Callable[[CollectResult], Added]:
+    """The probes, run after the collection if this node was collected; their facts are merged into its own."""
+
+    def then(result: CollectResult) -> Added:
+        if host.name not in result.facts_by_host:
+            return Added(result.facts_by_host)
+        probe_run = _probes.run([host], result.run_dir, ids, base, result.facts_by_host, "local", None, settings,
+                                quiet)
+        _probes.show(probe_run)
+        return Added(probe_runner.merged(result.facts_by_host, probe_run),
+                     finish=lambda report: probe_runner.with_figures(report, probe_run))
+
+    return then
 
 
 def _slurm(node: str, report: Report, code: int, fail_on: str, limit: breaker.Limit, window_s: int) -> None:
@@ -220,19 +202,19 @@ def check(
     selected = catalog.select(catalog.load(), checks)
     host = this_node(inventory, node_name, group, loaded=inv)
     node, groups = host.name, list(host.groups)
-    probe_runs: list = []
-    doc = _collect_here(host, run_dir, command_timeout, timeout,
-                        (probe_ids, probe_settings, base, fmt != "nhc" and output is None) if probe_ids else None,
-                        probe_runs)
-    previous = None
-    if facts_dir is not None:
-        target = facts_dir / f"{node}.json"
-        previous = _previous(target)
-        atomic_write_text(target, facts_mod.dump(doc), mode=file_mode)
-    report = evaluate({node: doc}, base, selected, groups={node: groups},
-                      previous={node: previous} if previous else None, created_at=utc_now(), tool_version=__version__)
-    report = probe_runner.with_figures(report, probe_runs[0] if probe_runs else None)
-    code = exit_code(report, fail_on)
+    target = facts_dir / f"{node}.json" if facts_dir is not None else None
+    previous = _previous(target) if target is not None else None
+    quiet = fmt != "nhc" and output is None
+    then = _probes_after(host, probe_ids, probe_settings, base, quiet) if probe_ids else None
+    judged = run(Request(Live((host,), run_dir, via="local", collectors=select_collectors(None), host_timeout_s=timeout,
+                              command_timeout_s=command_timeout, then=then),
+                         base, selected, groups={node: groups}, previous={node: previous} if previous else None,
+                         hold=True))
+    if node not in judged.facts:  # the local transport cannot fail a whole host; say so if it did
+        raise InputError(f"this node could not be collected: {judged.report.collection_errors.get(node, 'no facts')}")
+    if target is not None:
+        atomic_write_text(target, facts_mod.dump(judged.facts[node]), mode=file_mode)
+    report, code = judged.report, judged.exit_code(fail_on)
 
     lines = nhc_lines(report, node, fail_on)
     if fmt == "nhc" or output is not None:

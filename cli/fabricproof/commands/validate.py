@@ -2,31 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .. import __version__, transport
+from .. import transport
 from ..judging import baseline as baseline_mod
 from .. import config
 from ..judging import catalog
 from .. import facts as facts_mod
 from .. import inventory as inventory_mod
-from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, check_settings, new_run_id, reparse, select_hosts
+from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, CollectResult, check_settings, new_run_id, select_hosts
 from ..errors import InputError
-from ..judging.evaluate import StreamingEvaluation, evaluate, exit_code
-from ..fsutil import atomic_write_chunks
+from ..judging.pipeline import Added, Live, Request, Saved, run
+from ..model import Host
 from ..probes import options as probe_options
 from ..probes import runner as probe_runner
+from ..probes.runner import ProbeSettings
 from ..reporters import REPORTERS
-from ..runstore import RunStore
-from ..timeutil import utc_now
 from ._common import (BASELINE_HELP, FORMAT_HELP, HOST_TIMEOUT_HELP, INVENTORY_DEFAULT, OUTPUT_GONE, OUTPUT_MODE_HELP,
                       SEVERITIES, WORKERS_HELP, check_fail_on, emit_report, err_console, input_errors, output_mode,
                       pair_outputs, shown)
 from . import _probes
-from ._progress import collect_with_progress
+from ._progress import ProgressView
 
 EPILOG = """\
 Three sources of facts:
@@ -51,47 +51,21 @@ path is named, run.json says incomplete when it can still be written).
 """
 
 
-def _saved_facts(facts: Path | None, raw: Path | None, inv: inventory_mod.Inventory | None, limit: str | None
-                 ) -> tuple[dict[str, dict], dict[str, str], dict[str, tuple[str, ...]]]:
-    """(facts by host, collection errors, groups) from a facts or run directory, or re-parsed raw evidence.
+def _probes_after(hosts: list[Host], ids: tuple[str, ...], base: baseline_mod.Baseline, via: str, options: object,
+                  settings: ProbeSettings, quiet: bool) -> Callable[[CollectResult], Added]:
+    """The probes, run on the hosts collected (they need every host's facts: the HCAs nearest each GPU); a host
+    they could not serve is not collected."""
 
-    The scope is the inventory (with --limit) when one is given, else the run's own manifest: a host either
-    lists without facts is not collected (exit 3), never passed over."""
-    groups: dict[str, tuple[str, ...]] = {}
-    source = raw or facts
-    assert source is not None
-    if raw:
-        if not raw.is_dir():
-            raise InputError(f"{raw}: run directory not found")
-        facts_by_host, collection_errors = reparse(raw)
-        if not facts_by_host and not collection_errors:
-            raise InputError(f"{raw}: no raw evidence (raw/<host>/...) in this run directory")
-    else:
-        facts_by_host = facts_mod.load_dir(source)
-        # Hosts a run could not collect, as its run.json records them (none for a plain facts directory).
-        collection_errors = {h: e["message"] for h, e in RunStore(source).recorded_errors().items()}
-    manifest = RunStore(source).manifest() or {}
-    unfinished = manifest.get("status", "complete") != "complete"
-    if inv is not None:
-        groups = dict(inv.groups_of())
-        scope = set(inventory_mod.limit(inv, limit))  # every inventory host when no --limit is given
-        if limit:
-            facts_by_host = {h: f for h, f in facts_by_host.items() if h in scope}
-            collection_errors = {h: e for h, e in collection_errors.items() if h in scope}
-    elif limit:
-        raise InputError("--limit needs --inventory")
-    else:
-        scope = set(manifest.get("hosts") or ())  # the hosts the run set out to collect
-    # A host in scope that has no facts is not a pass: it is reported as not collected (exit 3).
-    why = (f"the run did not finish (run.json: status {manifest['status']}), and this host has no facts in {source}"
-           if unfinished else f"no facts for this host in {source}")
-    for host in sorted(scope - set(facts_by_host) - set(collection_errors)):
-        collection_errors[host] = why
-    if unfinished:
-        err_console.print(f"warning: {shown(source)} holds an unfinished run (run.json: status "
-                          f"{shown(manifest['status'])}): {len(facts_by_host)} of {len(manifest.get('hosts') or ())} "
-                          "host(s) have facts", highlight=False)
-    return facts_by_host, collection_errors, groups
+    def then(result: CollectResult) -> Added:
+        reachable = [h for h in hosts if h.name in result.facts_by_host]
+        probe_run = _probes.run(reachable, result.run_dir, ids, base, result.facts_by_host, via, options, settings,
+                                quiet)
+        _probes.show(probe_run)
+        return Added(probe_runner.merged(result.facts_by_host, probe_run),
+                     {h: f"probes: {e}" for h, e in probe_run.errors.items()},
+                     lambda report: probe_runner.with_figures(report, probe_run))
+
+    return then
 
 
 @input_errors
@@ -142,50 +116,26 @@ def validate(
     if probe_ids and not live:
         raise InputError("--probes runs probes on live hosts: not with --facts or --raw")
 
-    evidence_dir: Path | None = None
     if live:
         check_settings(forks, host_timeout, None, workers)
         hosts = select_hosts(inventory, limit, via, loaded=inv)
         options = transport.configure(via, inventory_path=inventory, accept_new_host_keys=accept_new_host_keys)
         run_id = new_run_id()
-    if live and probe_ids:
-        # The probes need every host's facts (the HCAs nearest each GPU) and merge theirs in: no streaming here.
-        result = collect_with_progress(hosts, run_dir or Path("runs") / run_id, quiet=quiet, via=via, options=options,
-                                       forks=forks, host_timeout_s=host_timeout, run_id=run_id, inventory=inventory,
-                                       limit=limit, workers=workers)
-        reachable = [h for h in hosts if h.name in result.facts_by_host]
-        probe_run = _probes.run(reachable, result.run_dir, probe_ids, base, result.facts_by_host, via, options,
-                                probe_settings, quiet)
-        facts_by_host = probe_runner.merged(result.facts_by_host, probe_run)
-        store = RunStore(result.run_dir)
-        for host, doc in facts_by_host.items():
-            store.write_facts(host, doc)
-        _probes.show(probe_run)
-        errors = {**result.collection_errors, **{h: f"probes: {e}" for h, e in probe_run.errors.items()
-                                                 if h not in result.collection_errors}}
-        report = evaluate(facts_by_host, base, selected, groups={h.name: h.groups for h in hosts}, previous=before,
-                          collection_errors=errors, run_id=result.run_id, created_at=utc_now(),
-                          tool_version=__version__)
-        report = probe_runner.with_figures(report, probe_run)
-        evidence_dir = result.run_dir
-    elif live:
-        # Judged as hosts finish: memory stays flat with fleet size (the facts are on disk, in the run).
-        stream = StreamingEvaluation(base, selected, groups={h.name: h.groups for h in hosts}, previous=before)
-        result = collect_with_progress(hosts, run_dir or Path("runs") / run_id, quiet=quiet, via=via, options=options,
-                                       forks=forks, host_timeout_s=host_timeout, run_id=run_id, sink=stream.add,
-                                       inventory=inventory, limit=limit, workers=workers)
-        report = stream.finish(result.collection_errors, run_id=result.run_id, created_at=utc_now(),
-                               tool_version=__version__)
-        evidence_dir = result.run_dir
+        then = _probes_after(hosts, probe_ids, base, via, options, probe_settings, quiet) if probe_ids else None
+        request = Request(Live(hosts, run_dir or Path("runs") / run_id, via=via, options=options, forks=forks,
+                               host_timeout_s=host_timeout, workers=workers, inventory=inventory, limit=limit,
+                               progress=ProgressView(err_console, len(hosts), quiet=quiet), then=then),
+                          base, selected, groups={h.name: h.groups for h in hosts}, previous=before, reports=("json",),
+                          run_id=run_id)
     else:
-        facts_by_host, collection_errors, groups = _saved_facts(facts, raw, inv, limit)
-        report = evaluate(facts_by_host, base, selected, groups=groups, previous=before,
-                          collection_errors=collection_errors, run_id="", created_at=utc_now(), tool_version=__version__)
-    written: dict[str, Path] = {}
-    if evidence_dir is not None:  # the verdict sits beside the evidence it rests on
-        written["json"] = RunStore(evidence_dir).report_path
-        atomic_write_chunks(written["json"], REPORTERS["json"].pieces(report), mode=0o600)
-        err_console.print(f"evidence and report: {evidence_dir}", highlight=False)
-    emit_report(report, pairs, written, mode=file_mode)
-    raise typer.Exit(exit_code(report, fail_on, require_all))
+        request = Request(Saved(facts, raw, inv, limit), base, selected,
+                          groups=dict(inv.groups_of()) if inv is not None else {}, previous=before)
+    judged = run(request)
+    if (u := judged.unfinished) is not None:
+        err_console.print(f"warning: {shown(u.source)} holds an unfinished run (run.json: status {shown(u.status)}): "
+                          f"{u.with_facts} of {u.hosts} host(s) have facts", highlight=False)
+    if judged.evidence_dir is not None:  # the verdict sits beside the evidence it rests on
+        err_console.print(f"evidence and report: {judged.evidence_dir}", highlight=False)
+    emit_report(judged.report, pairs, judged.written, mode=file_mode)
+    raise typer.Exit(judged.exit_code(fail_on, require_all))
 

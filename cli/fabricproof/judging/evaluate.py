@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
-import json
-import sys
 import threading
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -15,6 +12,7 @@ from typing import Any
 from .baseline import UNSET, Baseline, lookup
 from .catalog import Applicability, Check
 from .findings import name_findings
+from .packing import Tuples, projections, shared
 from ..model import CheckCoverage, Finding, Outcome, Report, Result, Scope
 from .ops import OPERATORS, render_value
 from .pointer import Found, Where, resolve, split_pointer
@@ -112,16 +110,13 @@ def _spec_text(spec: Any) -> str:
     return render_value(spec)
 
 
-def _evidence(facts: Facts, check: Check, memo: dict[str, tuple[str, ...]] | None = None) -> tuple[str, ...]:
-    """The raw output a check's verdict rests on. `memo` (one host's) lets the host's results share one tuple
-    per collector: a fleet's report holds one result per check and host, so it is paid for 10,000 times."""
+def _evidence(facts: Facts, check: Check, tuples: Tuples | None = None) -> tuple[str, ...]:
+    """The raw output a check's verdict rests on (as one of the host's `tuples` when given)."""
     run = facts.get("collectors", {}).get(check.collector) or {}
     ev = run.get("evidence")
     if not ev:
         return ()
-    if memo is None:
-        return (ev,)
-    return memo.setdefault(ev, (ev,))
+    return (ev,) if tuples is None else tuples.of(ev)
 
 
 def _noted(facts: Facts, check: Check, reason: str) -> str:
@@ -237,23 +232,22 @@ def _gap(check: Check, values: dict[str, Any]) -> str | None:
 
 
 def _unproven(result: Result, check: Check, key: str) -> Result:
-    return replace(result, reason=sys.intern(f"not proven: baseline sets no {key}, and this host has what the "
-                                             f"check judges ({check.fact})"))  # interned: one string per check
+    return replace(result, reason=shared(f"not proven: baseline sets no {key}, and this host has what the "
+                                         f"check judges ({check.fact})"))
 
 
 def _result(check: Check, host: str, outcome: Outcome, expected: str, actual: Any = None, reason: str = "",
             evidence: tuple[str, ...] = (), findings: tuple[Finding, ...] = ()) -> Result:
     return Result(
         check_id=check.id, title=check.title, host=host, outcome=outcome, severity=check.severity,
-        # Interned: a skip or missing-fact reason repeats on every host, and a fleet's report keeps them all.
-        expected=expected, actual=actual, reason=sys.intern(reason) if reason else "",
+        expected=expected, actual=actual, reason=shared(reason),
         remediation=check.remediation if outcome is Outcome.FAIL else "",
         evidence=evidence, family=check.family, references=check.references, findings=findings, action=check.action,
     )
 
 
 def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator,
-                memo: dict[str, tuple[str, ...]] | None = None) -> Result:
+                tuples: Tuples | None = None) -> Result:
     values = ev.values_for(host, facts)
     skip = _applicability(check, values)
     if skip:
@@ -261,7 +255,7 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator,
     problem = _collector_problem(facts, check)
     if problem:
         return _result(check, host, problem[0], ev.plain(check), reason=problem[1])
-    evidence = _evidence(facts, check, memo)
+    evidence = _evidence(facts, check, tuples)
     try:
         outside = _not_applicable(check, values, facts, ev)
         if outside:
@@ -475,27 +469,6 @@ def _judge_unique(check: Check, name: str, members: list[str], signatures: Mappi
             yield host, _result(check, host, Outcome.PASS, text, actual=len(signatures[host]), evidence=evidence)
 
 
-class _PackedFacts(Mapping[str, Facts]):
-    """Each host's fleet projection as compressed JSON: about 0.9 KB a host where the dicts took about 14 KB,
-    decoded again (tens of microseconds) each time a fleet-scope check reads the host. Facts are JSON by
-    contract (the run store writes them so), so the round trip changes no verdict."""
-
-    def __init__(self) -> None:
-        self._blobs: dict[str, bytes] = {}
-
-    def __setitem__(self, host: str, doc: Facts) -> None:
-        self._blobs[host] = zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 1)
-
-    def __getitem__(self, host: str) -> Facts:
-        return json.loads(zlib.decompress(self._blobs[host]))
-
-    def __iter__(self):
-        return iter(self._blobs)
-
-    def __len__(self) -> int:
-        return len(self._blobs)
-
-
 class StreamingEvaluation:
     """Evaluation fed one host at a time, as a collection finishes hosts: host-scope checks are judged at
     once and the facts let go; only what fleet-scope checks compare across hosts is kept (a projection of
@@ -510,9 +483,7 @@ class StreamingEvaluation:
         self._host_checks = [c for c in self.checks if c.scope is not Scope.FLEET]
         fleet = [c for c in self.checks if c.scope is Scope.FLEET]
         self._keep = keep if keep is not None else projector(fleet)
-        # What is kept of every host is what grows with the fleet: projections are packed unless the caller
-        # holds the facts anyway (evaluate()).
-        self._fleet_facts: dict[str, Facts] | _PackedFacts = {} if keep is not None else _PackedFacts()
+        self._fleet_facts = projections(pack=keep is None)
         self._judged: dict[str, list[Result]] = {}  # host -> one result per host-scope check, in check order
         self._groups: dict[str, tuple[str, ...]] = {}  # host -> the groups that chose its baseline (the report's rows)
         self._unproven: dict[str, list[str]] = {}  # host -> checks its hardware needs that the baseline left unjudged
@@ -523,8 +494,8 @@ class StreamingEvaluation:
         with self._lock:
             if host in self._judged:
                 raise ValueError(f"{host}: facts given twice")
-            memo: dict[str, tuple[str, ...]] = {}
-            judged = self._judged[host] = [_judge_host(c, host, facts, self._ev, memo) for c in self._host_checks]
+            tuples = Tuples()
+            judged = self._judged[host] = [_judge_host(c, host, facts, self._ev, tuples) for c in self._host_checks]
             values = self._ev.values_for(host, facts)
             for k, (check, r) in enumerate(zip(self._host_checks, judged)):
                 if r.outcome is Outcome.SKIP and (key := _wanting(check, values, facts, self._ev)):

@@ -9,14 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import __version__
+from ..judging import pipeline
 from ..judging.baseline import Baseline
 from ..judging.catalog import Check
-from ..judging.evaluate import evaluate, failing_actions
-from ..fsutil import atomic_write_text
+from ..judging.evaluate import failing_actions
 from ..model import Outcome, Report, Severity
 from ..reporters._common import not_proven_reason
-from ..timeutil import utc_now
 from .plan import Budget
 
 Facts = Mapping[str, Any]
@@ -100,33 +98,16 @@ def summarize(reasons: Sequence[str], limit: int = 3) -> str:
     return "; ".join(reasons[:limit]) + more
 
 
-def write_reports(report: Report, directory: Path, formats: Sequence[str]) -> list[str]:
-    """Render the report in every format into directory/report.<ext>; returns the paths written."""
-    from ..reporters import REPORTERS
-
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for fmt in formats:
-        reporter = REPORTERS[fmt]
-        path = directory / f"report.{reporter.extension}"
-        atomic_write_text(path, reporter.render(report), mode=0o600)
-        paths.append(str(path))
-    return paths
-
-
 def prove(hosts: Sequence[str], baseline: Baseline, checks: Sequence[Check], collect: Collect, evidence_dir: Path, *,
           groups: Mapping[str, Sequence[str]] | None = None, previous: Mapping[str, Facts] | None = None,
           fail_on: str = "critical", formats: Sequence[str] = ("json",), run_id: str = "") -> Proof:
     """Collect hosts, evaluate them against the baseline, write the reports, and say who failed."""
-    collected = collect(list(hosts), evidence_dir)
-    facts = {h: f for h, f in collected.facts.items() if h in set(hosts) and h not in collected.errors}
-    missing = {h: "no facts came back" for h in hosts if h not in facts and h not in collected.errors}
-    errors = {**missing, **{h: e for h, e in collected.errors.items() if h in set(hosts)}}
-    report = evaluate(facts, baseline, checks, groups=groups or {}, previous=previous, collection_errors=errors,
-                      run_id=run_id, created_at=utc_now(), tool_version=__version__)
-    paths = write_reports(report, evidence_dir, formats)
-    return Proof(report=report, failures=host_failures(report, fail_on), evidence=(*paths, str(evidence_dir)),
-                 facts=facts, actions=failing_actions(report, fail_on))
+    judged = pipeline.run(pipeline.Request(pipeline.Delegated(hosts, evidence_dir, collect), baseline, checks,
+                                           groups=groups or {}, previous=previous, reports=formats, run_id=run_id))
+    report = judged.report
+    return Proof(report=report, failures=host_failures(report, fail_on),
+                 evidence=(*map(str, judged.written.values()), str(evidence_dir)), facts=judged.facts,
+                 actions=failing_actions(report, fail_on))
 
 
 class Clock(Protocol):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..judging import pipeline
 from ..judging.baseline import Baseline
 from ..judging.catalog import Check
 from .gate import Clock, Collect, GateResult, Proof, RealClock, prove, summarize, wait
@@ -32,9 +33,9 @@ def run_soak(hosts: Sequence[str], baseline: Baseline, checks: Sequence[Check], 
              on_sample: Callable[[int, Proof], None] | None = None) -> GateResult:
     """Snapshot, then re-read at each sample time; the verdict is the first sample with growth, else the last."""
     clock = clock or RealClock()
-    snapshot = collect(list(hosts), evidence_dir / "start")
-    failed_start = {h: f"not collected at soak start: {e}" for h, e in snapshot.errors.items() if h in hosts}
-    previous = {h: f for h, f in snapshot.facts.items() if h not in snapshot.errors}
+    snapshot = pipeline.gather(pipeline.Delegated(hosts, evidence_dir / "start", collect))
+    failed_start = {h: f"not collected at soak start: {e}" for h, e in snapshot.errors.items()}
+    previous = snapshot.facts
     begun = clock.monotonic()
     proof: Proof | None = None
     n = 0

@@ -1,0 +1,35 @@
+"""The evaluation's memory seam (judging.packing) on its own: what it keeps reads back unchanged, and repeats are one
+object. tests/checks/test_projection.py holds a streaming evaluation to it end to end."""
+
+from __future__ import annotations
+
+import json
+
+from fabricproof.judging.packing import PackedFacts, Tuples, projections, shared
+
+DOC = {"host": "h1", "collectors": {"lsmod": {"status": "ok", "evidence": "raw/h1/lsmod.txt"}},
+       "ib": {"ports": [{"rate": 400, "state": "Active", "guid": f"0x{n:016x}"} for n in range(64)]}}
+
+
+def test_packed_projections_read_back_as_the_json_they_were_and_take_less_room():
+    packed = projections(pack=True)
+    assert isinstance(packed, PackedFacts)
+    packed["h1"] = DOC
+    assert packed["h1"] == DOC and packed["h1"] is not DOC
+    assert list(packed) == ["h1"] and len(packed) == 1
+    assert len(packed._blobs["h1"]) < len(json.dumps(DOC)) / 3
+
+
+def test_unpacked_projections_are_the_callers_own_documents():
+    held = projections(pack=False)
+    held["h1"] = DOC
+    assert type(held) is dict and held["h1"] is DOC
+
+
+def test_repeated_strings_and_evidence_tuples_are_one_object():
+    a, b = "".join(["baseline sets no ", "rdma.peermem"]), "".join(["baseline sets ", "no rdma.peermem"])
+    assert a is not b and shared(a) is shared(b)
+    assert shared("") == ""
+    tuples = Tuples()
+    first = tuples.of("".join(["raw/h1/", "lsmod.txt"]))
+    assert tuples.of("raw/h1/lsmod.txt") is first == ("raw/h1/lsmod.txt",)
