@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fabricproof import tools
+
 from . import model
 from .model import Node
 from .profiles import DRIVER_RELEASES, PROFILES, deb_version
@@ -35,8 +37,8 @@ FABRIC_PROFILES = ("dgx-h100", "hgx-h200", "gb200-nvl72")
 X86 = FM_PROFILES
 HGX_H = ("dgx-h100", "hgx-h200")
 
-NVSMI_COLLECTORS = ("nvidia_smi_q", "nvidia_smi_q_xml", "nvidia_smi_query_gpu", "nvlink_status", "nvlink_errors",
-                    "nvlink_caps", "nvlink_info", "nvlink_throughput", "topo")
+#: The collectors that run nvidia-smi (a tool's key is the id of the collector that runs it).
+NVSMI_COLLECTORS = tuple(t.key for t in tools.TOOLS.values() if t.argv[0] == "nvidia-smi")
 
 
 @dataclass(frozen=True)
