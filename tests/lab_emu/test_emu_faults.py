@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 from fabricproof.collectors import COLLECTORS, ParseError
+from fabricproof.judging import catalog
 from fabricproof_lab.emu import api, faults, model, outputs
 from fabricproof_lab.emu.faults import FAULTS, FaultError
+from fabricproof_lab.emu.faults.nvlink import ERROR_STEP
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED = {"fm-down", "fm-driver-mismatch", "fabric-in-progress", "fabric-insufficient-resources",
@@ -96,6 +98,28 @@ def test_catalog_is_large_stable_and_names_real_checks() -> None:
     assert set(EFFECTS) == set(FAULTS), "every fault needs an expected effect in this test"
 
 
+def test_the_catalog_is_one_module_per_family_like_the_checks() -> None:
+    """faults/ holds a module per family, each declaring its FAULTS, and the registry is their union: a fault lives
+    with the family of a check it catches (checks/<family>/), a load-only or idle fault in perf, a broken tool in
+    tool."""
+    modules = {p.stem for p in Path(faults.__file__).parent.glob("*.py")} - {"__init__", "base"}
+    assert {m.__name__.rsplit(".", 1)[1] for m in faults.FAMILIES} == modules
+    declared = [f.name for m in faults.FAMILIES for f in m.FAULTS]
+    assert len(declared) == len(set(declared)) and set(declared) == set(FAULTS)
+    family_of = {c.id: c.family for c in catalog.load()}
+    for module in faults.FAMILIES:
+        family = module.__name__.rsplit(".", 1)[1]
+        for fault in module.FAULTS:
+            caught = set(fault.catches) | set(fault.catches_over_time) | set(fault.catches_fleet)
+            caught = caught.union(*(fault.catches_for(p) for p in fault.profiles))
+            if family == "perf":
+                assert fault.catches_probes or fault.blocks_probes, fault.name
+            elif family == "tool":
+                assert fault.breaks and not caught, fault.name
+            else:
+                assert not caught or family in {family_of[c] for c in caught}, (fault.name, family)
+
+
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_each_fault_changes_its_outputs_and_clearing_restores_them(name: str) -> None:
     fault = FAULTS[name]
@@ -169,7 +193,7 @@ def test_nvlink_error_counters_grow_between_snapshots(make_node, lab: Path) -> N
     api.inject(lab, node.address, "nvlink-errors-growing")
     first = COLLECTORS["nvlink_errors"].parse(node.run("nvidia-smi", "nvlink", "-e").stdout)["totals"]
     second = COLLECTORS["nvlink_errors"].parse(node.run("nvidia-smi", "nvlink", "-e").stdout)["totals"]
-    step = faults.ERROR_STEP
+    step = ERROR_STEP
     assert second["crc"] - first["crc"] == step["crc_flit"] + step["crc_data"] > 10
     assert second["replay"] - first["replay"] == step["replay"] and second["recovery"] > first["recovery"]
 

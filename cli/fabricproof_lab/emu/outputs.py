@@ -13,6 +13,7 @@ from pathlib import Path
 from fabricproof import tools
 
 from . import faults, render_fabric, render_gpu, render_ib, render_links, render_sys
+from .faults.tool import garbage
 from .model import Node, installed_driver, installed_fm, nvml_mismatch, profile_of
 
 NVFWUPD_YAML = "BMC_IP: 127.0.0.1\nRF_USERNAME: lab\nRF_PASSWORD: lab\nTargetPlatform: HGX\n"
@@ -105,7 +106,7 @@ def render_key(view: Node, key: str) -> Out:
     if key == "ibstat" and "tool-floods" in view["faults"]:
         return Out(special="flood")
     if key == "ibstat" and "tool-garbage" in view["faults"]:
-        return Out(faults.garbage(view["hostname"] + "/ibstat"))
+        return Out(garbage(view["hostname"] + "/ibstat"))
     if key == "nvlink_errors" and GROWING_NVLINK_FAULTS & view["faults"].keys():
         return Out(special="dynamic")
     if key in ("active_fm", "active_imex"):
