@@ -1,10 +1,10 @@
 """Host-side latency of the lab's tools: `lab up --latency realistic` delays each emulated answer by what the real
-tool takes on a real 8-GPU node (fabricproof.durations, each value with its source), slept, not burned; off by default."""
+tool takes on a real 8-GPU node (fabricproof.tools, each value with its source), slept, not burned; off by default."""
 
 from __future__ import annotations
 
-from fabricproof import durations
-from .emu.outputs import COMMANDS
+from fabricproof import tools
+
 from .errors import LabError
 
 OFF = "off"
@@ -19,13 +19,8 @@ def check(profile: str) -> str:
 
 
 def delays(profile: str) -> dict[str, float]:
-    """Output key of the emulated command table -> seconds its answer waits. Spellings that share a key (`nvlink -s`,
-    `nvlink --status`) share its delay; commands the durations do not know answer at once."""
+    """Output key of the emulated command table -> seconds its answer waits: each tool's typical duration, under
+    the key all its spellings (`nvlink -s`, `nvlink --status`) share; other commands answer at once."""
     if check(profile) == OFF:
         return {}
-    out: dict[str, float] = {}
-    for tool, args, key in COMMANDS:
-        known = durations.of((tool, *args.split()))
-        if known is not None:
-            out[key] = known.typical_s
-    return out
+    return {tool.key: tool.duration.typical_s for tool in tools.TOOLS.values()}

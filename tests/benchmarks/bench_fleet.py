@@ -19,7 +19,7 @@ tree so its client CPU and memory are measured alone:
   (d) replay     collect() of 1x and 10x the fleet's recorded hosts (the (a) run's evidence, hard-linked under
                  new names) over the replay transport, with the streaming evaluation: the client's cost without
                  SSH, at two fleet sizes, and what a 16-core control node would make of it
-  (b) realistic latency (`lab up --latency realistic`: every tool sleeps what the real one takes, durations.py)
+  (b) realistic latency (`lab up --latency realistic`: every tool sleeps what the real one takes, tools.py)
   fabricproof    the same validate; against the bound ceil(hosts/forks) x the host's longest chain
   floor-seq      the floor's one exec, commands one after another as plain sh runs them
   clush-seq      clush running them one after another (pdsh and clush run a command list in sequence)

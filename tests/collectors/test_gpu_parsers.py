@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fabricproof import tools
 from fabricproof.collectors.gpu import driver_version, nvidia_smi_q, nvidia_smi_q_xml, nvidia_smi_query_gpu
 from fabricproof.collectors.base import Collector, ParseError, read_host_file
 from fabricproof.collectors.gpu.fragment import GPU_SCHEMA
@@ -247,7 +248,7 @@ def test_query_gpu_csv_excerpt_with_elided_rows(corpus: Path) -> None:
 def test_query_gpu_csv_in_the_collector_field_order() -> None:
     # Header as nvidia-smi prints it for the collector's --query-gpu list; cells in the spellings
     # the corpus shows ([Not Supported], [N/A], units after numbers).
-    header = ", ".join(f + (" [W]" if f == "power.limit" else "") for f in nvidia_smi_query_gpu.QUERY_GPU_FIELDS)
+    header = ", ".join(f + (" [W]" if f == "power.limit" else "") for f in tools.QUERY_GPU_FIELDS)
     rows = [
         "0, 00000000:19:00.0, NVIDIA H100 80GB HBM3, GPU-1, 535.161.08, 96.00.74.00.0D, Enabled, Enabled, "
         "700.00 W, 0x0000000000000048, 5, 16, Completed, Success",

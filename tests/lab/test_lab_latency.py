@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import paramiko
 import pytest
-from fabricproof import durations
+from fabricproof import tools
 from fabricproof.commands.lab import app
 from fabricproof_lab.user import LAB_USER
 from typer.testing import CliRunner
@@ -51,7 +51,7 @@ def test_realistic_latency_is_slept_on_the_host_and_a_running_lab_switches_in_pl
     assert state["latency"] == "realistic"
     host = state["hosts"][0]["address"]
     took, times = _timed(directory, host, state["port"], "nvidia-smi -q")
-    assert took >= durations.of(("nvidia-smi", "-q")).typical_s
+    assert took >= tools.TOOLS["nvidia_smi_q"].duration.typical_s
     # `times`: the shell's CPU, then its children's: a sleep's worth, not 0.6 s of it
     child_user, child_sys = (float(t.rstrip("s").split("m")[1]) for t in times.splitlines()[1].split())
     assert child_user + child_sys < took / 2

@@ -4,23 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from fabricproof import tools
 from fabricproof.collectors import COLLECTORS
 from fabricproof_lab.emu import outputs, render_ib, render_links
 from fabricproof_lab.emu.profiles import PROFILES
 from fabricproof.model import CommandResult
 
-#: collector id -> output key (outputs.COMMANDS) answering its argv
-OUTPUT_KEYS = {
-    "nvidia_smi_q": "nvsmi_q", "nvidia_smi_q_xml": "nvsmi_q_x", "nvidia_smi_query_gpu": "nvsmi_query",
-    "nvlink_status": "nvlink_s", "nvlink_errors": "nvlink_e", "nvlink_caps": "nvlink_c", "nvlink_info": "nvlink_info",
-    "nvlink_throughput": "nvlink_gt_d", "topo": "topo_m", "fm_version": "fm_version", "fm_service": "svc_fm",
-    "fm_journal": "journal_fm",
-    "imex_service": "svc_imex", "imex_nodes": "imex_nodes", "nvswitch_pci": "lspci_nvidia",
-    "nvswitch_firmware": "nvfwupd", "kernel_log": "journal_kernel", "lsmod": "lsmod", "lspci_vvv": "lspci_vvv",
-    "ibstat": "ibstat", "ibstatus": "ibstatus", "ibv_devinfo": "ibv_devinfo", "ibdev2netdev": "ibdev2netdev",
-    "ofed_info": "ofed_info", "show_gids": "show_gids", "rdma_link": "rdma_link", "mlxfwmanager": "mlxfwmanager",
-    "sminfo": "sminfo", "perfquery": "perfquery",
-}
 #: collector id -> host file (relative to the fake root) its `sh -c cat/tail` script reads
 ROOT_KEYS = {"cmdline": "proc/cmdline", "driver_version": "proc/driver/nvidia/version",
              "fm_config": "usr/share/nvidia/nvswitch/fabricmanager.cfg", "fm_log": "var/log/fabricmanager.log"}
@@ -57,25 +46,15 @@ def pure_outputs(view: dict[str, Any]) -> dict[str, str]:
     """collector id -> the text the lab answers for its argv, rendered in-process."""
     outs = outputs.render_outputs(view)
     root = outputs.root_files(view)
-    text = {
-        "nvidia_smi_q": outs["nvsmi_q"].stdout, "nvidia_smi_q_xml": outs["nvsmi_q_x"].stdout,
-        "nvidia_smi_query_gpu": outs["nvsmi_query"].stdout, "nvlink_status": outs["nvlink_s"].stdout,
-        "nvlink_errors": outs["nvlink_e"].stdout, "nvlink_caps": outs["nvlink_c"].stdout,
-        "nvlink_info": outs["nvlink_info"].stdout, "nvlink_throughput": outs["nvlink_gt_d"].stdout,
-        "topo": outs["topo_m"].stdout, "fm_service": outs["svc_fm"].stdout, "fm_journal": outs["journal_fm"].stdout,
-        "imex_service": outs["svc_imex"].stdout, "nvswitch_pci": outs["lspci_nvidia"].stdout,
-        "nvswitch_firmware": outs["nvfwupd"].stdout, "kernel_log": outs["journal_kernel"].stdout,
-        "lsmod": outs["lsmod"].stdout, "lspci_vvv": outs["lspci_vvv"].stdout, "ibstat": outs["ibstat"].stdout,
-        "ibstatus": outs["ibstatus"].stdout, "ibv_devinfo": outs["ibv_devinfo"].stdout,
-        "ibdev2netdev": outs["ibdev2netdev"].stdout, "ofed_info": outs["ofed_info"].stdout,
-        "show_gids": outs["show_gids"].stdout, "rdma_link": outs["rdma_link"].stdout,
-        "mlxfwmanager": outs["mlxfwmanager"].stdout,
+    # a collector's tool answers under the collector's id (fabricproof.tools)
+    text = {cid: outs[cid].stdout for cid in tools.TOOLS if cid not in ("fm_version", "imex_nodes")}
+    text.update({
         "sminfo": outs["sminfo"].stdout + outs["sminfo"].stderr,  # the collector reads both (2>&1)
-        "mlxlink": _mlxlink_listing(view), "perfquery": outs["perfquery"].stdout,
+        "mlxlink": _mlxlink_listing(view),
         "cmdline": root["proc/cmdline"], "driver_version": root["proc/driver/nvidia/version"],
         "ib_counters": _sysfs_listing(view),
         "flint": render_ib.render_flint_q(view, view["hcas"][0]),
-    }
+    })
     if PROFILES[view["profile"]]["fm"]["present"]:
         text.update(fm_version=outs["fm_version"].stdout, fm_config=root["usr/share/nvidia/nvswitch/fabricmanager.cfg"],
                     fm_log=root["var/log/fabricmanager.log"])
@@ -105,7 +84,7 @@ def command_results(view: dict[str, Any]) -> dict[str, CommandResult]:
         elif cid == "imex_channels":
             results[cid] = CommandResult(argv, _imex_channels_listing(view))
         else:
-            out = outs[OUTPUT_KEYS[cid]]
+            out = outs[cid]
             if out.special == "hang":
                 results[cid] = CommandResult(argv, "", "", None, error="timed out")
             elif out.special == "dynamic":

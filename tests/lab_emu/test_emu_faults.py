@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 from fabricproof.collectors import COLLECTORS, ParseError
+from fabricproof.judging import catalog
 from fabricproof_lab.emu import api, faults, model, outputs
 from fabricproof_lab.emu.faults import FAULTS, FaultError
+from fabricproof_lab.emu.faults.nvlink import ERROR_STEP
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED = {"fm-down", "fm-driver-mismatch", "fabric-in-progress", "fabric-insufficient-resources",
@@ -23,35 +25,42 @@ REQUIRED = {"fm-down", "fm-driver-mismatch", "fabric-in-progress", "fabric-insuf
 
 # Outputs each fault must change (keys of outputs.COMMANDS / host files under root/).
 EFFECTS = {
-    "fm-down": {"svc_fm", "active_fm"}, "fm-driver-mismatch": {"fm_version", "svc_fm", "root:var/log/fabricmanager.log"},
-    "fm-restarts": {"svc_fm"}, "fm-config-drift": {"root:usr/share/nvidia/nvswitch/fabricmanager.cfg"},
-    "fabric-in-progress": {"nvsmi_q", "nvsmi_q_x", "nvsmi_query"},
-    "fabric-insufficient-resources": {"nvsmi_q", "nvsmi_q_x"}, "cluster-uuid-mismatch": {"nvsmi_q", "nvsmi_q_x"},
-    "nvlink-inactive": {"nvlink_s", "nvlink_c", "topo_m"}, "nvlink-speed-degraded": {"nvlink_s"},
-    "nvlink-errors-growing": {"nvlink_e"}, "nvswitch-missing": {"lspci_nvidia", "lspci_vvv", "nvlink_s", "svc_fm"},
-    "nvswitch-fw-drift": {"nvfwupd"}, "nvswitch-sxid-fatal": {"journal_kernel", "root:var/log/fabricmanager.log"},
+    "fm-down": {"fm_service", "active_fm"},
+    "fm-driver-mismatch": {"fm_version", "fm_service", "root:var/log/fabricmanager.log"},
+    "fm-restarts": {"fm_service"}, "fm-config-drift": {"root:usr/share/nvidia/nvswitch/fabricmanager.cfg"},
+    "fabric-in-progress": {"nvidia_smi_q", "nvidia_smi_q_xml", "nvidia_smi_query_gpu"},
+    "fabric-insufficient-resources": {"nvidia_smi_q", "nvidia_smi_q_xml"},
+    "cluster-uuid-mismatch": {"nvidia_smi_q", "nvidia_smi_q_xml"},
+    "nvlink-inactive": {"nvlink_status", "nvlink_caps", "topo"}, "nvlink-speed-degraded": {"nvlink_status"},
+    "nvlink-errors-growing": {"nvlink_errors"},
+    "nvswitch-missing": {"nvswitch_pci", "lspci_vvv", "nvlink_status", "fm_service"},
+    "nvswitch-fw-drift": {"nvswitch_firmware"}, "nvswitch-sxid-fatal": {"kernel_log", "root:var/log/fabricmanager.log"},
     "ib-port-down": {"ibstat", "ibv_devinfo", "ibdev2netdev", "root:sys/class/infiniband/mlx5_2/ports/1/state"},
     "ib-port-polling": {"ibstat", "ibv_devinfo", "root:sys/class/infiniband/mlx5_2/ports/1/phys_state"},
     "ib-no-sm": {"ibstat", "ibv_devinfo", "rdma_link"}, "ib-rate-degraded": {"ibstat", "ibstatus"},
-    "ib-link-flap": {"journal_kernel"}, "hca-fw-drift": {"ibstat", "mlxfwmanager", "root:sys/class/infiniband/mlx5_3/fw_ver"},
+    "ib-link-flap": {"kernel_log"},
+    "hca-fw-drift": {"ibstat", "mlxfwmanager", "root:sys/class/infiniband/mlx5_3/fw_ver"},
     "psid-change": {"ibv_devinfo", "mlxfwmanager"},
     "mtu-wrong": {"ibv_devinfo"}, "peermem-missing": {"lsmod"}, "legacy-peermem": {"lsmod"},
-    "acs-enabled": {"lspci_vvv"}, "gpu-nic-affinity": {"topo_m", "lspci_vvv", "mlxfwmanager"},
-    "driver-drift": {"nvsmi_q", "root:proc/driver/nvidia/version"}, "imex-not-ready": {"imex_nodes"},
-    "imex-down": {"svc_imex", "imex_nodes"}, "gpu-xid-79": {"journal_kernel"},
-    "remapped-rows-pending": {"nvsmi_q", "nvsmi_q_x"}, "gpu-throttle": {"nvsmi_q", "nvsmi_query"},
-    "persistence-off": {"nvsmi_q", "nvsmi_query"}, "pcie-downtrained": {"nvsmi_q", "lspci_vvv"},
-    "iommu-translated": {"root:proc/cmdline"}, "tool-hangs": {"nvsmi_q", "nvlink_s", "topo_m"},
+    "acs-enabled": {"lspci_vvv"}, "gpu-nic-affinity": {"topo", "lspci_vvv", "mlxfwmanager"},
+    "driver-drift": {"nvidia_smi_q", "root:proc/driver/nvidia/version"}, "imex-not-ready": {"imex_nodes"},
+    "imex-down": {"imex_service", "imex_nodes"}, "gpu-xid-79": {"kernel_log"},
+    "remapped-rows-pending": {"nvidia_smi_q", "nvidia_smi_q_xml"},
+    "gpu-throttle": {"nvidia_smi_q", "nvidia_smi_query_gpu"},
+    "persistence-off": {"nvidia_smi_q", "nvidia_smi_query_gpu"}, "pcie-downtrained": {"nvidia_smi_q", "lspci_vvv"},
+    "iommu-translated": {"root:proc/cmdline"}, "tool-hangs": {"nvidia_smi_q", "nvlink_status", "topo"},
     "tool-garbage": {"ibstat"}, "tool-floods": {"ibstat"}, "upgrade-breaks-fm": set(),
-    "ecc-uncorrectable": {"nvsmi_q", "nvsmi_q_x"}, "fabric-route-unhealthy": {"nvsmi_q", "nvsmi_q_x"},
-    "fabric-access-timeout": {"nvsmi_q", "nvsmi_q_x"},
-    "nvlink5-netir-fatal": {"journal_kernel", "nvsmi_q", "nvsmi_q_x"}, "nvlink5-errors-growing": {"nvlink_e"},
+    "ecc-uncorrectable": {"nvidia_smi_q", "nvidia_smi_q_xml"},
+    "fabric-route-unhealthy": {"nvidia_smi_q", "nvidia_smi_q_xml"},
+    "fabric-access-timeout": {"nvidia_smi_q", "nvidia_smi_q_xml"},
+    "nvlink5-netir-fatal": {"kernel_log", "nvidia_smi_q", "nvidia_smi_q_xml"},
+    "nvlink5-errors-growing": {"nvlink_errors"},
     "imex-channel-missing": {"root:dev/nvidia-caps-imex-channels/channel0"},
     "ib-pkey-missing": {"root:sys/class/infiniband/mlx5_0/ports/1/pkeys/0", "root:sys/class/infiniband/mlx5_0/ports/1/pkeys/1"}, "ib-guid-duplicate": {"ibstat"},
     "ib-ber-high": {"mlxlink_3"},
     # probe-only and idle-state faults: the collectors' outputs stay healthy (test_emu_probes.py proves their effect)
     "gpu-busy": set(), "slurm-job": set(), "nvlink-degraded": set(), "hca-degraded": set(),
-    "pcie-x8": {"nvsmi_q", "nvsmi_query", "lspci_vvv"},
+    "pcie-x8": {"nvidia_smi_q", "nvidia_smi_query_gpu", "lspci_vvv"},
 }
 # Outputs that carry the lab clock or boot logs: they move on every event and are not compared.
 CLOCKED = re.compile(r'^(Timestamp|\s*<timestamp>|\s*"timestamp")')
@@ -89,6 +98,28 @@ def test_catalog_is_large_stable_and_names_real_checks() -> None:
     assert set(EFFECTS) == set(FAULTS), "every fault needs an expected effect in this test"
 
 
+def test_the_catalog_is_one_module_per_family_like_the_checks() -> None:
+    """faults/ holds a module per family, each declaring its FAULTS, and the registry is their union: a fault lives
+    with the family of a check it catches (checks/<family>/), a load-only or idle fault in perf, a broken tool in
+    tool."""
+    modules = {p.stem for p in Path(faults.__file__).parent.glob("*.py")} - {"__init__", "base"}
+    assert {m.__name__.rsplit(".", 1)[1] for m in faults.FAMILIES} == modules
+    declared = [f.name for m in faults.FAMILIES for f in m.FAULTS]
+    assert len(declared) == len(set(declared)) and set(declared) == set(FAULTS)
+    family_of = {c.id: c.family for c in catalog.load()}
+    for module in faults.FAMILIES:
+        family = module.__name__.rsplit(".", 1)[1]
+        for fault in module.FAULTS:
+            caught = set(fault.catches) | set(fault.catches_over_time) | set(fault.catches_fleet)
+            caught = caught.union(*(fault.catches_for(p) for p in fault.profiles))
+            if family == "perf":
+                assert fault.catches_probes or fault.blocks_probes, fault.name
+            elif family == "tool":
+                assert fault.breaks and not caught, fault.name
+            else:
+                assert not caught or family in {family_of[c] for c in caught}, (fault.name, family)
+
+
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_each_fault_changes_its_outputs_and_clearing_restores_them(name: str) -> None:
     fault = FAULTS[name]
@@ -103,7 +134,7 @@ def test_each_fault_changes_its_outputs_and_clearing_restores_them(name: str) ->
         faults.clear(node, name)
         assert node["faults"] == {}
         cleared = _snapshot(faults.view(node))
-        logs = {"journal_fm", "journal_kernel", "journal_imex", "root:var/log/fabricmanager.log"}
+        logs = {"fm_journal", "kernel_log", "journal_imex", "root:var/log/fabricmanager.log"}
         differ = sorted(k for k in healthy if k not in logs and cleared[k] != healthy[k])
         assert not differ, (profile, differ)
 
@@ -162,7 +193,7 @@ def test_nvlink_error_counters_grow_between_snapshots(make_node, lab: Path) -> N
     api.inject(lab, node.address, "nvlink-errors-growing")
     first = COLLECTORS["nvlink_errors"].parse(node.run("nvidia-smi", "nvlink", "-e").stdout)["totals"]
     second = COLLECTORS["nvlink_errors"].parse(node.run("nvidia-smi", "nvlink", "-e").stdout)["totals"]
-    step = faults.ERROR_STEP
+    step = ERROR_STEP
     assert second["crc"] - first["crc"] == step["crc_flit"] + step["crc_data"] > 10
     assert second["replay"] - first["replay"] == step["replay"] and second["recovery"] > first["recovery"]
 

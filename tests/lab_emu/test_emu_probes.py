@@ -21,6 +21,7 @@ from fabricproof.collectors.probes.perftest import parse_perftest
 from fabricproof.collectors.probes.text import join_targets
 from fabricproof_lab.emu import faults, model, perfmodel, probetools, render_perf, render_sys
 from fabricproof_lab.emu.faults import FAULTS
+from fabricproof_lab.emu.faults.perf import DEGRADED_GPU
 from fabricproof.model import CommandResult, Outcome
 
 from .lablib import command_results
@@ -129,7 +130,7 @@ def test_a_degraded_gpu_lowers_its_own_pairs_and_the_busbw() -> None:
     faults.inject(node, "nvlink-degraded")
     view = faults.view(node)
     tc = parse_nvbandwidth(render_perf.render_nvbandwidth(view, [D2D]))["testcases"][D2D]
-    gpu = faults.DEGRADED_GPU
+    gpu = DEGRADED_GPU
     m = tc["matrices"][0]["values"]
     for i in range(8):
         for j in range(8):

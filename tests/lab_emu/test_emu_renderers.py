@@ -24,7 +24,7 @@ def test_renders_are_deterministic_functions_of_the_state(profile: str) -> None:
     assert outputs.render_outputs(a) == outputs.render_outputs(b)
     assert outputs.root_files(a) == outputs.root_files(b)
     other = outputs.render_outputs(node(profile, 2))
-    assert other["nvsmi_q"] != outputs.render_outputs(a)["nvsmi_q"]  # identities differ per host
+    assert other["nvidia_smi_q"] != outputs.render_outputs(a)["nvidia_smi_q"]  # identities differ per host
 
 
 def _q_labels(text: str) -> set[tuple[int, str]]:
@@ -228,6 +228,6 @@ def test_nvml_mismatch_replaces_every_nvidia_smi_output_after_an_upgrade_without
     v = node("dgx-h100")
     v["packages"]["nvidia-driver-535"] = "535.183.01-0ubuntu1"
     outs = outputs.render_outputs(v)
-    for key in ("nvsmi_q", "nvsmi_q_x", "nvlink_s", "topo_m"):
+    for key in ("nvidia_smi_q", "nvidia_smi_q_xml", "nvlink_status", "topo"):
         assert outs[key] == outputs.Out("Failed to initialize NVML: Driver/library version mismatch\n", "", 18)
     assert outs["ibstat"].rc == 0

@@ -270,10 +270,12 @@ def test_installed_tools_are_posix_sh_and_readable_by_any_user(lab) -> None:
         assert script.read_text().startswith("#!/bin/sh\n")
         assert script.stat().st_mode & 0o755 == 0o755
         assert subprocess.run(["/bin/sh", "-n", str(script)], capture_output=True).returncode == 0, script.name
-    for py in (lab / "lib" / "fabricproof_lab_emu").glob("*.py"):
+    for py in (lab / "lib").rglob("*.py"):
         assert py.stat().st_mode & stat.S_IROTH
-    # self-contained: every module imports under /usr/bin/python3 without site-packages (stdlib + itself)
-    mods = sorted(p.stem for p in (lab / "lib" / "fabricproof_lab_emu").glob("*.py") if p.stem != "__init__")
+    # self-contained: every module, sub-packages' too, imports under /usr/bin/python3 without site-packages (stdlib,
+    # itself and the tools vocabulary copied beside it)
+    emu = lab / "lib" / "fabricproof_lab_emu"
+    mods = sorted(".".join(p.relative_to(emu).with_suffix("").parts) for p in emu.rglob("*.py") if p.stem != "__init__")
     code = f"import sys; sys.path.insert(0, {str(lab / 'lib')!r}); " + "; ".join(
         f"import fabricproof_lab_emu.{m}" for m in mods)
     r = subprocess.run(["/usr/bin/python3", "-S", "-c", code], capture_output=True, text=True)

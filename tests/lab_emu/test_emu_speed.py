@@ -21,7 +21,7 @@ def _create(lab: Path, n: int) -> float:
     start = time.perf_counter()
     dirs = api.create_nodes(lab, _specs(n))
     took = time.perf_counter() - start
-    assert len(dirs) == n and all((d / "state.json").is_file() and (d / "out" / "nvsmi_q").is_file() for d in dirs)
+    assert len(dirs) == n and all((d / "state.json").is_file() and (d / "out" / "nvidia_smi_q").is_file() for d in dirs)
     return took
 
 

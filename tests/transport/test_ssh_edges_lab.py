@@ -17,7 +17,7 @@ from fabricproof import facts as facts_mod
 from fabricproof.collect import collect, reparse
 from fabricproof.collectors import COLLECTORS
 from fabricproof_lab import manager
-from fabricproof_lab.emu import faults
+from fabricproof_lab.emu.faults.tool import garbage
 from fabricproof.model import Command, ExitCode, Host
 from fabricproof.runstore import RunStore, file_name
 from fabricproof.transport import ErrorKind, HostError
@@ -180,7 +180,7 @@ def test_bytes_that_are_not_utf8_reach_the_evidence_exactly_and_the_parser_as_te
     finally:
         manager.fault_clear(small_lab.dir, name, "tool-garbage")
     raw = result.run_dir / "raw" / name
-    sent = faults.garbage(f"{name}/ibstat").encode("utf-8", "surrogateescape")
+    sent = garbage(f"{name}/ibstat").encode("utf-8", "surrogateescape")
     assert sent.startswith(b"\xff\xfe")
     assert (raw / "ibstat.txt").read_bytes() == sent
     assert json.loads((raw / "meta.json").read_text())["ibstat"]["stdout_bytes"] == len(sent)

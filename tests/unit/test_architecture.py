@@ -19,7 +19,7 @@ LAYERS: dict[str, int] = {
     # plain data, vocabularies and file plumbing
     "__init__": 0, "model": 0, "errors": 0, "timeutil": 0, "paths": 0, "toolpath": 0, "judging.ops": 0,
     "judging.pointer": 0, "platforms": 0, "actions": 0, "words": 0, "judging.drift": 0, "redact": 0, "textsafe": 0,
-    "durations": 0, "xids": 0,  # the Xid policy defaults (plain data)
+    "tools": 0, "xids": 0,  # the Xid policy defaults (plain data)
     # the probes package: pure specs, figures, pairing and scripts; the guard speaks the collectors' not-run words;
     # the runner is a collection of its own; the options read into its settings
     "probes": 0, "probes.spec": 0, "probes.figures": 0, "probes.pairing": 0, "probes.rendezvous": 0,
@@ -217,3 +217,49 @@ def test_collect_evaluate_and_report_is_one_call():
     assert not wrong, "judge through judging.pipeline.run, not the evaluation directly:\n" + "\n".join(wrong)
     users = {a for a, b in EDGES if b == "judging.pipeline"}
     assert PIPELINE_USERS <= users, f"not through the pipeline: {sorted(PIPELINE_USERS - users)}"
+
+
+TOOLS_OWNER = "tools"
+#: Probes build their argv from the host's baseline values (probes/spec.py), not from a fixed table; their parsers'
+#: default argv (collectors/probes) and the idle guard's query (probes/guard.py) belong to the probes.
+BUILT_ARGV = ("collectors.probes", "probes.")
+
+
+def _spelled_argvs(path: Path) -> list[int]:
+    """Lines where a module writes a tool's argv itself: `argv=("tool", ...)` or `guarded(requires, "tool", ...)`;
+    an `sh -c` script the collector owns is its own code, not a tool invocation."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        spelled = [kw.value for kw in node.keywords if kw.arg == "argv" and isinstance(kw.value, ast.Tuple)]
+        if getattr(node.func, "id", getattr(node.func, "attr", "")) == "guarded":
+            spelled.append(ast.Tuple(elts=node.args[1:]))
+        for tup in spelled:
+            first = tup.elts[0] if tup.elts else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value != "sh":
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_tools_vocabulary_alone_spells_tool_argvs_and_durations():
+    """Each tool's argv and duration are written once, in tools.py: collectors take theirs from it, the registry
+    times them by it, and the lab's command table and latency are derived from it."""
+    from fabricproof import tools
+    from fabricproof.collectors import COLLECTORS
+
+    assert not (PACKAGE / "durations.py").exists(), "durations live in tools.py"
+    spelled = [f"{m}:{line}" for m, p in _modules() if m != TOOLS_OWNER and not m.startswith(BUILT_ARGV)
+               for line in _spelled_argvs(p)]
+    assert not spelled, f"tool argvs written outside tools.py: {spelled}"
+    speaking = sorted(m for m, p in _modules() if m != TOOLS_OWNER and any(
+        isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", "")) in ("Duration", "Tool")
+        or isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "QUERY_GPU_FIELDS" for t in n.targets)
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))))
+    assert not speaking, f"durations or the --query-gpu fields written outside tools.py: {speaking}"
+    for cid, c in COLLECTORS.items():
+        if cid in tools.TOOLS:
+            assert c.tool_argv == tools.TOOLS[cid].argv, f"{cid} runs another tool's argv than its own record"
+        else:
+            assert c.tool_argv[0] == "sh" or c.loads_fabric, f"{cid}: give its tool a record in tools.TOOLS"
+    assert set(tools.TOOLS) <= set(COLLECTORS), "a tool record names no collector"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import durations
+from .. import tools
 from . import pcie, topo
 from .base import Collector, ParseError
 from .fm import config as fm_config
@@ -59,9 +59,12 @@ _MODULES = (
 
 
 def _timed(c: Collector) -> Collector:
-    """A collector with its typical duration and default timeout from the durations measured on real nodes."""
-    d = durations.of(c.tool_argv)  # a guard around the tool costs nothing
-    return c if d is None else dataclasses.replace(c, typical_s=d.typical_s, timeout_s=d.timeout_s)
+    """A collector with its typical duration and default timeout from its tool's, measured on real nodes."""
+    tool = tools.TOOLS.get(c.id)
+    if tool is None:
+        return c
+    d = tool.duration  # a guard around the tool costs nothing
+    return dataclasses.replace(c, typical_s=d.typical_s, timeout_s=d.timeout_s)
 
 
 COLLECTORS: dict[str, Collector] = {c.id: _timed(c) for m in _MODULES for c in m.COLLECTORS}

@@ -82,7 +82,7 @@ def guarded(requires: Requires, *argv: str) -> tuple[str, ...]:
 
 
 def unguarded(argv: tuple[str, ...]) -> tuple[str, ...]:
-    """The tool's own argv inside a guarded() one (what a real node's durations and locks are keyed by)."""
+    """The tool's own argv inside a guarded() one (what a host's locks are keyed by)."""
     if len(argv) > _GUARD_ARGS and argv[:2] == ("sh", "-c") and argv[3] == _GUARD_NAME and argv[2] in _GUARDS.values():
         return argv[_GUARD_ARGS:]
     return argv
@@ -114,9 +114,9 @@ class Collector:
     default: bool = True  # part of the standard collection set
     loads_fabric: bool = False  # a probe: it loads GPUs and links (NCCL, nvbandwidth, perftest), so never by default
     ok_exit_codes: tuple[int, ...] = (0,)
-    timeout_s: float = 30.0  # the registry sets it from durations.DURATIONS when the argv has a recorded duration
+    timeout_s: float = 30.0  # the registry sets it from its tool's duration (tools.TOOLS), when it runs one
     corpus: tuple[str, ...] = field(default=())  # ../shared/corpus families this parser reads
-    typical_s: float = 0.0  # how long it takes on a real node (durations.DURATIONS); 0 when unknown
+    typical_s: float = 0.0  # how long it takes on a real node (tools.TOOLS); 0 when unknown
     #: The lock it takes on the host: commands of one tool run one after another, and after one of them times out
     #: the others are not run. Empty: its argv[0], or nothing for an `sh -c` wrapper (it runs alongside anything).
     tool: str = ""

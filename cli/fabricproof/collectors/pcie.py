@@ -6,6 +6,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from .. import tools
 from .base import Collector, ParseError
 from .fragments import array, boolean, integer, mapping, notes, obj, string
 from .textutil import strip_ansi
@@ -288,7 +289,7 @@ LSPCI_VVV_SCHEMA: dict[str, Any] = obj(
 
 LSPCI_VVV = Collector(
     id="lspci_vvv",
-    argv=("lspci", "-vvv"),
+    argv=tools.argv("lspci_vvv"),
     parse=parse_lspci_vvv,
     provides="/pcie",
     schema=LSPCI_VVV_SCHEMA,

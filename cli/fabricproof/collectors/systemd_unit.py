@@ -5,12 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .. import tools
 from .base import Collector, ParseError
 from .fragments import boolean, integer, obj, string
 from .textutil import strip_ansi
-
-# The `systemctl show` properties parse_systemd_unit reads; the FM and IMEX unit collectors ask for them.
-SHOW_PROPERTIES = "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"
 
 _SHOW_LINE = re.compile(r"^([A-Za-z]+)=(.*)$")
 _IS_ACTIVE_STATES = {
@@ -127,10 +125,11 @@ SERVICE_SCHEMA: dict[str, Any] = obj(
 def unit_state_collector(
     collector_id: str, unit: str, provides: str, family: str, platforms: tuple[str, ...], corpus: tuple[str, ...] = ()
 ) -> Collector:
-    """The collector of one unit's state: `systemctl show <unit>` with SHOW_PROPERTIES, read by parse_systemd_unit."""
+    """The collector of one unit's state: `systemctl show <unit>` with tools.SHOW_PROPERTIES, read by
+    parse_systemd_unit."""
     return Collector(
         id=collector_id,
-        argv=("systemctl", "show", unit, SHOW_PROPERTIES),
+        argv=tools.argv(collector_id),
         parse=parse_systemd_unit,
         provides=provides,
         schema=SERVICE_SCHEMA,

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from .. import tools
 from .base import Collector, ParseError
 from .fragments import array, integer, mapping, obj, string
 from .textutil import first_line, strip_ansi
@@ -228,7 +229,7 @@ TOPO_SCHEMA = obj(
 COLLECTORS = (
     Collector(
         id="topo",
-        argv=("nvidia-smi", "topo", "-m"),
+        argv=tools.argv("topo"),
         parse=parse_topo,
         provides="/topo",
         schema=TOPO_SCHEMA,

@@ -80,7 +80,7 @@ def up(
     latency: Annotated[str, typer.Option(
         "--latency", help="How long the emulated tools take to answer: off (milliseconds) or realistic (what each "
                           "tool takes on a real 8-GPU node, slept: `nvidia-smi -q` 0.6 s, `nvfwupd show_version` "
-                          "20 s...; sources in fabricproof/durations.py). A running lab takes a new value in place.")] = "off",
+                          "20 s...; sources in fabricproof/tools.py). A running lab takes a new value in place.")] = "off",
     fmt: FormatOption = "text",
 ) -> None:
     """Start a lab (or reuse the running one of the same shape) and print its inventory path.

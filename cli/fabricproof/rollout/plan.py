@@ -86,7 +86,7 @@ class Gates:
         must not hold an attempt past its gate), never below the shortest collector timeout, never above the
         collection's default."""
         from ..collect import DEFAULT_HOST_TIMEOUT_S
-        from ..durations import MIN_TIMEOUT_S
+        from ..tools import MIN_TIMEOUT_S
 
         return float(min(DEFAULT_HOST_TIMEOUT_S, max(MIN_TIMEOUT_S, self.timeout_s)))
 

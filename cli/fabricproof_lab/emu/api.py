@@ -7,6 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
+from fabricproof import tools
+
 from . import faults
 from .model import Node, new_node
 from .outputs import COMMANDS, ROOT_FILES, render_node, write_atomic
@@ -116,27 +118,39 @@ def install(labdir: Path | str, delays: dict[str, float] | None = None) -> Path:
     labdir = Path(labdir).resolve()
     lib = labdir / "lib" / PACKAGE
     bindir = labdir / "bin"
-    if lib.exists():
-        shutil.rmtree(lib)
-    lib.mkdir(parents=True, mode=0o755)
-    src = Path(__file__).resolve().parent
-    for py in sorted(src.glob("*.py")):
-        shutil.copyfile(py, lib / py.name)
-        os.chmod(lib / py.name, 0o644)
+    _copy_package(Path(__file__).resolve().parent, lib)
+    # The emulator's one import from the product, the tools vocabulary (plain data), goes beside it as the package
+    # it is imported from, holding that module alone.
+    _copy_package(Path(tools.__file__).resolve().parent, labdir / "lib" / "fabricproof", ("__init__.py", "tools.py"))
     bindir.mkdir(parents=True, exist_ok=True, mode=0o755)
     (labdir / "nodes").mkdir(exist_ok=True, mode=0o755)
     (labdir / "nodes" / "by-name").mkdir(exist_ok=True, mode=0o755)
-    tools = {t for t, _a, _k in COMMANDS} | set(PYTHON_TOOLS)
-    scripts = {tool: tool_script(labdir, tool, delays) for tool in sorted(tools)}
+    emulated = {t for t, _a, _k in COMMANDS} | set(PYTHON_TOOLS)
+    scripts = {tool: tool_script(labdir, tool, delays) for tool in sorted(emulated)}
     scripts["cat"] = file_script(labdir, "cat", "/bin/cat")
     scripts["tail"] = file_script(labdir, "tail", "/usr/bin/tail")
     scripts["sudo"] = _sudo_script()
     for tool, text in scripts.items():
         write_atomic(bindir / tool, text, mode=0o755)
         os.chmod(bindir / tool, 0o755)
-    for d in (labdir / "lib", lib, bindir):
-        os.chmod(d, 0o755)
+    os.chmod(labdir / "lib", 0o755)
+    os.chmod(bindir, 0o755)
     return bindir
+
+
+def _copy_package(src: Path, dest: Path, names: tuple[str, ...] | None = None) -> None:
+    """A fresh copy of the package's modules (`names`, else every one, sub-packages included), world-readable."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True, mode=0o755)
+    for py in sorted(src.rglob("*.py")) if names is None else [src / n for n in names]:
+        target = dest / py.relative_to(src)
+        if not target.parent.is_dir():
+            target.parent.mkdir(parents=True, mode=0o755)
+        shutil.copyfile(py, target)
+        os.chmod(target, 0o644)
+    for d in (dest, *(p for p in dest.rglob("*") if p.is_dir())):
+        os.chmod(d, 0o755)
 
 
 def create_node(labdir: Path | str, address: str, profile: str, index: int, rack: int | None = None,

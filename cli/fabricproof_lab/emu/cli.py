@@ -73,10 +73,10 @@ def _special(nd: Path, key: str, spec: dict) -> int:
             node["ticks"] += 1
         return _emit(render_links.render_nvlink_errors(faults.view(node)), "", 0)
     if spec.get("special") == "flood":
-        from . import faults
+        from .faults.tool import flood_mib
         from .store import load
 
-        return flood(faults.flood_mib(load(nd)))
+        return flood(flood_mib(load(nd)))
     return _emit(spec.get("stdout", ""), spec.get("stderr", ""), int(spec.get("rc", 0)))
 
 

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import faults, model, render_gpu, render_links, render_perf
+from . import faults, model, render_gpu, render_perf
 from .model import Node, installed_driver, profile_of
-from .outputs import not_found
+from .outputs import RENDERERS, key_for, not_found
 from .profiles import CUDA_BY_BRANCH
 from .store import transaction
 from .tooling import Abort, HangRequested, Result, read
@@ -113,15 +113,9 @@ def nvidia_smi(node_dir: Path, args: list[str]) -> Result:
                 vals = [v.removesuffix(" " + _UNITS[f]) if f in _UNITS else v for f, v in zip(fields, vals)]
             rows.append(", ".join(vals))
         return "\n".join(rows) + "\n", "", 0
-    simple: dict[tuple[str, ...], Callable[[Node], str]] = {
-        ("-L",): render_gpu.render_list, ("-q",): render_gpu.render_q, ("-q", "-x"): render_gpu.render_q_xml,
-        ("nvlink", "-s"): render_links.render_nvlink_status, ("nvlink", "--status"): render_links.render_nvlink_status,
-        ("nvlink", "-e"): render_links.render_nvlink_errors, ("nvlink", "-c"): render_links.render_nvlink_caps,
-        ("nvlink", "-gt", "d"): render_links.render_nvlink_throughput,
-        ("topo", "-m"): render_links.render_topo,
-    }
-    if tuple(rest) in simple:
-        return simple[tuple(rest)](node), "", 0
+    key = key_for("nvidia-smi", rest)
+    if key is not None and key in RENDERERS:
+        return RENDERERS[key](node), "", 0
     display = _display_sections(rest)
     if display:
         return _only_sections(render_gpu.render_q(node), display), "", 0

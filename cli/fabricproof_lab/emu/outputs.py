@@ -10,12 +10,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from fabricproof import tools
+
 from . import faults, render_fabric, render_gpu, render_ib, render_links, render_sys
+from .faults.tool import garbage
 from .model import Node, installed_driver, installed_fm, nvml_mismatch, profile_of
 
-SHOW_PROPS = "--property=LoadState,ActiveState,SubState,UnitFileState,NRestarts"
-QUERY_GPU = "--query-gpu=" + ",".join(render_gpu.QUERY_GPU_FIELDS) + " --format=csv"
-NVFWUPD_CONFIG = "/etc/fabricproof/nvfwupd.yaml"
 NVFWUPD_YAML = "BMC_IP: 127.0.0.1\nRF_USERNAME: lab\nRF_PASSWORD: lab\nTargetPlatform: HGX\n"
 
 
@@ -34,51 +34,23 @@ class Out:
         return self.rc == 0 and not self.stderr and self.special is None
 
 
-#: (tool, "$*" as the tool's sh script sees it, output key). Several spellings may share a key.
-COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("nvidia-smi", "-q", "nvsmi_q"),
-    ("nvidia-smi", "-q -x", "nvsmi_q_x"),
-    ("nvidia-smi", QUERY_GPU, "nvsmi_query"),
+#: Invocations no collector makes itself: the calls inside collectors' scripts and what playbooks and operators run.
+_OTHERS: tuple[tuple[str, str, str], ...] = (
     ("nvidia-smi", "-L", "nvsmi_list"),
-    ("nvidia-smi", "nvlink -s", "nvlink_s"),
-    ("nvidia-smi", "nvlink --status", "nvlink_s"),
-    ("nvidia-smi", "nvlink -e", "nvlink_e"),
-    ("nvidia-smi", "nvlink --errorcounters", "nvlink_e"),
-    ("nvidia-smi", "nvlink -c", "nvlink_c"),
-    ("nvidia-smi", "nvlink --capabilities", "nvlink_c"),
-    ("nvidia-smi", "nvlink -info", "nvlink_info"),
-    ("nvidia-smi", "nvlink -gt d", "nvlink_gt_d"),
-    ("nvidia-smi", "nvlink --getthroughput d", "nvlink_gt_d"),
-    ("nvidia-smi", "topo -m", "topo_m"),
-    ("nv-fabricmanager", "--version", "fm_version"),
-    ("nv-fabricmanager", "-v", "fm_version"),
-    ("systemctl", f"show nvidia-fabricmanager {SHOW_PROPS}", "svc_fm"),
-    ("systemctl", f"show nvidia-imex {SHOW_PROPS}", "svc_imex"),
     ("systemctl", "is-active nvidia-fabricmanager", "active_fm"),
     ("systemctl", "is-active nvidia-imex", "active_imex"),
-    ("journalctl", "-u nvidia-fabricmanager -b --no-pager", "journal_fm"),
     ("journalctl", "-u nvidia-imex -b --no-pager", "journal_imex"),
-    ("journalctl", "-k -b --no-pager", "journal_kernel"),
-    ("nvidia-imex-ctl", "-N -j", "imex_nodes"),
-    ("lspci", "-n -d 10de:", "lspci_nvidia"),
-    ("lspci", "-vvv", "lspci_vvv"),
     ("lspci", "-D -d 15b3:", "lspci_mellanox"),
-    ("nvfwupd", f"-c {NVFWUPD_CONFIG} show_version", "nvfwupd"),
-    ("nvfwupd", "show_version", "nvfwupd"),
-    ("lsmod", "", "lsmod"),
-    ("ibstat", "", "ibstat"),
-    ("sminfo", "", "sminfo"),
-    ("perfquery", "", "perfquery"),
-    ("ibstatus", "", "ibstatus"),
-    ("ibv_devinfo", "-v", "ibv_devinfo"),
-    ("ibdev2netdev", "", "ibdev2netdev"),
-    ("mlxfwmanager", "--query", "mlxfwmanager"),
-    ("ofed_info", "-s", "ofed_info"),
-    ("show_gids", "", "show_gids"),
-    ("rdma", "link show", "rdma_link"),
     ("apt-mark", "showhold", "showhold"),
     # the mlxlink collector's loop: one call per RDMA device (a node has at most MAX_RDMA_DEVICES)
     *(("mlxlink", f"-d mlx5_{n} -m -c", f"mlxlink_{n}") for n in range(render_ib.MAX_RDMA_DEVICES)),
+)
+
+#: (tool, "$*" as the tool's sh script sees it, output key): every invocation of the tools vocabulary, each under
+#: its key, then the others. Several spellings may share a key.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    *((argv[0], " ".join(argv[1:]), tool.key) for tool in tools.TOOLS.values() for argv in tool.answered),
+    *_OTHERS,
 )
 
 _BY_ARGS = {(tool, args): key for tool, args, key in COMMANDS}
@@ -113,52 +85,10 @@ def command_present(view: Node, tool: str) -> bool:
     return True
 
 
-def _nvlink_info(view: Node) -> str:
-    out = []
-    for gpu in view["gpus"]:
-        out.append(f"GPU {gpu['index']}: {profile_of(view)['gpu']['model']} (UUID: {gpu['uuid']})")
-        if profile_of(view)["gpu"]["architecture"] == "Blackwell":
-            out += ["\t NVLE: disabled", "\t Firmware Version:", "\t     MSE: 14:4:0", "\t     NETIR: 36:2014:1862",
-                    "\t     NETIR UPHY: 7:0:0", "\t     NETIR CLN: 0:9:0", "\t     NETIR DLN: 0:9:0"]
-        else:
-            out.append("\t NVLE: N/A")
-    return "\n".join(out) + "\n"
-
-
-_RENDERERS: dict[str, Callable[[Node], str]] = {
-    "nvsmi_q": render_gpu.render_q,
-    "nvsmi_q_x": render_gpu.render_q_xml,
-    "nvsmi_query": render_gpu.render_query_gpu,
-    "nvsmi_list": render_gpu.render_list,
-    "nvlink_s": render_links.render_nvlink_status,
-    "nvlink_e": render_links.render_nvlink_errors,
-    "nvlink_c": render_links.render_nvlink_caps,
-    "nvlink_info": _nvlink_info,
-    "nvlink_gt_d": render_links.render_nvlink_throughput,
-    "topo_m": render_links.render_topo,
-    "fm_version": render_fabric.render_fm_version,
-    "svc_fm": lambda v: render_fabric.render_systemctl_show(
-        v, "nvidia-fabricmanager", ("LoadState", "ActiveState", "SubState", "UnitFileState", "NRestarts")),
-    "svc_imex": lambda v: render_fabric.render_systemctl_show(
-        v, "nvidia-imex", ("LoadState", "ActiveState", "SubState", "UnitFileState", "NRestarts")),
-    "journal_fm": lambda v: render_fabric.render_journal(v, "fm"),
-    "journal_imex": lambda v: render_fabric.render_journal(v, "imex"),
-    "journal_kernel": lambda v: render_fabric.render_journal(v, "kernel"),
-    "lspci_nvidia": render_sys.render_lspci_nvidia,
-    "lspci_vvv": render_sys.render_lspci_vvv,
-    "lspci_mellanox": render_ib.lspci_mellanox,
-    "nvfwupd": render_fabric.render_nvfwupd,
-    "lsmod": render_sys.render_lsmod,
-    "ibstat": render_ib.render_ibstat,
-    "ibstatus": render_ib.render_ibstatus,
-    "ibv_devinfo": render_ib.render_ibv_devinfo,
-    "ibdev2netdev": render_ib.render_ibdev2netdev,
-    "mlxfwmanager": render_ib.render_mlxfwmanager,
-    "ofed_info": render_ib.render_ofed_info,
-    "show_gids": render_ib.render_show_gids,
-    "rdma_link": render_ib.render_rdma_link,
-    "perfquery": render_ib.render_perfquery,
-    "showhold": render_sys.render_showhold,
+#: Output key -> its renderer; the renderer modules each declare theirs.
+RENDERERS: dict[str, Callable[[Node], str]] = {
+    **render_gpu.RENDERERS, **render_links.RENDERERS, **render_fabric.RENDERERS, **render_sys.RENDERERS,
+    **render_ib.RENDERERS,
 }
 
 
@@ -176,8 +106,8 @@ def render_key(view: Node, key: str) -> Out:
     if key == "ibstat" and "tool-floods" in view["faults"]:
         return Out(special="flood")
     if key == "ibstat" and "tool-garbage" in view["faults"]:
-        return Out(faults.garbage(view["hostname"] + "/ibstat"))
-    if key == "nvlink_e" and GROWING_NVLINK_FAULTS & view["faults"].keys():
+        return Out(garbage(view["hostname"] + "/ibstat"))
+    if key == "nvlink_errors" and GROWING_NVLINK_FAULTS & view["faults"].keys():
         return Out(special="dynamic")
     if key in ("active_fm", "active_imex"):
         text, rc = render_fabric.is_active(view, "nvidia-fabricmanager" if key == "active_fm" else "nvidia-imex")
@@ -185,15 +115,15 @@ def render_key(view: Node, key: str) -> Out:
     if key.startswith("mlxlink_"):
         hca = next((h for h in view["hcas"] if h["name"] == "mlx5_" + key.split("_", 1)[1]), None)
         return Out(render_ib.render_mlxlink(view, hca)) if hca is not None else Out(special="absent")
-    if key == "nvfwupd" and not view.get("nvfwupd_config", True):
-        return Out("", f"Error: config file {NVFWUPD_CONFIG} not found\n", 1)  # as firmware.nvfwupd says
+    if key == "nvswitch_firmware" and not view.get("nvfwupd_config", True):
+        return Out("", f"Error: config file {tools.NVFWUPD_CONFIG} not found\n", 1)  # as firmware.nvfwupd says
     if key == "sminfo":
         stdout, stderr, rc = render_ib.render_sminfo(view)
         return Out(stdout, stderr, rc)
     if key == "imex_nodes":
         stdout, stderr, rc = render_fabric.render_imex_nodes(view)
         return Out(stdout, stderr, rc)
-    return Out(_RENDERERS[key](view))
+    return Out(RENDERERS[key](view))
 
 
 def render_outputs(view: Node) -> dict[str, Out]:
@@ -215,7 +145,7 @@ def root_files(view: Node) -> dict[str, str | None]:
         "etc/hostname": view["hostname"] + "\n",
         # nvfwupd's BMC config (the lab's BMC needs no credentials); a node without it ("nvfwupd_config": false)
         # is an unconfigured one, whose firmware collector is skipped, not failed.
-        NVFWUPD_CONFIG.lstrip("/"): NVFWUPD_YAML if view.get("nvfwupd_config", True) else None,
+        tools.NVFWUPD_CONFIG.lstrip("/"): NVFWUPD_YAML if view.get("nvfwupd_config", True) else None,
         # The IMEX channel device (a plain empty file in the lab: mknod needs root); gone after a reboot that did
         # not recreate it (fault imex-channel-missing).
         "dev/nvidia-caps-imex-channels/channel0": "" if p["imex"]["present"] and view.get("imex_channel0", True)

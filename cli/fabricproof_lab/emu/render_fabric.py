@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
+
+from fabricproof import tools
 
 from .model import Node, installed_fm, installed_imex, profile_of
 
@@ -209,3 +212,15 @@ def render_nvfwupd(view: Node) -> str:
     for name, version in firmware_components(view):
         out.append(f"{name:<31}{version:<31}{'N/A':<31}No")
     return "\n".join(out) + "\n"
+
+
+#: Output key (tools.TOOLS, and the IMEX unit's journal) -> renderer.
+RENDERERS: dict[str, Callable[[Node], str]] = {
+    "fm_version": render_fm_version,
+    "fm_service": lambda v: render_systemctl_show(v, "nvidia-fabricmanager", tools.SHOW_PROPERTIES),
+    "imex_service": lambda v: render_systemctl_show(v, "nvidia-imex", tools.SHOW_PROPERTIES),
+    "fm_journal": lambda v: render_journal(v, "fm"),
+    "journal_imex": lambda v: render_journal(v, "imex"),
+    "kernel_log": lambda v: render_journal(v, "kernel"),
+    "nvswitch_firmware": render_nvfwupd,
+}

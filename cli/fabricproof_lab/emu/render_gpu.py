@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
+
+from fabricproof import tools
 
 from .model import Node, branch_of, installed_driver, profile_of
 from .profiles import CUDA_BY_BRANCH
@@ -392,20 +395,11 @@ def render_q_xml(view: Node) -> str:
     return "\n".join(out) + "\n"
 
 
-QUERY_GPU_FIELDS = ("index", "pci.bus_id", "name", "uuid", "driver_version", "vbios_version", "persistence_mode",
-                    "ecc.mode.current", "power.limit", "clocks_throttle_reasons.active", "pcie.link.gen.current",
-                    "pcie.link.width.current", "fabric.state", "fabric.status")
-
-_QUERY_HEADERS = {"index": "index", "pci.bus_id": "pci.bus_id", "name": "name", "uuid": "uuid",
-                  "driver_version": "driver_version", "vbios_version": "vbios_version",
-                  "persistence_mode": "persistence_mode", "ecc.mode.current": "ecc.mode.current",
-                  "power.limit": "power.limit [W]",
-                  "clocks_throttle_reasons.active": "clocks_event_reasons.active",
-                  "pcie.link.gen.current": "pcie.link.gen.current", "pcie.link.width.current": "pcie.link.width.current",
-                  "fabric.state": "fabric.state", "fabric.status": "fabric.status"}
+#: The CSV headers nvidia-smi prints for the collector's --query-gpu fields where they are not the field's name.
+_QUERY_HEADERS = {"power.limit": "power.limit [W]", "clocks_throttle_reasons.active": "clocks_event_reasons.active"}
 
 
-def render_query_gpu(view: Node, fields: tuple[str, ...] = QUERY_GPU_FIELDS) -> str:
+def render_query_gpu(view: Node, fields: tuple[str, ...] = tools.QUERY_GPU_FIELDS) -> str:
     """`nvidia-smi --query-gpu=<fields> --format=csv` (header row, then one row per GPU)."""
     drv = installed_driver(view) or view["driver"]["loaded"]
     rows = [", ".join(_QUERY_HEADERS.get(f, f) for f in fields)]
@@ -438,3 +432,10 @@ def render_proc_version(view: Node) -> str:
     gcc = "gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)"
     return (f"NVRM version: NVIDIA UNIX {flavour} for {arch}  {drv}  Release Build  (dvs-builder@U16-I3-B03-4-3)  "
             f"{stamp}\nGCC version:  {gcc}\n")
+
+
+#: Output key (tools.TOOLS) -> renderer.
+RENDERERS: dict[str, Callable[[Node], str]] = {
+    "nvidia_smi_q": render_q, "nvidia_smi_q_xml": render_q_xml, "nvidia_smi_query_gpu": render_query_gpu,
+    "nvsmi_list": render_list,
+}

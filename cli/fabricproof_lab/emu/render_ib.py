@@ -3,6 +3,7 @@ mlxfwmanager --query, flint q, ofed_info -s and the /sys/class/infiniband tree."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .model import Node, profile_of
@@ -479,3 +480,12 @@ def sysfs_files(view: Node) -> dict[str, str]:
             else:
                 files[f"{pb}/hw_counters"] = Link(ZERO_HW_COUNTERS)
     return files
+
+
+#: Output key (tools.TOOLS) -> renderer.
+RENDERERS: dict[str, Callable[[Node], str]] = {
+    "lspci_mellanox": lspci_mellanox, "ibstat": render_ibstat, "ibstatus": render_ibstatus,
+    "ibv_devinfo": render_ibv_devinfo, "ibdev2netdev": render_ibdev2netdev, "mlxfwmanager": render_mlxfwmanager,
+    "ofed_info": render_ofed_info, "show_gids": render_show_gids, "rdma_link": render_rdma_link,
+    "perfquery": render_perfquery,
+}

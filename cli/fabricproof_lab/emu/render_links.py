@@ -189,3 +189,23 @@ def render_topo(view: Node) -> str:
             rows.append(f"NIC{i}\t" + "\t".join(cells) + "\t\t\t\t")
     legend = [_LEGEND, "", "NIC Legend:", ""] + [f"  NIC{n}: {h['name']}" for n, h in enumerate(nics)]
     return "\n".join(rows) + "\n\n" + "\n".join(legend) + "\n\n"
+
+
+def render_nvlink_info(view: Node) -> str:
+    """`nvidia-smi nvlink -info`: each GPU's NVLink encryption (NVLE) and, on Blackwell, its link firmware."""
+    out = []
+    for gpu in view["gpus"]:
+        out.append(f"GPU {gpu['index']}: {profile_of(view)['gpu']['model']} (UUID: {gpu['uuid']})")
+        if profile_of(view)["gpu"]["architecture"] == "Blackwell":
+            out += ["\t NVLE: disabled", "\t Firmware Version:", "\t     MSE: 14:4:0", "\t     NETIR: 36:2014:1862",
+                    "\t     NETIR UPHY: 7:0:0", "\t     NETIR CLN: 0:9:0", "\t     NETIR DLN: 0:9:0"]
+        else:
+            out.append("\t NVLE: N/A")
+    return "\n".join(out) + "\n"
+
+
+#: Output key (tools.TOOLS) -> renderer.
+RENDERERS: dict[str, Callable[[Node], str]] = {
+    "nvlink_status": render_nvlink_status, "nvlink_errors": render_nvlink_errors, "nvlink_caps": render_nvlink_caps,
+    "nvlink_info": render_nvlink_info, "nvlink_throughput": render_nvlink_throughput, "topo": render_topo,
+}

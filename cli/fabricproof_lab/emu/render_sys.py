@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .model import Node, profile_of
@@ -219,3 +220,10 @@ def render_scontrol_node(view: Node) -> str:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sl["reason_time"] or view["clock"]))
         lines.append(f"   Reason={sl['reason']} [{sl['reason_user'] or 'root'}@{stamp}]")
     return "\n".join(lines) + "\n\n"
+
+
+#: Output key (tools.TOOLS) -> renderer.
+RENDERERS: dict[str, Callable[[Node], str]] = {
+    "nvswitch_pci": render_lspci_nvidia, "lspci_vvv": render_lspci_vvv, "lsmod": render_lsmod,
+    "showhold": render_showhold,
+}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError, read_host_file
 from ..fragments import array, boolean, integer, obj, string
 from ..textutil import strip_ansi
@@ -200,7 +201,7 @@ FM_LOG = Collector(
 
 FM_JOURNAL = Collector(
     id="fm_journal",
-    argv=("journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager"),
+    argv=tools.argv("fm_journal"),
     parse=parse_fm_log,
     provides="/fm/journal",
     schema=FM_LOG_SCHEMA,

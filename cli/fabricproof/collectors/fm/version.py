@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError
 from ..fragments import obj, string
 from ..textutil import strip_ansi
@@ -43,7 +44,7 @@ FM_BUILD_SCHEMA: dict[str, Any] = obj(
 
 FM_VERSION = Collector(
     id="fm_version",
-    argv=("nv-fabricmanager", "--version"),
+    argv=tools.argv("fm_version"),
     parse=parse_fm_version,
     provides="/fm/build",
     schema=FM_BUILD_SCHEMA,

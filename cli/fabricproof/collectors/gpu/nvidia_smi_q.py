@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError
 from ..textutil import Node, first_line, indent_tree, strip_ansi, to_float, to_int
 from .fragment import (
@@ -379,7 +380,7 @@ def parse_q(text: str) -> dict[str, Any]:
 COLLECTORS = (
     Collector(
         id="nvidia_smi_q",
-        argv=("nvidia-smi", "-q"),
+        argv=tools.argv("nvidia_smi_q"),
         parse=parse_q,
         provides="/gpu",
         schema=GPU_SCHEMA,

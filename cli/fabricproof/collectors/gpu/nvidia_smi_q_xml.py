@@ -9,6 +9,7 @@ from xml.etree.ElementTree import ParseError as XMLSyntaxError
 import defusedxml.ElementTree as SafeET
 from defusedxml.common import DefusedXmlException
 
+from ... import tools
 from ..base import Collector, ParseError
 from ..textutil import to_float, to_int
 from .fragment import (
@@ -170,7 +171,7 @@ def parse_q_xml(text: str) -> dict[str, Any]:
 COLLECTORS = (
     Collector(
         id="nvidia_smi_q_xml",
-        argv=("nvidia-smi", "-q", "-x"),
+        argv=tools.argv("nvidia_smi_q_xml"),
         parse=parse_q_xml,
         provides="/gpu",
         schema=GPU_SCHEMA,

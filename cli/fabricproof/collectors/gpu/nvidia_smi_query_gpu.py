@@ -6,6 +6,7 @@ import csv
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError
 from ..textutil import first_line, to_float, to_int
 from .fragment import (
@@ -23,23 +24,6 @@ from .fragment import (
     remapped,
     retired,
     yes_no,
-)
-
-QUERY_GPU_FIELDS = (
-    "index",
-    "pci.bus_id",
-    "name",
-    "uuid",
-    "driver_version",
-    "vbios_version",
-    "persistence_mode",
-    "ecc.mode.current",
-    "power.limit",
-    "clocks_throttle_reasons.active",
-    "pcie.link.gen.current",
-    "pcie.link.width.current",
-    "fabric.state",
-    "fabric.status",
 )
 
 _UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")  # "power.limit [W]" -> "power.limit"
@@ -172,7 +156,7 @@ def parse_query_gpu_csv(text: str) -> dict[str, Any]:
 COLLECTORS = (
     Collector(
         id="nvidia_smi_query_gpu",
-        argv=("nvidia-smi", "--query-gpu=" + ",".join(QUERY_GPU_FIELDS), "--format=csv"),
+        argv=tools.argv("nvidia_smi_query_gpu"),
         parse=parse_query_gpu_csv,
         provides="/gpu",
         schema=GPU_SCHEMA,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import array, integer, mapping, obj, string
 from ..textutil import na_to_none
@@ -93,7 +94,7 @@ IBDEV2NETDEV_REQUIRES = Requires("command", "ibdev2netdev", "RDMA port to netdev
 COLLECTORS = (
     Collector(
         id="ibdev2netdev",
-        argv=guarded(IBDEV2NETDEV_REQUIRES, "ibdev2netdev"),
+        argv=guarded(IBDEV2NETDEV_REQUIRES, *tools.argv("ibdev2netdev")),
         requires=IBDEV2NETDEV_REQUIRES,
         parse=parse_ibdev2netdev,
         provides="/ib/netdev",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError
 from ..textutil import Node, indent_tree, na_to_none, strip_ansi
 from .ca_ports import IBSTAT_SCHEMA, IBSTATUS_HEADER, ca_ports_fragment
@@ -92,7 +93,7 @@ def parse_ibstat(text: str) -> dict[str, Any]:
 COLLECTORS = (
     Collector(
         id="ibstat",
-        argv=("ibstat",),
+        argv=tools.argv("ibstat"),
         parse=parse_ibstat,
         provides="/ib/ibstat",
         schema=IBSTAT_SCHEMA,

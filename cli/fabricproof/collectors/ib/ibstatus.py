@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError
 from ..textutil import na_to_none, split_kv
 from .ca_ports import IBSTAT_SCHEMA, IBSTATUS_HEADER, ca_ports_fragment
@@ -96,7 +97,7 @@ def parse_ibstatus(text: str) -> dict[str, Any]:
 COLLECTORS = (
     Collector(
         id="ibstatus",
-        argv=("ibstatus",),
+        argv=tools.argv("ibstatus"),
         parse=parse_ibstatus,
         provides="/ib/ibstat",
         schema=IBSTAT_SCHEMA,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError
 from ..fragments import array, integer, obj, string
 from ..textutil import na_to_none
@@ -172,7 +173,7 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
 COLLECTORS = (
     Collector(
         id="ibv_devinfo",
-        argv=("ibv_devinfo", "-v"),
+        argv=tools.argv("ibv_devinfo"),
         parse=parse_ibv_devinfo,
         provides="/ib/devinfo",
         schema=DEVINFO_SCHEMA,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import array, boolean, integer, obj, string
 from ..textutil import na_to_none, split_kv, strip_ansi
@@ -179,7 +180,7 @@ COLLECTORS = (
     Collector(
         id="mlxfwmanager",
         # NVIDIA MFT is optional (as for mlxlink): without it the HCA firmware is not checked, nothing broke.
-        argv=guarded(MFT_REQUIRES, "mlxfwmanager", "--query"),
+        argv=guarded(MFT_REQUIRES, *tools.argv("mlxfwmanager")),
         requires=MFT_REQUIRES,
         parse=parse_mlxfwmanager,
         provides="/ib/firmware",

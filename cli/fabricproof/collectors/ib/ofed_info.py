@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import boolean, obj, string
 from .values import text_lines
@@ -48,7 +49,7 @@ COLLECTORS = (
     Collector(
         id="ofed_info",
         # MLNX_OFED / DOCA-OFED is optional: a node on the distribution's inbox rdma-core has no ofed_info.
-        argv=guarded(OFED_REQUIRES, "ofed_info", "-s"),
+        argv=guarded(OFED_REQUIRES, *tools.argv("ofed_info")),
         requires=OFED_REQUIRES,
         parse=parse_ofed_info,
         provides="/ofed",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import array, boolean, integer, mapping, obj
 from ..textutil import first_line
@@ -48,7 +49,7 @@ PERFQUERY_REQUIRES = Requires("command", "perfquery", "PMA port counters not che
 
 PERFQUERY = Collector(
     id="perfquery",
-    argv=guarded(PERFQUERY_REQUIRES, "perfquery"),  # infiniband-diags, optional (ib_counters reads sysfs)
+    argv=guarded(PERFQUERY_REQUIRES, *tools.argv("perfquery")),  # infiniband-diags, optional (ib_counters reads sysfs)
     requires=PERFQUERY_REQUIRES,
     parse=parse_perfquery,
     provides="/ib/perfquery",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError
 from ..fragments import array, integer, obj, string
 from .values import int_any, text_lines
@@ -66,7 +67,7 @@ def parse_rdma_link(text: str) -> dict[str, Any]:
 COLLECTORS = (
     Collector(
         id="rdma_link",
-        argv=("rdma", "link", "show"),
+        argv=tools.argv("rdma_link"),
         parse=parse_rdma_link,
         provides="/ib/rdma_link",
         schema=RDMA_LINK_SCHEMA,

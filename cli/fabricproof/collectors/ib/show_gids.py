@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import array, integer, obj, string
 from .values import int_any, text_lines
@@ -87,7 +88,7 @@ COLLECTORS = (
     Collector(
         id="show_gids",
         # show_gids is a MLNX_OFED script; inbox rdma-core has none (the GID table is then not read).
-        argv=guarded(SHOW_GIDS_REQUIRES, "show_gids"),
+        argv=guarded(SHOW_GIDS_REQUIRES, *tools.argv("show_gids")),
         requires=SHOW_GIDS_REQUIRES,
         parse=parse_show_gids,
         provides="/roce/gids",

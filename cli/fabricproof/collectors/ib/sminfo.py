@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import boolean, integer, notes, obj, string
 from ..textutil import first_line
@@ -70,7 +71,7 @@ SMINFO = Collector(
     id="sminfo",
     # sminfo prints its failures (ibwarn/iberror) on stderr and exits 255: both are the answer.
     # infiniband-diags is optional on a node (sysfs already gives port state); without it the SM is not checked.
-    argv=guarded(SMINFO_REQUIRES, "sh", "-c", "exec sminfo 2>&1"),
+    argv=guarded(SMINFO_REQUIRES, *tools.argv("sminfo")),
     requires=SMINFO_REQUIRES,
     parse=parse_sminfo,
     provides="/ib/sminfo",

@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError
 from ..fragments import array, boolean, integer, obj, string
 from ..textutil import strip_ansi
@@ -185,7 +186,7 @@ IMEX_NODES_SCHEMA: dict[str, Any] = obj(
 
 IMEX_NODES = Collector(
     id="imex_nodes",
-    argv=("nvidia-imex-ctl", "-N", "-j"),
+    argv=tools.argv("imex_nodes"),
     parse=parse_imex_nodes,
     provides="/imex/nodes",
     schema=IMEX_NODES_SCHEMA,

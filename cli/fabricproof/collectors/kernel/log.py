@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError
 from ..fragments import array, boolean, integer, mapping, notes, obj, string
 from ..textutil import strip_ansi
@@ -249,7 +250,7 @@ KERNEL_LOG_SCHEMA = obj(
 
 KERNEL_LOG = Collector(
     id="kernel_log",
-    argv=("journalctl", "-k", "-b", "--no-pager"),
+    argv=tools.argv("kernel_log"),
     parse=parse_kernel_log,
     provides="/kernel/log",
     schema=KERNEL_LOG_SCHEMA,

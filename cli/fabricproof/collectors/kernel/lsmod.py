@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError
 from ..fragments import array, boolean, integer, obj, string
 from ..textutil import strip_ansi
@@ -67,7 +68,7 @@ LSMOD_SCHEMA = obj(
 
 LSMOD = Collector(
     id="lsmod",
-    argv=("lsmod",),
+    argv=tools.argv("lsmod"),
     parse=parse_lsmod,
     provides="/kernel/modules",
     schema=LSMOD_SCHEMA,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import tools
 from ..base import Collector
 from ..fragments import array, boolean, mapping, obj
 from .blocks import CAPABILITIES, COMMON, GPU_SUMMARY, LINK_ID, LinkReader, split_gpu_blocks
@@ -70,7 +71,7 @@ CAPS_SCHEMA = obj(
 COLLECTORS = (
     Collector(
         id="nvlink_caps",
-        argv=("nvidia-smi", "nvlink", "-c"),
+        argv=tools.argv("nvlink_caps"),
         parse=parse_caps,
         provides="/nvlink/caps",
         schema=CAPS_SCHEMA,

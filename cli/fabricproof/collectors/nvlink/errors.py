@@ -6,6 +6,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from ... import tools
 from ..base import Collector
 from ..fragments import array, boolean, integer, mapping, number, obj
 from ..textutil import to_int
@@ -158,7 +159,7 @@ ERRORS_SCHEMA = obj(
 COLLECTORS = (
     Collector(
         id="nvlink_errors",
-        argv=("nvidia-smi", "nvlink", "-e"),
+        argv=tools.argv("nvlink_errors"),
         parse=parse_errors,
         provides="/nvlink/errors",
         schema=ERRORS_SCHEMA,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import tools
 from ..base import Collector
 from ..fragments import array, integer, mapping, obj, string
 from .blocks import COMMON, GPU_ID, parse_notes, require_output, split_gpu_blocks
@@ -91,7 +92,7 @@ INFO_SCHEMA = obj(
 COLLECTORS = (
     Collector(
         id="nvlink_info",
-        argv=("nvidia-smi", "nvlink", "-info"),
+        argv=tools.argv("nvlink_info"),
         parse=parse_info,
         provides="/nvlink/info",
         schema=INFO_SCHEMA,

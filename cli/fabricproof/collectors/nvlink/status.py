@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import tools
 from ..base import Collector
 from ..fragments import array, boolean, integer, number, obj, string
 from .blocks import (
@@ -156,7 +157,7 @@ STATUS_SCHEMA = obj(
 COLLECTORS = (
     Collector(
         id="nvlink_status",
-        argv=("nvidia-smi", "nvlink", "-s"),
+        argv=tools.argv("nvlink_status"),
         parse=parse_status,
         provides="/nvlink/status",
         schema=STATUS_SCHEMA,

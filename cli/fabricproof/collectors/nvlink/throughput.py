@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError
 from ..fragments import array, boolean, integer, obj, string
 from .blocks import COMMON, GPU_SUMMARY, LINK_ID, LinkReader, split_gpu_blocks
@@ -75,7 +76,7 @@ THROUGHPUT_SCHEMA = obj(
 COLLECTORS = (
     Collector(
         id="nvlink_throughput",
-        argv=("nvidia-smi", "nvlink", "-gt", "d"),
+        argv=tools.argv("nvlink_throughput"),
         parse=parse_throughput,
         provides="/nvlink/throughput",
         schema=THROUGHPUT_SCHEMA,

@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError, Requires, guarded
 from ..fragments import array, boolean, choice, mapping, obj, string
 from ..textutil import natural_key, strip_ansi
@@ -158,15 +159,13 @@ NVSWITCH_FIRMWARE_SCHEMA: dict[str, Any] = obj(
 # TargetPlatform) from this YAML file, so no secret ever appears in argv, process lists or
 # evidence. Operators provision it per host (mode 0600, root) with their secret tooling; adding
 # FWUpdateFilePath makes show_version compare against a package and fill Pkg Version/Up-To-Date.
-NVFWUPD_CONFIG = "/etc/fabricproof/nvfwupd.yaml"
-
-NVFWUPD_REQUIRES = Requires("file", NVFWUPD_CONFIG, "NVSwitch firmware not checked")
+NVFWUPD_REQUIRES = Requires("file", tools.NVFWUPD_CONFIG, "NVSwitch firmware not checked")
 
 NVSWITCH_FIRMWARE = Collector(
     id="nvswitch_firmware",
     # Most nodes have no BMC credentials provisioned: without the file the firmware is not checked (skip), which
     # is not a collection failure (exit 3 stays for real ones).
-    argv=guarded(NVFWUPD_REQUIRES, "nvfwupd", "-c", NVFWUPD_CONFIG, "show_version"),
+    argv=guarded(NVFWUPD_REQUIRES, *tools.argv("nvswitch_firmware")),
     requires=NVFWUPD_REQUIRES,
     parse=parse_nvfwupd,
     provides="/nvswitch/firmware",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ... import tools
 from ..base import Collector, ParseError
 from ..fragments import array, integer, obj, string
 from ..pcie import is_gpu, is_nvidia, parse_lspci_header
@@ -70,7 +71,7 @@ NVSWITCH_PCI_SCHEMA: dict[str, Any] = obj(
 
 NVSWITCH_PCI = Collector(
     id="nvswitch_pci",
-    argv=("lspci", "-n", "-d", "10de:"),
+    argv=tools.argv("nvswitch_pci"),
     parse=parse_nvswitch_pci,
     provides="/nvswitch/pci",
     schema=NVSWITCH_PCI_SCHEMA,

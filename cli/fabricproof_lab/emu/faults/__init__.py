@@ -1,0 +1,83 @@
+"""The fault catalog: named, stable faults a lab node can carry, and the checks that must catch each.
+
+Three kinds of fault:
+* overlay: the stored state stays healthy; every render applies the fault to a copy (hardware that
+  stays broken until the fault is cleared: a dead link, a degraded port);
+* state: injecting changes the stored state the way the real failure would (a package at the wrong
+  version, a service that died, a module unloaded), so the real remediation (apt-get, systemctl,
+  modprobe, setpci, a firmware burn) fixes it; clearing restores the healthy value;
+* trigger: arms a behaviour of a mutating tool (upgrade-breaks-fm), consumed when it fires.
+
+`catches` lists exactly the host checks that fail on one snapshot of a node with the fault against its
+profile's baseline, on every profile the fault applies to; `catches_by_profile` gives the exact list per
+profile where it differs (fabric checks do not exist on A100). `catches_over_time` are the counter-delta
+checks (two snapshots). `catches_fleet` are the fleet checks that fail once the faulty node is compared
+with healthy peers. `breaks` names collectors whose command hangs or prints garbage. `catches_probes` are the
+perf.* checks (probes: NCCL, nvbandwidth, perftest, DCGM) that fail on the node once the probes run on it: a fault
+with no `catches` but some `catches_probes` is one only a load test finds. `blocks_probes` marks a node that is
+not idle (a GPU process, a Slurm job step): a probe must not start there.
+"""
+
+from __future__ import annotations
+
+from .. import model
+from ..model import Node
+from . import fabric, fm, gpu, ib, nvlink, nvswitch, pcie, perf, rdma, tool
+from .base import Fault
+
+#: The families, in the order `lab fault list` shows them.
+FAMILIES = (fm, fabric, nvlink, nvswitch, ib, rdma, pcie, gpu, perf, tool)
+#: Every fault by name.
+FAULTS: dict[str, Fault] = {f.name: f for family in FAMILIES for f in family.FAULTS}
+
+
+class FaultError(ValueError):
+    """Unknown fault, or a fault that does not apply to the node's profile."""
+
+
+def check_applicable(node: Node, name: str) -> Fault:
+    """The fault, if it exists and applies to this node's profile."""
+    fault = FAULTS.get(name)
+    if fault is None:
+        raise FaultError(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
+    if node["profile"] not in fault.profiles:
+        raise FaultError(f"fault {name!r} does not apply to profile {node['profile']} "
+                         f"(applies to: {', '.join(fault.profiles)})")
+    return fault
+
+
+def inject(node: Node, name: str) -> None:
+    """Give the stored node a fault (idempotent)."""
+    fault = check_applicable(node, name)
+    if name in node["faults"]:
+        return
+    if fault.inject is not None:
+        fault.inject(node)
+    node["faults"][name] = {"since": node["clock"]}
+
+
+def clear(node: Node, name: str | None = None) -> list[str]:
+    """Remove one fault (or all) and restore the healthy state; returns the names cleared."""
+    names = [name] if name is not None else sorted(node["faults"])
+    for n in names:
+        fault = FAULTS.get(n)
+        if fault is None:
+            raise FaultError(f"unknown fault {n!r}")
+        if n not in node["faults"]:
+            continue
+        if fault.clear is not None:
+            fault.clear(node)
+        del node["faults"][n]
+    return names
+
+
+def view(node: Node) -> Node:
+    """The node as the tools show it: a copy with every overlay fault applied (the node itself when none is)."""
+    overlays = [FAULTS[n] for n in sorted(node["faults"]) if n in FAULTS and FAULTS[n].kind == "overlay"
+                and FAULTS[n].apply is not None]
+    if not overlays:
+        return node
+    v = model.copy_node(node)
+    for fault in overlays:
+        fault.apply(v)  # type: ignore[misc]
+    return v
