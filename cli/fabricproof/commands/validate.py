@@ -18,6 +18,7 @@ from ..errors import InputError
 from ..judging.evaluate import StreamingEvaluation, evaluate, exit_code
 from ..fsutil import atomic_write_chunks
 from ..reporters import REPORTERS
+from ..reporters.rollup import ROLLUP_HOSTS
 from ..runstore import RunStore
 from ..timeutil import utc_now
 from ._common import (BASELINE_HELP, FORMAT_HELP, HOST_TIMEOUT_HELP, INVENTORY_DEFAULT, OUTPUT_GONE, OUTPUT_MODE_HELP,
@@ -112,6 +113,8 @@ def validate(
     checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families, e.g. 'nvlink.*,ib.rate'. Repeatable.")] = [],  # noqa: B006
     require_all: Annotated[bool, typer.Option("--require-all", help="Fail when a selected check applied to no host.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No collection progress.")] = False,
+    hosts_table: Annotated[bool, typer.Option("--hosts", "-v", help="The table lists every host and each failure on it "
+                                              f"(the default up to {ROLLUP_HOSTS} hosts; above, it rolls up by check).")] = False,
     mode: Annotated[str, typer.Option("--output-mode", help=OUTPUT_MODE_HELP)] = "600",
     probes: _probes.ProbesOpt = [],  # noqa: B006
     probe_budget: _probes.BudgetOpt = None,
@@ -184,6 +187,6 @@ def validate(
         written["json"] = RunStore(evidence_dir).report_path
         atomic_write_chunks(written["json"], REPORTERS["json"].pieces(report), mode=0o600)
         err_console.print(f"evidence and report: {evidence_dir}", highlight=False)
-    emit_report(report, pairs, written, mode=file_mode)
+    emit_report(report, pairs, written, mode=file_mode, per_host=hosts_table or None)
     raise typer.Exit(exit_code(report, fail_on, require_all))
 
