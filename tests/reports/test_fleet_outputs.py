@@ -217,3 +217,24 @@ def test_ids_are_never_cut_at_80_columns():
         assert any(re.search(rf"\b{re.escape(c.id)}\b", line) for line in lines), c.id
     assert any(longest in line for line in lines)
     assert any(report.run_id in line for line in lines)
+
+
+def test_validate_rolls_up_above_a_few_dozen_hosts_and_hosts_or_v_lists_each_one(tmp_path):
+    from fabricproof.cli import app
+    from typer.testing import CliRunner
+
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    names = [f"h100-{k:04d}" for k in range(1, ROLLUP_HOSTS + 3)]
+    for k, name in enumerate(names):
+        doc = json.loads((LAB / "facts" / "h100-0001.json").read_text().replace("h100-0001", name))
+        for port in doc["ib"]["ibstat"]["ports"]:  # each clone its own port GUIDs, as fleet() gives them
+            port["port_guid"] = port["port_guid"][:-8] + f"{k:04x}" + port["port_guid"][-4:]
+        (facts / f"{name}.json").write_text(json.dumps(doc))
+    argv = ["validate", "--facts", str(facts), "-b", str(LAB / "baseline.yaml"), "-f", "table"]
+    rolled = CliRunner().invoke(app, argv, env={"COLUMNS": "80"}, catch_exceptions=False)
+    assert rolled.exit_code == 0, rolled.output
+    assert "failed/total" not in rolled.stdout and f"{len(names)} hosts in this run: --hosts" in rolled.stdout
+    for flag in ("--hosts", "-v"):
+        listed = CliRunner().invoke(app, [*argv, flag], env={"COLUMNS": "80"}, catch_exceptions=False)
+        assert "failed/total" in listed.stdout and all(f"│ {n} " in listed.stdout for n in names), flag

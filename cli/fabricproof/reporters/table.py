@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..model import Report, Severity
 from ..textsafe import visible
 from ..words import counted
-from ._common import (HostRow, failures, found_lines, host_rows, not_proven_reason, status, status_word, summary_phrase,
+from ._common import (HostRow, failures, found_lines, found_text, host_rows, not_proven_reason, status, status_word, summary_phrase,
                       why)
 from .base import Reporter
 from .rollup import (MAX_HOSTS_SHOWN, ROLLUP_HOSTS, by_check, causes, consequence_line, grouped, left_unjudged,
@@ -176,7 +176,9 @@ def _failures_by_check(report: Report) -> list[RenderableType]:
         for expected, group in cf.by_expected.items():
             block.add_row("expected", _t(expected))
             for c in group[:MAX_HOSTS_SHOWN]:
-                lines = found_lines(c.result, FLEET_FINDINGS) or [c.result.reason]
+                # a fleet check's reason says against whom ("8 duplicate value(s) ..."); a pointer's, nothing more
+                lines = found_lines(c.result, FLEET_FINDINGS) if c.result.findings else [why(c.result) or
+                                                                                         found_text(c.result)]
                 for k, line in enumerate(lines):
                     block.add_row(_t(c.result.host, "") if k == 0 else "", _t(line))
                 if c.consequences:
