@@ -106,6 +106,22 @@ def test_a_downed_port_is_one_failure_with_its_consequences_under_it():
     assert "as a consequence of ib.phys_linkup" in fleet_view and "and so: ib.port_active" in fleet_view
 
 
+def _failed(check_id: str, *pointers: str) -> Result:
+    return Result(check_id=check_id, title="t", host="n1", outcome=Outcome.FAIL, severity=Severity.CRITICAL,
+                  expected="e", findings=tuple(Finding(p, "x", "GPU 1", "x") for p in pointers))
+
+
+def test_only_a_field_that_comes_first_on_the_same_object_is_a_cause():
+    ecc, power = _failed("gpu.ecc", "/gpu/gpus/1/ecc_mode"), _failed("gpu.power_limit", "/gpu/gpus/1/power_limit")
+    assert [c.result.check_id for c in causes([ecc, power])] == ["gpu.ecc", "gpu.power_limit"]  # unrelated: apart
+    state = _failed("fabric.state_completed", "/gpu/gpus/1/fabric/state")
+    status = _failed("fabric.status_success", "/gpu/gpus/1/fabric/status")
+    (cause,) = causes([status, state])  # registration stuck In Progress: its status follows
+    assert cause.result is state and cause.consequences == (status,)
+    other_port = _failed("ib.rate", "/ib/ibstat/ports/3/rate")
+    assert len(causes([_failed("ib.port_active", "/ib/ibstat/ports/2/state"), other_port])) == 2
+
+
 def test_a_hung_tool_is_one_line_naming_the_checks_it_left_unjudged():
     report = _one(_tool_hung(_lab()))
     unjudged = sorted({r.check_id for r in report.results if r.outcome is Outcome.ERROR})

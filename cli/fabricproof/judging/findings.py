@@ -34,7 +34,7 @@ ITEMS: dict[str, str] = {
 #: Of one item's failing facts, the one the others follow from, first: a port whose physical state is Disabled is
 #: also Down and falls back to rate 10. Reports show the first as the cause and the rest under it; a fact not named
 #: here follows every one that is.
-CAUSE_ORDER: tuple[str, ...] = ("present", "phys_state", "state", "link_layer", "rate", "links_active", "speed")
+CAUSE_ORDER: tuple[str, ...] = ("phys_state", "state", "rate")
 
 
 def cause_rank(finding: Finding) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..judging.findings import cause_rank
+from ..judging.findings import CAUSE_ORDER, cause_rank
 from ..model import Outcome, Report, Result, Severity
 from ..words import counted
 from ._common import failures, found_lines, not_verified
@@ -25,17 +25,20 @@ class Cause:
     consequences: tuple[Result, ...] = ()
 
 
-def _items(r: Result) -> frozenset[str]:
-    return frozenset(f.item for f in r.findings if f.item)
+def _holders(r: Result) -> frozenset[str]:
+    """The objects in the facts whose fields failed (/ib/ibstat/ports/2 for its state, phys_state and rate)."""
+    return frozenset(f.pointer.rsplit("/", 1)[0] for f in r.findings)
 
 
-def _head_rank(r: Result) -> tuple[int, int, str]:
-    return (min((cause_rank(f) for f in r.findings), default=len(r.findings)), -r.severity.rank, r.check_id)
+def _rank(r: Result) -> int:
+    return min((cause_rank(f) for f in r.findings), default=len(CAUSE_ORDER))
 
 
 def causes(fails: Iterable[Result]) -> list[Cause]:
-    """Failures as causes, in the order given (worst first): on one host a failure whose named items are all among an
-    earlier-ranked failure's is listed under it as its consequence instead of on its own."""
+    """Failures as causes, in the order given (worst first). On one host, a failure is listed under another as its
+    consequence when every object it failed on is one the other failed on and the other's field comes first in
+    findings.CAUSE_ORDER (a port's physical state before its logical state before its rate); unrelated fields of one
+    GPU (its ECC mode, its power limit) stay apart."""
     fails = list(fails)
     by_host: dict[str, list[Result]] = {}
     for r in fails:
@@ -45,10 +48,10 @@ def causes(fails: Iterable[Result]) -> list[Cause]:
     for results in by_host.values():
         if len(results) < 2:
             continue
-        named = sorted((r for r in results if _items(r)), key=_head_rank)
         kept: list[Result] = []
-        for r in named:
-            head = next((h for h in kept if _items(r) <= _items(h)), None)
+        for r in sorted((r for r in results if r.findings), key=lambda r: (_rank(r), -r.severity.rank, r.check_id)):
+            head = next((h for h in kept if _rank(h) < min(_rank(r), len(CAUSE_ORDER)) and _holders(r) <= _holders(h)),
+                        None)
             if head is None:
                 kept.append(r)
             else:
