@@ -131,7 +131,8 @@ def render(report: Report) -> str:
             expected.setdefault(r.check_id, {})[r.expected] = None
         lines += budget.take(["", f"### What the failing checks expect ({len(first)})", ""])
         lines += _table(["Check", "Expected", "Remediation"],
-                        ([cid, "\n".join(expected[cid]), r.remediation] for cid, r in first.items()), budget, len(first))
+                        ([cid, "\n".join(expected[cid]), r.remediation] for cid, r in first.items()), budget,
+                        len(first))
     unjudged_ = unjudged(report)
     if unjudged_:
         lines += budget.take(["", f"### Not verified ({sum(u.count for u in unjudged_)})", ""])

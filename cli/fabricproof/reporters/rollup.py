@@ -116,21 +116,19 @@ class Unjudged:
     reason: str
     hosts: tuple[str, ...]
     checks: tuple[str, ...]
-
-    @property
-    def count(self) -> int:
-        return len(self.hosts) * len(self.checks)
+    count: int  # results left unjudged (not every host need miss every check)
 
 
 def unjudged(report: Report) -> list[Unjudged]:
     """not_verified results grouped by reason: one hung nvidia-smi is one line naming the checks it left unjudged."""
-    groups: dict[tuple[Outcome, str], tuple[dict[str, None], dict[str, None]]] = {}
+    groups: dict[tuple[Outcome, str], tuple[dict[str, None], dict[str, None], list[int]]] = {}
     for r in not_verified(report):
-        hosts, checks = groups.setdefault((r.outcome, r.reason), ({}, {}))
+        hosts, checks, n = groups.setdefault((r.outcome, r.reason), ({}, {}, [0]))
         hosts[r.host] = None
         checks[r.check_id] = None
-    return [Unjudged(outcome, reason, tuple(hosts), tuple(checks))
-            for (outcome, reason), (hosts, checks) in groups.items()]
+        n[0] += 1
+    return [Unjudged(outcome, reason, tuple(hosts), tuple(checks), n[0])
+            for (outcome, reason), (hosts, checks, n) in groups.items()]
 
 
 def named(names: Iterable[str], limit: int = MAX_HOSTS_SHOWN) -> str:

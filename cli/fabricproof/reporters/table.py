@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from ..model import Report, Severity
 from ..textsafe import visible
 from ..words import counted
-from ._common import (HostRow, failures, found_lines, found_text, host_rows, not_proven_reason, status, status_word, summary_phrase,
-                      why)
+from ._common import (HostRow, failures, found_lines, found_text, host_rows, not_proven_reason, status, status_word,
+                      summary_phrase, why)
 from .base import Reporter
 from .rollup import (MAX_HOSTS_SHOWN, ROLLUP_HOSTS, by_check, causes, consequence_line, grouped, left_unjudged,
                      unjudged)
@@ -64,7 +64,7 @@ def renderables(report: Report, per_host: bool | None = None) -> list[Renderable
     if per_host and rows:
         out.append(_hosts(rows))
     elif rows:
-        out.append(_t(f"{counted(len(rows), 'host')} in this run: --hosts (or -v) lists each one.", "dim"))
+        out.append(_t(f"{counted(len(rows), 'host')} in this run: validate --hosts (or -v) lists each one.", "dim"))
     if report.results or report.collection_errors:  # the verdict once more, where a long report ends
         out.append(Text(""))
         out.append(_verdict(report))
@@ -164,7 +164,7 @@ def _failures_by_check(report: Report) -> list[RenderableType]:
     out: list[RenderableType] = [Text(f"Failures by check ({counted(len(checks), 'check')}; {s.failed} failed on "
                                       f"{counted(s.hosts_failed, 'host')})", style="bold")]
     for cf in checks:
-        led = f"  as a consequence of {', '.join(cf.as_consequence)}" if cf.as_consequence and not cf.by_expected else ""
+        led = f"  as a consequence of {', '.join(cf.as_consequence)}" if not cf.by_expected else ""
         out.append(_title("✗", cf.check_id, cf.severity, counted(cf.hosts, "host") + led))
         if not cf.by_expected:  # every failure of it is listed under its cause's check
             out.append(Text(""))
