@@ -825,7 +825,9 @@ def test_markdown_failures_table_escapes_pipes_markup_and_html():
     header, crit, warn = tables["What the failing checks expect (2)"]
     assert header == ["Check", "Expected", "Remediation"]
     remediation = crit[2]
-    assert "\\|" in remediation and "<br>" in remediation and "\n" not in remediation
+    assert "\\|" in remediation and "\n" not in remediation and "<br>" not in remediation  # YAML breaks undone
+    reason = tables["Not verified (2)"][1][0]
+    assert "<br>" in reason and "\n" not in reason  # a line break of the text itself is kept as <br>
     assert "&lt;b&gt;bold&lt;/b&gt;" in remediation and "<b>" not in remediation
     assert "&amp; amp" in remediation and "\\[red\\]markup\\[/red\\]" in remediation
     assert "\\\\x1b\\[0m" in remediation  # ESC shown as text, its backslash escaped

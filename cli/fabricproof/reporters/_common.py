@@ -62,6 +62,11 @@ def why(result: Result) -> str:
     return "" if result.findings or result.reason.startswith("/") else result.reason
 
 
+def prose(text: str) -> str:
+    """A catalog text's paragraphs, its YAML line breaks undone: the reader's width wraps it (a terminal, a table)."""
+    return "\n".join(" ".join(p.split()) for p in text.split("\n\n"))
+
+
 def sentence(text: str) -> str:
     """text stripped and ending in sentence punctuation, so it can be followed by another."""
     text = text.strip()

@@ -11,7 +11,7 @@ from ..actions import host_actions
 from ..judging.findings import counted_reasons
 from ..model import Outcome, Report, Result
 from ..textsafe import visible
-from ._common import failures, found_text, host_rows, not_proven_reason, status_word, summary_phrase
+from ._common import failures, found_text, host_rows, not_proven_reason, prose, status_word, summary_phrase
 from .base import Reporter
 from .rollup import causes, consequence_line, grouped, named, unjudged
 
@@ -131,7 +131,7 @@ def render(report: Report) -> str:
             expected.setdefault(r.check_id, {})[r.expected] = None
         lines += budget.take(["", f"### What the failing checks expect ({len(first)})", ""])
         lines += _table(["Check", "Expected", "Remediation"],
-                        ([cid, "\n".join(expected[cid]), r.remediation] for cid, r in first.items()), budget,
+                        ([cid, "\n".join(expected[cid]), prose(r.remediation)] for cid, r in first.items()), budget,
                         len(first))
     unjudged_ = unjudged(report)
     if unjudged_:

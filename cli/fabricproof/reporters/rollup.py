@@ -139,9 +139,9 @@ def named(names: Iterable[str], limit: int = MAX_HOSTS_SHOWN) -> str:
 
 
 def left_unjudged(u: Unjudged, limit: int = MAX_HOSTS_SHOWN) -> str:
-    """What one reason left unjudged: "on 2 hosts (a, b): 27 checks unjudged: gpu.x, gpu.y, ... (+19 more)"."""
+    """What one reason left unjudged, every check named: "on 2 hosts (a, b): 17 checks unjudged: gpu.x, gpu.y, ..."."""
     return (f"on {counted(len(u.hosts), 'host')} ({named(u.hosts, limit)}): "
-            f"{counted(len(u.checks), 'check')} unjudged: {named(u.checks, limit)}")
+            f"{counted(len(u.checks), 'check')} unjudged: {', '.join(u.checks)}")
 
 
 def grouped(rows: Iterable[tuple[str, str]]) -> list[tuple[tuple[str, ...], str]]:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from ..model import Report, Severity
 from ..textsafe import visible
 from ..words import counted
-from ._common import (HostRow, failures, found_lines, found_text, host_rows, not_proven_reason, status, status_word,
-                      summary_phrase, why)
+from ._common import (HostRow, failures, found_lines, found_text, host_rows, not_proven_reason, prose, status,
+                      status_word, summary_phrase, why)
 from .base import Reporter
 from .rollup import (MAX_HOSTS_SHOWN, ROLLUP_HOSTS, by_check, causes, consequence_line, grouped, left_unjudged,
                      unjudged)
@@ -139,7 +139,7 @@ def _failures_per_host(report: Report) -> list[RenderableType]:
         rows_.append(("where", why(r)))  # the reason's pointers stay in JSON and SARIF's properties
         if c.consequences:
             rows_.append(("and so", consequence_line(c)))
-        rows_ += [("evidence", ", ".join(r.evidence)), ("action", r.action), ("fix", _prose(r.remediation))]
+        rows_ += [("evidence", ", ".join(r.evidence)), ("action", r.action), ("fix", prose(r.remediation))]
         for label, value in rows_:
             if value:
                 block.add_row(label, _t(value))
@@ -185,7 +185,7 @@ def _failures_by_check(report: Report) -> list[RenderableType]:
                     block.add_row("", _t(f"and so: {consequence_line(c)}"))
             if len(group) > MAX_HOSTS_SHOWN:
                 block.add_row("", _t(f"(+{len(group) - MAX_HOSTS_SHOWN} more hosts: the JSON report, or --hosts)"))
-        for label, value in (("action", cf.action), ("fix", _prose(cf.remediation))):
+        for label, value in (("action", cf.action), ("fix", prose(cf.remediation))):
             if value:
                 block.add_row(label, _t(value))
         out.append(Padding(block, (0, 0, 1, 4)))
@@ -239,11 +239,6 @@ def _reason_table(title: str, noun: str, rows: list[tuple[tuple[str, ...], str]]
             shown += f"\n(+{len(names) - limit} more)"
         table.add_row(_t(shown), _t(reason, style))
     return table
-
-
-def _prose(text: str) -> str:
-    """A catalog text's paragraphs, its YAML line breaks undone: the terminal wraps it at its own width."""
-    return "\n".join(" ".join(p.split()) for p in text.split("\n\n"))
 
 
 #: A name column is as wide as its longest name up to this; longer names (rare) fold rather than squeeze the text.
