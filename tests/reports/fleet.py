@@ -4,6 +4,8 @@ synthetic 1,000-host lab fleet cloned from them, named and grouped as `lab up --
 from __future__ import annotations
 
 import json
+import dataclasses
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -11,7 +13,7 @@ from fabricproof.judging import catalog
 from fabricproof.judging.baseline import load as load_baseline
 from fabricproof.judging.evaluate import evaluate
 from fabricproof_lab.topology import plan_hosts, profile_group, rack_group
-from fabricproof.model import Report
+from fabricproof.model import Report, Result
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / "inventories" / "lab"
@@ -60,3 +62,24 @@ def fleet(nodes: int = 1000, lost: int = 4) -> Report:
 def small() -> Report:
     """A 16-host lab fleet (what `lab up` starts by default) with its faults and one host not collected."""
     return fleet(16, lost=1)
+
+
+def scaled(report: Report, copies: int) -> Report:
+    """`report` with every host repeated `copies` times under its own name (h100-0001 -> h100-0001-c0042): a fleet of
+    copies x its hosts with the same faults and causes in the same proportion, without judging it again."""
+    names = [[f"{h}-c{k:04d}" for h in report.hosts] for k in range(copies)]
+    index = {h: i for i, h in enumerate(report.hosts)}
+    fields = [f.name for f in dataclasses.fields(Result)]
+    at = fields.index("host")
+
+    def renamed(r: Result, host: str) -> Result:  # positional: twice as fast as dataclasses.replace on a million
+        values = [getattr(r, f) for f in fields]
+        values[at] = host
+        return Result(*values)
+
+    results = tuple(renamed(r, names[k][index[r.host]]) for k in range(copies) for r in report.results)
+    return replace(
+        report, results=results, hosts=tuple(n for copy in names for n in copy),
+        collection_errors={names[k][index[h]]: why for k in range(copies) for h, why in report.collection_errors.items()},
+        groups={names[k][index[h]]: g for k in range(copies) for h, g in report.groups.items()},
+        not_proven={names[k][index[h]]: c for k in range(copies) for h, c in report.not_proven.items()})

@@ -30,6 +30,7 @@ from fabricproof.reporters import (
     tap,
 )
 from fabricproof.reporters._common import format_actual, host_rows, status
+from fabricproof.reporters.markdown import cell
 from fabricproof.textsafe import visible
 
 SARIF_SCHEMA = Path(__file__).resolve().parent.parent / "fixtures" / "sarif" / "sarif-schema-2.1.0.json"
@@ -373,10 +374,10 @@ def test_junit_failure_carries_expected_severity_and_the_full_story():
     root = _junit(REPORT)
     case = next(c for c in root.iter("testcase") if (c.get("classname"), c.get("name")) == ("nvlink.links_active", "gpu-01"))
     failure = case.find("failure")
-    assert failure.get("message") == FAIL_CRIT.expected
+    assert failure.get("message") == "[18, 17, 18]"  # what was found (issue 24.1), the expectation is in the body
     assert failure.get("type") == "critical"
     body = failure.text
-    assert "actual: [18, 17, 18]" in body
+    assert f"expected: {FAIL_CRIT.expected}" in body and "found: [18, 17, 18]" in body
     assert "remediation: Drain the node" in body
     assert "evidence: raw/gpu-01/nvidia_smi_q.txt" in body
     # markup and quotes survive, the ANSI escape is shown rather than embedded
@@ -501,7 +502,7 @@ def test_sarif_results_are_failures_only_located_on_their_host():
         assert logical["kind"] == "device" and logical["name"] == res["properties"]["host"]
     crit, warn = results
     assert crit["level"] == "error" and warn["level"] == "warning"
-    assert crit["message"]["text"].startswith("gpu-01: Each GPU's active NVLink count is 18. Actual: [18, 17, 18].")
+    assert crit["message"]["text"].startswith("gpu-01: Each GPU's active NVLink count is 18. Found: [18, 17, 18].")
     assert crit["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "checks/nvlink/nvlink.links_active.yaml"
     assert [a["artifactLocation"]["uri"] for a in crit["attachments"]] == list(FAIL_CRIT.evidence)
     assert warn["properties"]["actual"] == {"mlx5_0": 200, "mlx5_1": 400}
@@ -625,7 +626,7 @@ def test_tap_yaml_diagnostics_round_trip_expected_actual_severity():
     crit = points[0]["yaml"]
     assert crit["severity"] == "critical" and crit["outcome"] == "fail"
     assert crit["expected"] == FAIL_CRIT.expected
-    assert crit["actual"] == "[18, 17, 18]"
+    assert crit["found"] == "[18, 17, 18]"  # the operator's wording (issue 24.1): JSON keeps the raw value
     assert crit["remediation"] == FAIL_CRIT.remediation  # newline, quotes and ESC intact in YAML
     assert crit["evidence"] == list(FAIL_CRIT.evidence)
     error = points[5]["yaml"]
@@ -816,30 +817,37 @@ def test_markdown_summary_line_has_a_status_word_and_counts_without_emoji():
 def test_markdown_failures_table_escapes_pipes_markup_and_html():
     tables = _md_tables(markdown.render(REPORT))
     header, crit, warn = tables["Failures (2)"]
-    assert header == ["Check", "Host", "Severity", "Expected", "Actual", "Action", "Remediation"]
+    assert header == ["Check", "Host", "Severity", "Found", "Action"]
     assert crit[:3] == ["nvlink.links\\_active", "gpu-01", "critical"]  # worst first
-    assert crit[5] == "reset\\_gpu"
-    remediation = crit[6]
-    assert "\\|" in remediation and "<br>" in remediation and "\n" not in remediation
+    assert crit[4] == "reset\\_gpu"
+    assert warn[1] == "node \"7\" \\| &lt;x&gt; &amp; #1 \\\\ ü"
+    # what each check expects and its fix, once per check (issue 24.1: not repeated on every host's row)
+    header, crit, warn = tables["What the failing checks expect (2)"]
+    assert header == ["Check", "Expected", "Remediation"]
+    remediation = crit[2]
+    assert "\\|" in remediation and "\n" not in remediation and "<br>" not in remediation  # YAML breaks undone
+    reason = tables["Not verified (2)"][1][0]
+    assert "<br>" in reason and "\n" not in reason  # a line break of the text itself is kept as <br>
     assert "&lt;b&gt;bold&lt;/b&gt;" in remediation and "<b>" not in remediation
     assert "&amp; amp" in remediation and "\\[red\\]markup\\[/red\\]" in remediation
     assert "\\\\x1b\\[0m" in remediation  # ESC shown as text, its backslash escaped
-    assert warn[1] == "node \"7\" \\| &lt;x&gt; &amp; #1 \\\\ ü"
-    assert warn[6] == "Check the cable \\| transceiver."
+    assert warn[2] == "Check the cable \\| transceiver."
 
 
-def test_markdown_lists_unjudged_lost_hosts_unapplied_and_folds_passes():
+def test_markdown_lists_unjudged_by_cause_lost_hosts_unapplied_and_counts_passes():
     text = markdown.render(REPORT)
     tables = _md_tables(text)
     assert [row[:3] for row in tables["Not verified (2)"][1:]] == [
-        ["fm.version\\_matches\\_driver", "node \"7\" \\| &lt;x&gt; &amp; #1 \\\\ ü", "error"],
-        ["fabric.cluster\\_uuid\\_consistent", "gpu-01", "unknown"],
+        [cell(ERROR.reason), "error", "1: node \"7\" \\| &lt;x&gt; &amp; #1 \\\\ ü"],
+        ["fact /fabric/cluster\\_uuid missing", "unknown", "1: gpu-01"],
     ]
     assert tables["Collection errors (1)"][1][0] == "gpu-03"
     assert tables["Checks that applied to no host (1)"][1][0] == "pcie.acs\\_disabled"
-    passed = text.index("<details><summary>Passed (1)</summary>")
-    assert text.index("</details>", passed) > text.index("| nvlink.links\\_active | gpu-02 |", passed)
-    assert text.index("### Failures") < passed
+    # passes are counted per check (issue 24.1), folded, after the failures; no pass is listed per host
+    checks = text.index("<details><summary>Checks (5: passed and skipped as counts)</summary>")
+    assert text.index("</details>", checks) > text.index("| nvlink.links\\_active | critical | 1 | 1 | 0 | 0 |  |", checks)
+    assert text.index("### Failures") < checks
+    assert "gpu-02" not in text  # it passed: counted, not named
 
 
 def test_markdown_empty_report_has_no_tables():
@@ -1081,7 +1089,7 @@ def test_sarif_junit_tap_markdown_and_table_show_the_action():
                                                                                       "reseat_cable"]
     assert "action: reboot\n" in junit.render(TWO_FAILS)
     assert "action: reseat_cable" in tap.render(TWO_FAILS)
-    hosts = _md_tables(markdown.render(TWO_FAILS))["Hosts"]
+    hosts = _md_tables(markdown.render(TWO_FAILS))["Hosts that did not pass (2 of 2)"]
     assert hosts[0][-1] == "Action" and [row[-1] for row in hosts[1:]] == ["reboot", "reseat\\_cable"]
     assert [line.split()[1] for line in table.render(TWO_FAILS).splitlines() if line.split()[:1] == ["action"]] == [
         "reboot", "reset_gpu", "reseat_cable"]

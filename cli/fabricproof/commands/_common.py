@@ -162,23 +162,24 @@ OUTPUT_MODE_HELP = "File mode of written reports and facts, octal (default 600: 
 
 
 def emit_report(report: Any, pairs: list[tuple[str, Path | None]], written: dict[str, Path] | None = None,
-                mode: int = 0o600) -> None:
+                mode: int = 0o600, per_host: bool | None = None) -> None:
     """Write each (format, file or stdout) pair, piece by piece, files with `mode`. `written` names files already
-    holding a format (format -> path), copied instead of rendered again: a 1,000-host report is made once."""
-    from ..reporters import REPORTERS
+    holding a format (format -> path), copied instead of rendered again: a 1,000-host report is made once.
+    per_host: the table lists every host (True), rolls up by check (False), or decides by fleet size (None)."""
+    from ..reporters import REPORTERS, table
 
     def pieces(fmt: str) -> Iterable[str]:
         if written and fmt in written:
             return read_chunks(written[fmt])
+        if fmt == "table":
+            return (table.render(report, per_host=per_host),)
         return REPORTERS[fmt].pieces(report)
 
     for fmt, out in pairs:
         if out is None:
             if fmt == "table" and not (written and fmt in written):
-                from ..reporters import table
-
                 # The console knows the width (the terminal's, $COLUMNS, or 80 in a pipe) and colours only terminals.
-                table.print_to(console, report)
+                table.print_to(console, report, per_host)
             else:
                 for piece in pieces(fmt):
                     sys.stdout.write(piece)

@@ -60,7 +60,7 @@ def show(check_id: Annotated[str, typer.Argument(help="A check id, e.g. fm.versi
         f"platforms: {', '.join(c.platforms) if c.platforms else 'all'}"
         + (f"   requires baseline: {', '.join(c.requires)}" if c.requires else ""),
         f"reads: collector {c.collector} ({shown(_command(c.collector))}) at {c.fact}",
-        f"expects: {shown(sentence(c))}",
+        f"expects: {shown(sentence(c, technical=True))}",
         "", "[bold]why[/]", shown(c.rationale.strip()), "", "[bold]remediation[/]", shown(c.remediation.strip()),
         "", "[bold]references[/]", *(f"- {shown(r)}" for r in c.references),
         "", f"source: {c.source}",

@@ -22,6 +22,7 @@ from ..probes import options as probe_options
 from ..probes import runner as probe_runner
 from ..probes.runner import ProbeSettings
 from ..reporters import REPORTERS
+from ..reporters.rollup import ROLLUP_HOSTS
 from ._common import (BASELINE_HELP, FORMAT_HELP, HOST_TIMEOUT_HELP, INVENTORY_DEFAULT, OUTPUT_GONE, OUTPUT_MODE_HELP,
                       SEVERITIES, WORKERS_HELP, check_fail_on, emit_report, err_console, input_errors, output_mode,
                       pair_outputs, shown)
@@ -88,6 +89,8 @@ def validate(
     checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families, e.g. 'nvlink.*,ib.rate'. Repeatable.")] = [],  # noqa: B006
     require_all: Annotated[bool, typer.Option("--require-all", help="Fail when a selected check applied to no host.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No collection progress.")] = False,
+    hosts_table: Annotated[bool, typer.Option("--hosts", "-v", help="The table lists every host and each failure on it "
+                                              f"(the default up to {ROLLUP_HOSTS} hosts; above, it rolls up by check).")] = False,
     mode: Annotated[str, typer.Option("--output-mode", help=OUTPUT_MODE_HELP)] = "600",
     probes: _probes.ProbesOpt = [],  # noqa: B006
     probe_budget: _probes.BudgetOpt = None,
@@ -136,6 +139,6 @@ def validate(
                           f"{u.with_facts} of {u.hosts} host(s) have facts", highlight=False)
     if judged.evidence_dir is not None:  # the verdict sits beside the evidence it rests on
         err_console.print(f"evidence and report: {judged.evidence_dir}", highlight=False)
-    emit_report(judged.report, pairs, judged.written, mode=file_mode)
+    emit_report(judged.report, pairs, judged.written, mode=file_mode, per_host=hosts_table or None)
     raise typer.Exit(judged.exit_code(fail_on, require_all))
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from .baseline import UNSET, Baseline, lookup
 from .catalog import Applicability, Check
-from .findings import name_findings
+from .findings import counted_findings, counted_reasons, fact_words, name_findings, value_words
 from .packing import Tuples, projections, shared
 from ..model import CheckCoverage, Finding, Outcome, Report, Result, Scope
 from .ops import OPERATORS, render_value
@@ -72,7 +72,7 @@ class _Evaluator:
             vals, _ = values_at(facts, split_pointer(spec["fact"]))
             if not vals or vals[0] is None:
                 raise _Missing(f"fact {spec['fact']} (the expected value) is missing")
-            return vals[0], f" (this host's {spec['fact']})"
+            return vals[0], f" (this host's {fact_words(spec['fact'])})"
         return spec, ""
 
 
@@ -80,13 +80,15 @@ class _Skip(Exception):
     pass
 
 
-def sentence(check: Check, expected: Any = UNSET, source: str = "") -> str:
-    """The expectation of a check as a sentence, e.g. "each GPU's active NVLink count should be 18 (baseline ...)"."""
-    exp = render_value(expected) if expected is not UNSET else _spec_text(check.expected)
+def sentence(check: Check, expected: Any = UNSET, source: str = "", technical: bool = False) -> str:
+    """The expectation of a check as an operator reads it, e.g. "each GPU's active NVLink count should be 18 (baseline
+    nvlink.links_per_gpu)": the subject names what is judged, so the item filters and fact pointers stay out;
+    technical: as the check is written, filters and pointers included (`checks show`)."""
+    exp = value_words(expected) if expected is not UNSET else _spec_text(check.expected, technical)
     where = ""
-    if check.where:
+    if check.where and technical:
         where = " where " + " and ".join(
-            f"{'/'.join(c.path)} {OPERATORS[c.op].condition} {_spec_text(c.expected)}" for c in check.where
+            f"{'/'.join(c.path)} {OPERATORS[c.op].condition} {_spec_text(c.expected, technical)}" for c in check.where
         )
     if check.op == "same":
         scope = f"each {check.partition} group" if check.partition else "the same platform"
@@ -102,12 +104,12 @@ def sentence(check: Check, expected: Any = UNSET, source: str = "") -> str:
     return f"{quant}{check.subject}{where} should {OPERATORS[check.op].verb} {exp}{source}"
 
 
-def _spec_text(spec: Any) -> str:
+def _spec_text(spec: Any, technical: bool = False) -> str:
     if isinstance(spec, dict) and "baseline" in spec:
         return f"the baseline's {spec['baseline']}"
     if isinstance(spec, dict) and "fact" in spec:
-        return f"this host's {spec['fact']}"
-    return render_value(spec)
+        return f"this host's {spec['fact'] if technical else fact_words(spec['fact'])}"
+    return render_value(spec) if technical else value_words(spec)
 
 
 def _evidence(facts: Facts, check: Check, tuples: Tuples | None = None) -> tuple[str, ...]:
@@ -175,8 +177,8 @@ def _not_applicable(check: Check, values: dict[str, Any], facts: Facts, ev: _Eva
         test = OPERATORS[cond.op].test
         if any(test(v, expected) for v in vals):
             continue
-        shown = render_value(vals[0] if len(vals) == 1 else _compact(vals)) if vals else "nothing"
-        return f"not applicable: {cond.reason} ({cond.fact} is {shown})"
+        shown = value_words(vals[0] if len(vals) == 1 else _compact(vals)) if vals else "nothing"
+        return f"not applicable: {cond.reason} ({fact_words(cond.fact)} is {shown})"  # in words, no pointer
     return None
 
 
@@ -282,8 +284,10 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator,
             return _result(check, host, Outcome.UNKNOWN, text, reason=_noted(facts, check, f"fact {check.fact} is missing"),
                            evidence=evidence)
         ok = OPERATORS[check.compare or "eq"].test(n, expected)
+        named = () if ok or not check.finding else counted_findings(resolve(facts, segs, where)[0], expected,
+                                                                    check.finding)  # the bridges with ACS on
         return _result(check, host, Outcome.PASS if ok else Outcome.FAIL, text, actual=n,
-                       reason="" if ok else f"counted {n}", evidence=evidence)
+                       reason="" if ok else f"counted {n}", evidence=evidence, findings=named)
 
     judged = vals if expected is None and check.op in ("eq", "ne") else [v for v in vals if v is not None]
     if not judged:
@@ -527,7 +531,7 @@ class StreamingEvaluation:
                 rs.append(_result(check, host, Outcome.ERROR, sentence(check), reason=f"host not collected: {reason}"))
             if not any(r.outcome is not Outcome.SKIP for r in rs):
                 reasons = Counter(r.reason for r in rs)
-                unapplied.append(CheckCoverage(check.id, reasons.most_common(1)[0][0] if reasons else "no hosts in scope"))
+                unapplied.append(CheckCoverage(check.id, counted_reasons(reasons) if reasons else "no hosts in scope"))
             results.extend(rs)
         all_hosts = tuple(sorted(set(hosts) | set(collection_errors)))
         groups = {h: tuple(sorted(g)) for h in all_hosts

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from ..judging.findings import found_sentence
 from ..model import Outcome, Report, Result, Severity, Summary
 from ..words import counted
 
@@ -43,6 +44,27 @@ def found_lines(result: Result, limit: int = MAX_FINDINGS) -> list[str]:
     if len(result.findings) > limit:
         lines.append(f"(+{len(result.findings) - limit} more)")
     return lines
+
+
+def found_text(result: Result, limit: int = MAX_FINDINGS) -> str:
+    """What a failure found, readable without its expectation beside it (a JUnit message, a Markdown row): the
+    failing items named ("GPU 1: 16 of 18 links active; ..."), else the value found as a sentence."""
+    if result.findings:
+        return "; ".join(found_lines(result, limit))
+    if result.actual is None:
+        return result.reason
+    return found_sentence(result.expected, result.actual)
+
+
+def why(result: Result) -> str:
+    """The reason beside what was found, when it adds to it: not when the failing items are named (the reason lists
+    their pointers) nor when it only restates the value at its pointer ("/fm/build/version = 535.104.05")."""
+    return "" if result.findings or result.reason.startswith("/") else result.reason
+
+
+def prose(text: str) -> str:
+    """A catalog text's paragraphs, its YAML line breaks undone: the reader's width wraps it (a terminal, a table)."""
+    return "\n".join(" ".join(p.split()) for p in text.split("\n\n"))
 
 
 def sentence(text: str) -> str:
@@ -157,9 +179,11 @@ def host_rows(report: Report) -> list[HostRow]:
         order.setdefault(r.host)
     for h in report.collection_errors:
         order.setdefault(h)
+    by_host: dict[str, list[Result]] = {host: [] for host in order}
+    for r in report.results:  # one pass: a 10,000-host report holds a million results
+        by_host[r.host].append(r)
     rows = []
-    for host in order:
-        mine = [r for r in report.results if r.host == host]
+    for host, mine in by_host.items():
         failed = [r for r in mine if r.outcome is Outcome.FAIL]
         rows.append(
             HostRow(

@@ -1,6 +1,6 @@
 """JUnit XML: one testsuite per check family, one testcase per (check, host), for CI test views.
 
-Mapping: fail -> <failure message=expected type=severity>; error -> <error>; skip and unknown ->
+Mapping: fail -> <failure message=what was found type=severity>; error -> <error>; skip and unknown ->
 <skipped message=reason> (unknown prefixed "unknown: "). Hosts whose collection failed get an
 <error> testcase in a "collection" suite, hosts not proven (checks their hardware needs had no baseline
 value) one in a "not_proven" suite, and checks that applied to no host a <skipped> testcase in a "coverage"
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from ..model import Outcome, Report, Result
 from ..textsafe import visible
-from ._common import family_of, format_actual, not_proven_reason, parse_time
+from ._common import family_of, found_lines, found_text, not_proven_reason, parse_time, why
 from .base import Reporter
 
 COLLECTION_SUITE = "collection"
@@ -31,12 +31,12 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
 
 
 def _body(r: Result) -> str:
-    lines = [
-        r.title,
-        f"expected: {r.expected}",
-        f"actual: {format_actual(r.actual)}",
-    ]
-    if r.reason:
+    """The failure told as an operator reads it: what was expected, what was found (each failing item named), the
+    action, the fix and the evidence; the reason's pointers only when no item is named."""
+    lines = [r.title, f"expected: {r.expected}"]
+    if r.outcome is Outcome.FAIL:
+        lines += [f"found: {line}" for line in found_lines(r)] if r.findings else [f"found: {found_text(r)}"]
+    if why(r) if r.outcome is Outcome.FAIL else r.reason:
         lines.append(f"reason: {r.reason}")
     if r.action:
         lines.append(f"action: {r.action}")
@@ -50,7 +50,7 @@ def _testcase(suite: ET.Element, r: Result, counts: dict[str, int]) -> None:
     case = _sub(suite, "testcase", classname=r.check_id, name=r.host, time="0")
     counts["tests"] += 1
     if r.outcome is Outcome.FAIL:
-        _sub(case, "failure", _body(r), message=r.expected, type=r.severity.value)
+        _sub(case, "failure", _body(r), message=found_text(r), type=r.severity.value)  # what was found
         counts["failures"] += 1
     elif r.outcome is Outcome.ERROR:
         _sub(case, "error", _body(r), message=r.reason or "collector failed", type="error")

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..model import Outcome, Report, Result, Severity
-from ._common import family_of, format_actual, not_proven_reason, parse_time, sentence
+from ._common import family_of, found_text, not_proven_reason, parse_time, sentence, why
 from .base import Reporter
 
 SARIF_VERSION = "2.1.0"
@@ -74,9 +74,10 @@ def _rule(results: list[Result]) -> dict[str, Any]:
 
 
 def _message(r: Result) -> str:
-    actual = format_actual(r.actual) or "nothing observed"
-    text = f"{r.host}: {sentence(r.expected)} Actual: {actual}."
-    if r.reason:
+    """Expected and found as sentences, each failing item named; the reason's pointers only when none is."""
+    found = found_text(r) or "nothing observed"
+    text = f"{r.host}: {sentence(r.expected)} Found: {sentence(found)}"
+    if why(r):
         text += f" {sentence(r.reason)}"
     return text
 

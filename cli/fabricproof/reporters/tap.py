@@ -14,7 +14,7 @@ import yaml
 
 from ..model import Outcome, Report, Result
 from ..textsafe import visible
-from ._common import format_actual, not_proven_reason, status_word, summary_phrase
+from ._common import found_lines, found_text, not_proven_reason, status_word, summary_phrase, why
 from .base import Reporter
 
 
@@ -49,9 +49,10 @@ def _diagnostics(r: Result) -> dict[str, Any]:
         "check": r.check_id,
         "host": r.host,
         "expected": r.expected,
-        "actual": format_actual(r.actual),
     }
-    if r.reason:
+    if r.outcome is Outcome.FAIL:  # the failing items named, else the value found as a sentence
+        diag["found"] = found_lines(r) if r.findings else found_text(r)
+    if why(r) if r.outcome is Outcome.FAIL else r.reason:  # found says it without the reason's pointers
         diag["reason"] = r.reason
     if r.action:
         diag["action"] = r.action
