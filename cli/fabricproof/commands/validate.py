@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -49,47 +50,51 @@ path is named, run.json says incomplete when it can still be written).
 """
 
 
-def _saved_facts(facts: Path | None, raw: Path | None, inv: inventory_mod.Inventory | None, limit: str | None
-                 ) -> tuple[dict[str, dict], dict[str, str], dict[str, tuple[str, ...]]]:
-    """(facts by host, collection errors, groups) from a facts or run directory, or re-parsed raw evidence.
+def _saved_facts(facts: Path | None, raw: Path | None, inv: inventory_mod.Inventory | None, limit: str | None,
+                 judge: Callable[[str, dict], None]) -> dict[str, str]:
+    """Hand each host's facts from a facts or run directory, or re-parsed raw evidence, to `judge` one at a time
+    (a directory of 10,000 hosts is never held whole); return the collection errors.
 
     The scope is the inventory (with --limit) when one is given, else the run's own manifest: a host either
     lists without facts is not collected (exit 3), never passed over."""
-    groups: dict[str, tuple[str, ...]] = {}
     source = raw or facts
     assert source is not None
     if raw:
         if not raw.is_dir():
             raise InputError(f"{raw}: run directory not found")
-        facts_by_host, collection_errors = reparse(raw)
-        if not facts_by_host and not collection_errors:
+        reparsed, collection_errors = reparse(raw)
+        if not reparsed and not collection_errors:
             raise InputError(f"{raw}: no raw evidence (raw/<host>/...) in this run directory")
+        found: Iterable[tuple[str, dict]] = reparsed.items()
     else:
-        facts_by_host = facts_mod.load_dir(source)
+        found = facts_mod.iter_dir(source)
         # Hosts a run could not collect, as its run.json records them (none for a plain facts directory).
         collection_errors = {h: e["message"] for h, e in RunStore(source).recorded_errors().items()}
     manifest = RunStore(source).manifest() or {}
     unfinished = manifest.get("status", "complete") != "complete"
     if inv is not None:
-        groups = dict(inv.groups_of())
         scope = set(inventory_mod.limit(inv, limit))  # every inventory host when no --limit is given
         if limit:
-            facts_by_host = {h: f for h, f in facts_by_host.items() if h in scope}
             collection_errors = {h: e for h, e in collection_errors.items() if h in scope}
     elif limit:
         raise InputError("--limit needs --inventory")
     else:
         scope = set(manifest.get("hosts") or ())  # the hosts the run set out to collect
+    judged: set[str] = set()
+    for host, doc in found:
+        if inv is None or not limit or host in scope:
+            judge(host, doc)
+            judged.add(host)
     # A host in scope that has no facts is not a pass: it is reported as not collected (exit 3).
     why = (f"the run did not finish (run.json: status {manifest['status']}), and this host has no facts in {source}"
            if unfinished else f"no facts for this host in {source}")
-    for host in sorted(scope - set(facts_by_host) - set(collection_errors)):
+    for host in sorted(scope - judged - set(collection_errors)):
         collection_errors[host] = why
     if unfinished:
         err_console.print(f"warning: {shown(source)} holds an unfinished run (run.json: status "
-                          f"{shown(manifest['status'])}): {len(facts_by_host)} of {len(manifest.get('hosts') or ())} "
+                          f"{shown(manifest['status'])}): {len(judged)} of {len(manifest.get('hosts') or ())} "
                           "host(s) have facts", highlight=False)
-    return facts_by_host, collection_errors, groups
+    return collection_errors
 
 
 @input_errors
@@ -176,9 +181,11 @@ def validate(
                                tool_version=__version__)
         evidence_dir = result.run_dir
     else:
-        facts_by_host, collection_errors, groups = _saved_facts(facts, raw, inv, limit)
-        report = evaluate(facts_by_host, base, selected, groups=groups, previous=before,
-                          collection_errors=collection_errors, run_id="", created_at=utc_now(), tool_version=__version__)
+        # Judged a host at a time, as a live run is: only what fleet checks compare is kept of each host's facts.
+        stream = StreamingEvaluation(base, selected, groups=dict(inv.groups_of()) if inv is not None else {},
+                                     previous=before)
+        collection_errors = _saved_facts(facts, raw, inv, limit, stream.add)
+        report = stream.finish(collection_errors, run_id="", created_at=utc_now(), tool_version=__version__)
     written: dict[str, Path] = {}
     if evidence_dir is not None:  # the verdict sits beside the evidence it rests on
         written["json"] = RunStore(evidence_dir).report_path
