@@ -106,3 +106,23 @@ def test_invalid_facts_are_refused_by_both_validators_with_their_path(name, doc,
         documents.validate(documents.load_json(path), "facts")
     problem = err.value.problems[0]
     assert problem.file == str(path) and problem.line and problem.pointer.startswith("/")
+
+
+SHIPPED_YAML = sorted([*(REPO / "checks").rglob("*.yaml"), *(REPO / "inventories").rglob("*.yaml")])
+
+
+def test_a_yaml_document_is_parsed_once_and_reads_as_yaml_reads_it(monkeypatch):
+    import yaml
+
+    expected = {p: yaml.load(p.read_text(), Loader=documents._LineLoader) for p in SHIPPED_YAML}  # noqa: S506
+
+    def again(*_args, **_kwargs):
+        raise AssertionError("the text parsed a second time")
+
+    monkeypatch.setattr(yaml, "load", again)
+    monkeypatch.setattr(yaml, "compose", again)
+    assert len(SHIPPED_YAML) > 100
+    for path, data in expected.items():
+        doc = documents.load_yaml(path)
+        assert doc.data == data, path
+        assert doc.line(()) is not None
