@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -125,8 +125,9 @@ def validate_document(doc: documents.Document) -> None:
     documents.validate(doc, "facts")
 
 
-def load_dir(directory: Path) -> dict[str, dict[str, Any]]:
-    """All facts in DIR (or DIR/facts for a run directory), validated, keyed by host. Exit 2 on any problem."""
+def facts_files(directory: Path) -> list[Path]:
+    """The <host>.json files of a facts directory (or of DIR/facts for a run directory), sorted. Exit 2 when there
+    are none."""
     directory = Path(directory)
     if not directory.exists():
         raise InputError(Problem("facts directory not found", str(directory)))
@@ -136,23 +137,47 @@ def load_dir(directory: Path) -> dict[str, dict[str, Any]]:
     files = sorted(directory.glob("*.json"))
     if not files:
         raise InputError(Problem("no facts (*.json) in this directory", str(directory)))
-    out: dict[str, dict[str, Any]] = {}
+    return files
+
+
+def read(path: Path) -> dict[str, Any]:
+    """One facts file, parsed and validated once. Exit 2 with the file, line and JSON path of every problem."""
+    doc = documents.load_json(path)
+    validate_document(doc)
+    return doc.data
+
+
+def iter_dir(directory: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(host, facts) of every file in DIR (or DIR/facts), one at a time in file order, each read and validated
+    once: a caller that judges and lets go of each host holds one document, not the directory. A directory without
+    facts is refused at once; problems in files are gathered and raised together (exit 2) after the last file, so
+    a caller must act on nothing before then."""
+    return _documents(facts_files(directory))
+
+
+def _documents(files: list[Path]) -> Iterator[tuple[str, dict[str, Any]]]:
     problems: list[Problem] = []
+    seen: set[str] = set()
     for path in files:
         try:
-            doc = documents.load_json(path)
-            validate_document(doc)
+            data = read(path)
         except InputError as exc:
             problems.extend(exc.problems)
             continue
-        host = doc.data["host"]
-        if host in out:
+        host = data["host"]
+        if host in seen:
             problems.append(Problem(f"second facts document for host {host!r}", str(path), None, "/host"))
             continue
-        out[host] = doc.data
+        seen.add(host)
+        if not problems:  # once a file is bad the run fails: the rest are only checked
+            yield host, data
     if problems:
         raise InputError(problems)
-    return out
+
+
+def load_dir(directory: Path) -> dict[str, dict[str, Any]]:
+    """All facts in DIR (or DIR/facts for a run directory), validated, keyed by host. Exit 2 on any problem."""
+    return dict(iter_dir(directory))
 
 
 def dump(doc: Mapping[str, Any]) -> str:

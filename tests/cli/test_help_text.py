@@ -25,9 +25,11 @@ def test_the_typer_pin_excludes_the_versions_that_print_bool_after_flags():
 
 
 def _commands(group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Every command path, groups included (typer vendors its own click: a group is what has sub-commands)."""
+    """Every command path, groups included (typer vendors its own click: a group is what has sub-commands; the root
+    builds each command when asked for it)."""
     out = [prefix]
-    for name, cmd in group.commands.items():
+    for name in group.list_commands(None):
+        cmd = group.get_command(None, name)
         out += _commands(cmd, prefix + (name,)) if hasattr(cmd, "commands") else [prefix + (name,)]
     return out
 

@@ -4,14 +4,10 @@ what they printed past the bound goes to the run directory as it arrives, and th
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 import tracemalloc
 from pathlib import Path
 
+import memkit
 import pytest
 
 from fabricproof.collect import collect
@@ -25,7 +21,6 @@ from fabricproof.transport.ssh import SSHOptions
 
 pytestmark = pytest.mark.lab
 
-REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
 #: 64 hosts, each printing FLOOD_MIB, collected 64 at a time. Before output spilled to disk the client peaked at
 #: 1,002-1,203 MiB for these 512 MiB (1,964 MiB at 16 MiB a host); 293-315 MiB since. 8 MiB is the largest output
@@ -47,41 +42,11 @@ def flooding_lab(lab_factory, nodes: int, mib: int) -> Path:
     return lab_dir
 
 
-def _hwm(pid: int) -> int:
-    """The process's own peak RSS so far (VmHWM, bytes); 0 once it has exited."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def run_measured(argv: list[str], out: Path, limit_s: float = 900.0) -> tuple[int, int]:
-    """Run the CLI in a process of its own; (exit code, its peak RSS in bytes).
-
-    The peak is the child's VmHWM, read as it runs, not wait4's ru_maxrss: Linux carries the high-water mark of the
-    memory a process had before exec into ru_maxrss, so a child forked from a pytest worker that has grown to 650 MiB
-    over a long suite reported 650 MiB whatever it used itself (alone the same collection measured ~300 MiB)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "cli")}
-    with open(out, "wb") as sink:
-        proc = subprocess.Popen([sys.executable, "-m", "fabricproof", *argv], env=env, cwd=REPO, stdout=sink,
-                                stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + limit_s
-    peak = 0
-    while True:
-        peak = max(peak, _hwm(proc.pid))  # a high-water mark: a read at any moment holds every peak before it
-        pid, status, _usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-            return proc.returncode, peak
-        if time.monotonic() > deadline:
-            os.kill(proc.pid, signal.SIGKILL)
-            os.wait4(proc.pid, 0)
-            pytest.fail(f"the collection did not end within {limit_s:g} s: {out.read_text()[-2000:]}")
-        time.sleep(0.05)
+    try:
+        return memkit.run_measured(argv, out, limit_s)
+    except memkit.TooLong as exc:
+        pytest.fail(f"the collection did not end: {exc}")
 
 
 def test_64_flooding_hosts_at_forks_64_keep_the_client_under_500_mb(lab_factory, tmp_path):

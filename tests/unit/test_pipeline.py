@@ -153,7 +153,10 @@ def test_saved_facts_are_judged_as_evaluate_judges_them_and_nothing_is_written(t
     before = sorted(p.name for p in run_dir.rglob("*"))
     facts = facts_mod.load_dir(run_dir)
     for source in (Saved(facts=run_dir), Saved(raw=run_dir)):
-        judged = run(Request(source, BASELINE, CHECKS, groups={"h1": ("lab",)}))
+        judged = run(Request(source, BASELINE, CHECKS, groups={"h1": ("lab",)}, hold=True))
+        streamed = run(Request(source, BASELINE, CHECKS, groups={"h1": ("lab",)}))  # a host at a time, none held
+        assert streamed.facts == {}
+        same_report(streamed.report, dataclasses.replace(judged.report, created_at=""))
         assert judged.evidence_dir is None and judged.written == {} and judged.unfinished is None
         assert judged.report.collection_errors.keys() == {"h3"}, "run.json's hosts not collected"
         expected = evaluate(judged.facts, BASELINE, CHECKS, groups={"h1": ("lab",)},

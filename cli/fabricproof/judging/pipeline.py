@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,8 +155,7 @@ def run(request: Request) -> Judged:
     if isinstance(source, Live):
         return _live(request, source)
     if isinstance(source, Saved):
-        gathered, unfinished = _saved(source)
-        return _judged(request, gathered.facts, gathered.errors, None, unfinished=unfinished)
+        return _judged_saved(request, source)
     gathered = gather(source)
     return _judged(request, gathered.facts, gathered.errors, source.evidence_dir)
 
@@ -242,20 +241,35 @@ def _collected(request: Request, source: Live, run_dir: Path, kept: bool) -> Jud
     return _judged(request, facts, errors, evidence_dir, added.finish)
 
 
-def _saved(source: Saved) -> tuple[Gathered, Unfinished | None]:
-    """(facts by host, collection errors) from a facts or run directory, or re-parsed raw evidence, and whether that
-    run was unfinished."""
+def _judged_saved(request: Request, source: Saved) -> Judged:
+    """Saved facts judged a host at a time, as a live run is (a directory of 10,000 hosts is never held whole:
+    only what fleet checks compare is kept of each host's facts), or held whole when the request asks."""
+    if request.hold:
+        held: dict[str, dict[str, Any]] = {}
+        errors, unfinished = _saved(source, held.__setitem__)
+        return _judged(request, held, errors, None, unfinished=unfinished)
+    stream = StreamingEvaluation(request.baseline, request.checks, groups=request.groups, previous=request.previous)
+    errors, unfinished = _saved(source, stream.add)
+    report = stream.finish(errors, **_meta(request))
+    return Judged(report, {}, {}, None, unfinished)
+
+
+def _saved(source: Saved, judge: Callable[[str, dict[str, Any]], None]) -> tuple[dict[str, str], Unfinished | None]:
+    """Hand each host's facts from a facts or run directory, or re-parsed raw evidence, to `judge` one at a time;
+    return the collection errors of the hosts in scope, and whether that run was unfinished."""
     where = source.raw or source.facts
     if where is None:
         raise InputError("no saved facts: give a facts directory or a run directory")
+    found: Iterable[tuple[str, dict[str, Any]]]
     if source.raw:
         if not source.raw.is_dir():
             raise InputError(f"{source.raw}: run directory not found")
-        facts_by_host, collection_errors = reparse(source.raw)
-        if not facts_by_host and not collection_errors:
+        reparsed, collection_errors = reparse(source.raw)
+        if not reparsed and not collection_errors:
             raise InputError(f"{source.raw}: no raw evidence (raw/<host>/...) in this run directory")
+        found = reparsed.items()
     else:
-        facts_by_host = facts_mod.load_dir(where)
+        found = facts_mod.iter_dir(where)
         # Hosts a run could not collect, as its run.json records them (none for a plain facts directory).
         collection_errors = {h: e["message"] for h, e in RunStore(where).recorded_errors().items()}
     manifest = RunStore(where).manifest() or {}
@@ -263,17 +277,21 @@ def _saved(source: Saved) -> tuple[Gathered, Unfinished | None]:
     if source.inventory is not None:
         scope = set(inventory_mod.limit(source.inventory, source.limit))  # every inventory host when no limit
         if source.limit:
-            facts_by_host = {h: f for h, f in facts_by_host.items() if h in scope}
             collection_errors = {h: e for h, e in collection_errors.items() if h in scope}
     elif source.limit:
         raise InputError("--limit needs --inventory")
     else:
         scope = set(manifest.get("hosts") or ())  # the hosts the run set out to collect
+    judged: set[str] = set()
+    for host, doc in found:
+        if source.inventory is None or not source.limit or host in scope:
+            judge(host, doc)
+            judged.add(host)
     # A host in scope that has no facts is not a pass: it is reported as not collected (exit 3).
     why = (f"the run did not finish (run.json: status {manifest['status']}), and this host has no facts in {where}"
            if unfinished else f"no facts for this host in {where}")
-    for host in sorted(scope - set(facts_by_host) - set(collection_errors)):
+    for host in sorted(scope - judged - set(collection_errors)):
         collection_errors[host] = why
-    return (Gathered(facts_by_host, collection_errors),
-            Unfinished(where, str(manifest["status"]), len(facts_by_host), len(manifest.get("hosts") or ()))
+    return (collection_errors,
+            Unfinished(where, str(manifest["status"]), len(judged), len(manifest.get("hosts") or ()))
             if unfinished else None)

@@ -1,0 +1,65 @@
+"""`validate --facts` over a directory of many hosts: each host's facts are read, validated and judged once, one at a
+time, so memory does not hold the directory; the report is the one the whole-directory evaluation gives."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import memkit
+import pytest
+
+from fabricproof import __version__
+from fabricproof import facts as facts_mod
+from fabricproof.judging import baseline as baseline_mod
+from fabricproof.judging import catalog
+from fabricproof.judging.evaluate import evaluate, exit_code
+from fabricproof.reporters import REPORTERS
+
+REPO = Path(__file__).resolve().parents[2]
+LAB = REPO / "inventories" / "lab"
+#: Hosts cloned from the four lab facts (~170 KB each). Held whole, as before, they took ~0.55 MB each in memory
+#: (583 MB for 1,000): 400 of them ~280 MB. Judged one at a time the client stays near its start-up size.
+HOSTS, PEAK_LIMIT_MB = 400, 150
+MB = 1 << 20
+
+
+def clone_fleet(directory: Path, hosts: int) -> Path:
+    """`hosts` facts files cloned round-robin from the lab's, every 25th with a fault (an IB port downtrained to
+    200, one NVLink down), written compact as the run store writes them."""
+    templates = [json.loads(p.read_text()) for p in sorted((LAB / "facts").glob("*.json"))]
+    directory.mkdir()
+    for i in range(hosts):
+        src = templates[i % len(templates)]
+        doc = copy.deepcopy(src)
+        name = f"{src['host'].rsplit('-', 1)[0]}-{i:05d}"
+        doc["host"] = name
+        if i % 25 == 3 and doc.get("ib", {}).get("ibstat", {}).get("ports"):
+            doc["ib"]["ibstat"]["ports"][0]["rate"] = 200
+        if i % 25 == 7 and doc.get("nvlink", {}).get("status", {}).get("gpus"):
+            doc["nvlink"]["status"]["gpus"][0]["links_active"] -= 1
+        (directory / f"{name}.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+    return directory
+
+
+def _comparable(report_text: str) -> dict:
+    doc = json.loads(report_text)
+    doc.pop("created_at", None)
+    doc.get("metadata", {}).pop("created_at", None)
+    return doc
+
+
+def test_validate_facts_judges_a_host_at_a_time_and_reports_as_the_whole_directory_evaluation(tmp_path):
+    facts_dir = clone_fleet(tmp_path / "facts", HOSTS)
+    report_path = tmp_path / "report.json"
+    code, peak = memkit.run_measured(["validate", "--facts", str(facts_dir), "-b", str(LAB / "baseline.yaml"),
+                                      "-f", f"json={report_path}"], tmp_path / "output", limit_s=900)
+    output = (tmp_path / "output").read_text()
+    # The whole-directory evaluation, as validate --facts ran before: every host's facts held, then judged.
+    report = evaluate(facts_mod.load_dir(facts_dir), baseline_mod.load(LAB / "baseline.yaml"), catalog.load(),
+                      run_id="", tool_version=__version__)
+    assert code == exit_code(report) == 1, output  # the faulted hosts fail
+    whole = "".join(REPORTERS["json"].pieces(report))
+    assert _comparable(report_path.read_text()) == _comparable(whole)
+    assert peak < PEAK_LIMIT_MB * MB, f"peak RSS {peak / MB:.0f} MiB for {HOSTS} hosts"
