@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,13 +11,6 @@ from labkit import LabFactory, lab_skip_reason
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "corpus"
-
-# ansible-playbook waits for its workers' results in a loop that sleeps 1 ms a turn, so a playbook spends CPU the
-# whole time a task runs on a host; the suite's rollouts and runbooks (~450 s of its CPU) share two cores with the
-# rest. 50 ms a turn cut a lab rollback rehearsal from 37.1 to 32.5 CPU-s (its playbooks' own CPU 23.0 to 18.9 s);
-# it only delays noticing a finished task. Every ansible-playbook the tests start inherits it (ansible-runner passes
-# the environment on); a value already in the environment is kept.
-os.environ.setdefault("ANSIBLE_INTERNAL_POLL_INTERVAL", "0.05")
 
 
 @pytest.fixture(autouse=True)
