@@ -11,14 +11,16 @@ from typing import Any
 
 from ._html import attr, e, page
 
-#: What each kind of step is called where an operator reads it: the state's step ids (w0.pre_verdict, w0.apply.b0)
-#: are the run's own bookkeeping.
-STEP_WORDS = {"pre_gate": "pre-gate", "drain": "drain", "apply": "apply", "post_gate": "post-gate", "soak": "soak",
-              "decide": "decision", "undrain": "undrain", "gate": "rollback gate",
+#: What each kind of the run's own steps is called where an operator reads it: the state's step ids (w0.pre_verdict,
+#: w0.apply.b0) are the run's own bookkeeping. A gate's steps are named by its gate kind (the view's `words`).
+STEP_WORDS = {"drain": "drain", "apply": "apply", "decide": "decision", "undrain": "undrain",
               "failed_rollback": "rollback of failed", "pause": "pause", "pre_verdict": "pre-gate verdict",
               "done": "done"}
 
 MIN_TIME_SCALE_S = 60
+#: The page's sections for a gate step's proofs (the view's `section`, from the step's gate kind): every attempt
+#: with what its failed hosts found, or the counter deltas of every soak sample.
+ATTEMPTS, SAMPLES = "attempts", "samples"
 
 #: Steps that record a boundary, not work: not drawn on the timeline, nor listed as work done.
 BOOKKEEPING = frozenset({"pre_verdict", "done"})
@@ -110,9 +112,9 @@ def _timeline(view: Mapping[str, Any]) -> list[str]:
                 end = ((_epoch(s["ended_at"]) or _epoch(s["started_at"]) or t0) - t0) / span
             else:
                 start, end = rank[s["id"]] / len(order), (rank[s["id"]] + 0.9) / len(order)
-            kind = step_words(s["kind"], s.get("batch"))
+            kind = s["words"]
             tip = (f"{kind} {s['status']}; {s['started_at']} → {s['ended_at'] or '…'}"
-                   + (f"; {s['attempts']} attempt(s)" if s.get("attempts") and "gate" in s["kind"] else "")
+                   + (f"; {s['attempts']} attempt(s)" if s.get("attempts") and s.get("section") == ATTEMPTS else "")
                    + (f"; {s['decision']}: {s['why']}" if s.get("decision") else "")
                    + (f"; failed: {', '.join(s['failed'])}" if s.get("failed") else ""))
             failed = " failed" if s.get("status") == "failed" or s.get("failed") else ""
@@ -151,13 +153,13 @@ def _wave_name(view: Mapping[str, Any], s: Mapping[str, Any]) -> str:
 
 
 def _gates(view: Mapping[str, Any]) -> list[str]:
-    gates = [s for s in view["steps"] if s["kind"] in ("pre_gate", "post_gate", "gate")]
+    gates = [s for s in view["steps"] if s.get("section") == ATTEMPTS]
     out = ['<section id="gates">', f"<h2>Gates ({len(gates)})</h2>"]
     if not gates:
         return [*out, "<p>No gate ran yet.</p>", "</section>"]
     for s in gates:
         proofs = s.get("proofs", [])
-        kind = STEP_WORDS[s["kind"]]
+        kind = s["words"]
         failed = s.get("failed") or {}
         out += [f'<article class="gate" data-step={attr(s["id"])} data-attempts="{len(proofs)}">',
                 f"<h3>{e(_wave_name(view, s))} {e(kind)}{' (rollback ' + e(s['rollback']) + ')' if s['rollback'] else ''}"
@@ -182,7 +184,7 @@ def _gates(view: Mapping[str, Any]) -> list[str]:
 
 
 def _soaks(view: Mapping[str, Any]) -> list[str]:
-    soaks = [s for s in view["steps"] if s["kind"] == "soak"]
+    soaks = [s for s in view["steps"] if s.get("section") == SAMPLES]
     if not soaks:
         return ['<section id="soak"><h2>Soak</h2><p>No soak ran.</p></section>']
     out = ['<section id="soak">', "<h2>Soak: counter deltas</h2>"]
@@ -225,7 +227,7 @@ def _rollback(view: Mapping[str, Any]) -> list[str]:
     out.append('<ol class="rollback-steps">')
     for s in steps:  # in the order they began
         failed = f" · failed: {', '.join(s['failed'])}" if s.get("failed") else ""
-        out.append(f"<li data-step={attr(s['id'])}>{e(step_words(s['kind'], s.get('batch')))} "
+        out.append(f"<li data-step={attr(s['id'])}>{e(s['words'])} "
                    f"{e(_wave_name(view, s))} · {e(s['status'])}{e(failed)}</li>")
     return [*out, "</ol>", "</section>"]
 

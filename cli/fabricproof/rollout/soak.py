@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..judging.baseline import Baseline
 from ..judging.catalog import Check
+from . import store
 from .gate import Clock, Collect, GateResult, Proof, RealClock, prove, summarize, wait
 
 
@@ -32,7 +33,7 @@ def run_soak(hosts: Sequence[str], baseline: Baseline, checks: Sequence[Check], 
              on_sample: Callable[[int, Proof], None] | None = None) -> GateResult:
     """Snapshot, then re-read at each sample time; the verdict is the first sample with growth, else the last."""
     clock = clock or RealClock()
-    snapshot = collect(list(hosts), evidence_dir / "start")
+    snapshot = collect(list(hosts), store.soak_start_dir(evidence_dir))
     failed_start = {h: f"not collected at soak start: {e}" for h, e in snapshot.errors.items() if h in hosts}
     previous = {h: f for h, f in snapshot.facts.items() if h not in snapshot.errors}
     begun = clock.monotonic()
@@ -43,7 +44,7 @@ def run_soak(hosts: Sequence[str], baseline: Baseline, checks: Sequence[Check], 
             failed = dict(failed_start)
             return GateResult("soak", proof, n, failed, tuple(h for h in hosts if h not in failed), stopped=True)
         n += 1
-        proof = prove(hosts, baseline, checks, collect, evidence_dir / f"sample-{n}", groups=groups,
+        proof = prove(hosts, baseline, checks, collect, store.sample_dir(evidence_dir, n), groups=groups,
                       previous=previous, fail_on=fail_on, formats=formats, run_id=run_id)
         if on_sample:
             on_sample(n, proof)

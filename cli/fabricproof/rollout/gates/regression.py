@@ -1,0 +1,42 @@
+"""The regression gate: no worse than before. A host fails the post-gate when a probe figure drops more than the
+tolerance below its own pre-change figure, or is not measured again (the probes gate measures; this compares)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ...errors import Problem
+from ..gate import summarize
+from .base import Block, GateKind
+
+
+class RegressionGate(GateKind):
+    name = "regression"
+
+    def parse(self, block: Block, problems: list[Problem]) -> float | dict[str, float] | None:
+        """The tolerance in percent, one for every figure or per 'probe.figure'; None: no regression gate."""
+        tol = (block.spec["gates"].get("regression") or {}).get("tolerance_pct")
+        if tol is not None and not block.parsed.get("probes"):
+            problems.append(block.problem(("spec", "gates", "regression"), "a regression gate compares probe "
+                                          "figures: name the probes in gates.probes"))
+        return tol
+
+    def describe(self, spec: Any) -> dict[str, Any]:
+        return {"regression_tolerance_pct": spec}
+
+    def compare(self, hosts: Sequence[str], before: Mapping[str, Sequence[dict]], after: Mapping[str, Sequence[dict]],
+                tol: float | dict[str, float]) -> dict[str, str]:
+        """Host -> why it regressed, from its figures before and after the change."""
+        from ...collectors.probes.figures import Figure, regressions
+
+        def figs(host: str, rows: Sequence[dict]) -> list[Figure]:
+            return [Figure(host, r["probe"], r["target"], r["figure"], r["value"], r["unit"], r["higher_is_better"])
+                    for r in rows]
+
+        found = regressions([f for h in hosts for f in figs(h, before[h])],
+                            [f for h in hosts for f in figs(h, after.get(h, []))], tol)
+        return {h: "regression gate: " + summarize(r, 2) for h, r in found.items()}
+
+
+GATE = RegressionGate()
