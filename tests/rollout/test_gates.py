@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from fabricproof import schemagen
+from fabricproof.paths import schemas_dir
 from fabricproof.reporters import rollout_html
 from fabricproof.rollout import plan as plan_mod
 from fabricproof.rollout import runs, stepid, view
@@ -57,6 +59,7 @@ class Witness(GateKind):
     """A gate kind of this test: after the soak, it records which of the wave's passed hosts it saw."""
 
     name = "witness"
+    schema = {"witness": {"type": "boolean", "description": "Record who passed."}}
     steps = {"witness": StepForm("witness gate", ATTEMPTS)}
     after_stage, after_step = SETTLE, "witness"
 
@@ -92,3 +95,18 @@ def test_a_kind_added_to_the_registry_runs_in_every_wave_and_shows_in_status_and
     assert gates.count('<article class="gate" data-step="w') == 9  # pre-gate, post-gate and witness of 3 waves
     assert 'data-step="w2.witness"' in gates and "witness gate" in gates
     assert json.loads(json.dumps(doc)) == doc  # the view stays plain data
+
+
+def test_each_kind_writes_its_plan_block_into_the_rollout_schema(monkeypatch):
+    committed = json.loads((schemas_dir() / "rollout.schema.json").read_text())
+    gates = committed["$defs"]["gates"]["properties"]
+    for kind in GATES.values():
+        assert all(gates[key] == block for key, block in kind.schema.items()), kind.name
+        if kind.spec_schema is not None:
+            assert {k: v for k, v in committed["$defs"][kind.name].items() if k != "$comment"} == kind.spec_schema
+    assert set(gates) == {"checks", "probes", "regression", "fail_on", "retry_interval", "timeout", "max_failed_hosts",
+                          "max_failed_percent"}
+    monkeypatch.setitem(GATES, "witness", Witness())
+    generated = json.loads(schemagen.generate()["rollout.schema.json"])
+    assert generated["$defs"]["gates"]["properties"]["witness"] == Witness.schema["witness"]
+    assert "witness" not in gates  # the committed schema refuses it until it is regenerated

@@ -26,6 +26,26 @@ POST, JOIN, SETTLE = "post", "join", "settle"
 
 
 
+#: spec.gates: what it says, and the settings every gate of a plan shares beside each kind's own block.
+GATES_DESCRIPTION = ("What every wave must prove, and how many failed hosts it may have. A host fails a gate when a "
+                     "selected check at or above fail_on fails on it, or cannot be judged (error, unknown, host not "
+                     "collected).")
+SETTINGS_SCHEMA: dict[str, Any] = {
+    "fail_on": {"$ref": "#/$defs/severity", "default": "critical", "description": "Lowest severity that fails a host."},
+    "retry_interval": {"$ref": "#/$defs/duration", "description": "Wait between post-gate attempts (default 10s)."},
+    "timeout": {"$ref": "#/$defs/duration", "description": "Give up on the post-gate after this long (default 5m); the "
+                                                           "pre-gate is one attempt."},
+    "max_failed_hosts": {"type": "integer", "minimum": 0, "default": 0,
+                         "description": "A wave passes when at most this many of its hosts failed (inclusive: 0 means "
+                                        "none may fail)."},
+    "max_failed_percent": {"type": "number", "minimum": 0, "maximum": 100,
+                           "description": "Also require failed hosts * 100 / hosts in the wave <= this (inclusive). Both "
+                                          "limits must hold when both are set."},
+}
+#: A list of names, as several blocks take one.
+NAMES: dict[str, Any] = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}
+
+
 @dataclass(frozen=True)
 class StepForm:
     """How one step kind of a gate reads: its words (status, page, tooltips) and the page section showing its
@@ -58,6 +78,11 @@ class GateKind:
     a kind overrides the hooks of its stages."""
 
     name: str = ""
+    #: The JSON Schema of its plan block, by the key it takes in spec.gates (`python -m fabricproof.schemagen` writes
+    #: them into schemas/rollout.schema.json); a kind whose block is spec.<name> gives it as `spec_schema` instead,
+    #: written as $defs/<name>.
+    schema: Mapping[str, Any] = {}
+    spec_schema: Mapping[str, Any] | None = None
     #: Its step kinds (the `kind` of a StepId) and how each reads.
     steps: Mapping[str, StepForm] = {}
     before_stage: str | None = None

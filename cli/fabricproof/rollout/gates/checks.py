@@ -12,7 +12,7 @@ from .. import store
 from ..gate import summarize
 from ..stepid import StepId
 from ..steps import listing
-from .base import ATTEMPTS, POST, PRE, Block, GateKind, StepForm, catalog_matches
+from .base import ATTEMPTS, NAMES, POST, PRE, Block, GateKind, StepForm, catalog_matches
 
 if TYPE_CHECKING:
     from ..plan import Wave
@@ -23,6 +23,8 @@ PRE_GATE, POST_GATE, ROLLBACK_GATE = "pre_gate", "post_gate", "gate"
 
 class ChecksGate(GateKind):
     name = "checks"
+    schema = {"checks": {**NAMES, "description": "Check ids, globs or families (as `validate --checks`). Default: the "
+                                                 "whole catalog."}}
     steps = {PRE_GATE: StepForm("pre-gate", ATTEMPTS), POST_GATE: StepForm("post-gate", ATTEMPTS),
              ROLLBACK_GATE: StepForm("rollback gate", ATTEMPTS)}
     before_stage, before_step = PRE, PRE_GATE

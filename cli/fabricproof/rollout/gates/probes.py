@@ -12,7 +12,7 @@ from .. import state as st
 from .. import store
 from ..stepid import StepId
 from ..steps import listing
-from .base import DRAINED, JOIN, Block, GateKind, StepForm
+from .base import DRAINED, JOIN, NAMES, Block, GateKind, StepForm
 
 if TYPE_CHECKING:
     from ..plan import Wave
@@ -23,6 +23,9 @@ PRE_PROBES = "pre_probes"
 
 class ProbesGate(GateKind):
     name = "probes"
+    schema = {"probes": {**NAMES, "uniqueItems": True,
+                         "description": "Probes (`validate --probes` ids) run on the wave's hosts in the pre-gate and "
+                                        "again in the post-gate, each only on an idle node."}}
     steps = {PRE_PROBES: StepForm("pre probes")}
     before_stage, before_step = DRAINED, PRE_PROBES
     after_stage = JOIN

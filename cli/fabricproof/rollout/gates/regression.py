@@ -13,6 +13,16 @@ from .base import Block, GateKind
 
 class RegressionGate(GateKind):
     name = "regression"
+    schema = {"regression": {
+        "type": "object", "additionalProperties": False, "required": ["tolerance_pct"],
+        "description": "No worse than before: a host fails the post-gate when a probe figure drops more than the "
+                       "tolerance below the same host's pre-gate figure, or is not measured again.",
+        "properties": {"tolerance_pct": {
+            "description": "Allowed drop in percent: one number for every figure, or per 'probe.figure' (e.g. "
+                           "nccl_all_reduce.busbw) with '*' as the default.",
+            "oneOf": [{"type": "number", "minimum": 0, "maximum": 100},
+                      {"type": "object", "minProperties": 1,
+                       "additionalProperties": {"type": "number", "minimum": 0, "maximum": 100}}]}}}}
 
     def parse(self, block: Block, problems: list[Problem]) -> float | dict[str, float] | None:
         """The tolerance in percent, one for every figure or per 'probe.figure'; None: no regression gate."""

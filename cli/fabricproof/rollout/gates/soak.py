@@ -13,7 +13,7 @@ from .. import store
 from ..soak import run_soak
 from ..stepid import StepId
 from ..steps import Stopped, listing
-from .base import SAMPLES, SETTLE, Block, GateKind, StepForm, catalog_matches
+from .base import NAMES, SAMPLES, SETTLE, Block, GateKind, StepForm, catalog_matches
 
 if TYPE_CHECKING:
     from ..plan import Wave
@@ -33,6 +33,16 @@ class Soak:
 
 class SoakGate(GateKind):
     name = "soak"
+    spec_schema = {
+        "type": "object", "additionalProperties": False, "required": ["duration"],
+        "description": "After a wave passes its post-gate: counters are snapshotted, then re-read every interval until "
+                       "duration has passed; any growth beyond a check's budget fails the host.",
+        "properties": {
+            "duration": {"$ref": "#/$defs/duration"},
+            "interval": {"$ref": "#/$defs/duration", "description": "Re-read counters this often to stop early "
+                                                                    "(default: once, at the end)."},
+            "checks": {**NAMES, "description": "Counter-delta checks (op delta_le) that must hold over the soak. "
+                                               f"Default: {', '.join(DEFAULT_SOAK_CHECKS)}."}}}
     steps = {SOAK: StepForm("soak", SAMPLES)}
     after_stage, after_step = SETTLE, SOAK
 
