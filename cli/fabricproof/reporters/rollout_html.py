@@ -161,7 +161,8 @@ def _gates(view: Mapping[str, Any]) -> list[str]:
         proofs = s.get("proofs", [])
         kind = s["words"]
         failed = s.get("failed") or {}
-        out += [f'<article class="gate" data-step={attr(s["id"])} data-attempts="{len(proofs)}">',
+        out += [f'<article class="gate" data-step={attr(s["id"])} data-attempts="{len(proofs)}" '
+                f'data-failed={attr(",".join(sorted(failed)))}>',
                 f"<h3>{e(_wave_name(view, s))} {e(kind)}{' (rollback ' + e(s['rollback']) + ')' if s['rollback'] else ''}"
                 f" <small>{e(s['status'])} · {len(proofs)} attempt(s) · {len(failed)} host(s) failed</small></h3>"]
         if proofs:
@@ -169,14 +170,15 @@ def _gates(view: Mapping[str, Any]) -> list[str]:
                        "<th>failed, and what they found</th><th>report</th></tr></thead><tbody>")
             for p in proofs:
                 if "error" in p:
-                    out.append(f'<tr data-attempt="{p["n"]}"><td>{p["n"]}</td><td colspan="3">{e(p["error"])}</td>'
+                    out.append(f'<tr data-attempt={attr(str(p["n"]))}><td>{e(p["n"])}</td><td colspan="3">{e(p["error"])}</td>'
                                f"<td><code>{e(p['report'])}</code></td></tr>")
                     continue
                 fails = "".join(f"<div><b>{e(h)}</b> {e('; '.join(lines))}</div>" for h, lines in p["failed"].items())
                 fails += "".join(f"<div><b>{e(h)}</b> not collected: {e(why)}</div>"
                                  for h, why in p["not_collected"].items())
-                out.append(f'<tr data-attempt="{p["n"]}" data-failed="{len(p["failed"]) + len(p["not_collected"])}">'
-                           f"<td>{p['n']}</td><td>{len(p['hosts'])}</td><td>{len(p['passed'])}</td><td>{fails}</td>"
+                n_failed = len(p["failed"]) + len(p["not_collected"])
+                out.append(f'<tr data-attempt={attr(str(p["n"]))} data-failed="{n_failed}">'
+                           f"<td>{e(p['n'])}</td><td>{len(p['hosts'])}</td><td>{len(p['passed'])}</td><td>{fails}</td>"
                            f"<td><code>{e(p['report'])}</code></td></tr>")
             out.append("</tbody></table>")
         out.append("</article>")

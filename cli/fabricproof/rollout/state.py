@@ -130,6 +130,7 @@ class RunState:
     def begin(self, sid: StepId | str, **detail: Any) -> None:
         """Record the intent to run a step (before it acts), durably."""
         st = self.data["steps"].get(str(sid)) or {"attempts": 0}
+        st.pop("ran", None)  # what an earlier execution found (nothing to do) is not this one's
         st.update(status="started", started_at=utc_now(), ended_at=None, attempts=st["attempts"] + 1, **detail)
         self.data["steps"][str(sid)] = st
         self.save()

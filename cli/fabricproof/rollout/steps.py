@@ -127,7 +127,7 @@ class RunSteps:
         assert drain is not None
         self.state.begin(sid, hosts=list(hosts))
         if not hosts:
-            self.state.finish(sid)
+            self.state.finish(sid, ran=False)
             return None
         return self.playbook(playbook, hosts, self.vars(w.name, {"fabricproof_scheduler": drain.scheduler,
                                                                  **drain.vars}), sid)
@@ -210,7 +210,7 @@ class RunSteps:
         self.state.set_hosts(hosts, doing)
         self.state.begin(sid, hosts=list(hosts))
         if not hosts:
-            self.state.finish(sid)
+            self.state.finish(sid, ran=False)
             return
         self.log.record(what, f"running {playbook.name} on {len(hosts)} host(s)", step=sid, wave=w.name, hosts=hosts)
         self.say(f"  {key}: {playbook.name} on {', '.join(hosts[:4])}{' ...' if len(hosts) > 4 else ''}")

@@ -35,16 +35,20 @@ def _local(run_dir: Path, path: str) -> Path:
 
 
 def _proofs(run_dir: Path, evidence: list[str]) -> list[dict[str, Any]]:
-    """Every attempt (gate) or sample (soak) beside the one a step cites, in order, each summed up."""
+    """Every attempt (gate) or sample (soak) beside the one a step cites, in order, each summed up; then every other
+    proof it cites (the one of hosts whose apply failed), by its directory's name."""
     reports = [p for p in (_local(run_dir, e) for e in evidence) if p == RunStore(p.parent).report_path]
     if not reports:
         return []
     stage = reports[0].parent.parent
-    return [_summary(run_dir, n, RunStore(d).report_path) for n, d in store.numbered(stage)
-            if RunStore(d).report_path.is_file()]
+    numbered = store.numbered(stage)
+    out = [_summary(run_dir, n, RunStore(d).report_path) for n, d in numbered if RunStore(d).report_path.is_file()]
+    seen = {d for _n, d in numbered}
+    return out + [_summary(run_dir, r.parent.name, r) for r in dict.fromkeys(reports)
+                  if r.parent not in seen and r.is_file()]
 
 
-def _summary(run_dir: Path, n: int, path: Path) -> dict[str, Any]:
+def _summary(run_dir: Path, n: int | str, path: Path) -> dict[str, Any]:
     try:
         report = report_from_json(path.read_text(encoding="utf-8"))
     except (OSError, ReportFormatError) as exc:
@@ -70,6 +74,8 @@ def build(run_dir: Path) -> dict[str, Any]:
     run_dir = state.dir
     steps: list[dict[str, Any]] = []
     for sid, rec in data["steps"].items():
+        if rec.get("ran") is False:  # begun and found nothing to do: not drawn, as it never ran
+            continue
         m = StepId.parse(sid)
         m = m if m is not None and m.wave is not None else None
         step = {"id": sid, "rollback": (m.rollback_label if m else sid if sid.startswith("rb") else None),

@@ -43,7 +43,7 @@ class ChecksGate(GateKind):
         hosts = [h for h in w.hosts if run.state.hosts[h]["state"] in (st.PENDING, st.EXCLUDED)]
         run.state.begin(sid, hosts=hosts)
         if not hosts:  # resumed after every host was already touched: nothing left to pre-prove
-            run.state.finish(sid, failed={})
+            run.state.finish(sid, failed={}, ran=False)
             return
         result = run.gate("pre-gate", hosts, run.ctx.before, run.wave_dir(w, store.PRE_GATE_DIR), timeout_s=0)
         run.state.set_hosts(result.failed.keys(), st.EXCLUDED)
@@ -65,10 +65,11 @@ class ChecksGate(GateKind):
         hosts = run.state.hosts_in(st.APPLIED, st.PASSED, st.FAILED, wave=w.index)
         run.state.begin(sid, hosts=hosts)
         broken = run.state.hosts_in(st.APPLY_FAILED, wave=w.index)
-        if broken:
-            self._prove_broken(run, sid, w, broken)
+        # Hosts whose apply failed fail this gate too: the step names them with why and keeps their proof's evidence.
+        broken_evidence = self._prove_broken(run, sid, w, broken) if broken else []
+        broken_failed = {h: run.state.hosts[h]["reason"] for h in broken}
         if not hosts:
-            run.state.finish(sid, failed={})
+            run.state.finish(sid, failed=broken_failed, evidence=broken_evidence, **({} if broken else {"ran": False}))
             return
         result = run.gate("post-gate", hosts, run.ctx.after, run.wave_dir(w, store.POST_GATE_DIR),
                           timeout_s=run.plan.gates.timeout_s)
@@ -78,8 +79,8 @@ class ChecksGate(GateKind):
                                 if result.failed else ""))
         run.log.record("POST_GATE", why, step=sid, wave=w.name, hosts=result.failed, evidence=result.evidence,
                        actions=result.actions)
-        failed = dict(result.failed)
-        evidence = list(result.evidence)
+        failed = {**broken_failed, **result.failed}
+        evidence = [*result.evidence, *broken_evidence]
         if result.passed:
             for kind, other in run.plan.gates.joining():
                 joined_failed, joined_evidence = kind.join(run, w, other, sid, result.passed)
@@ -88,7 +89,7 @@ class ChecksGate(GateKind):
         run.state.finish(sid, failed=failed, attempts=result.attempts, evidence=evidence, actions=result.actions)
         run.say(f"  post-gate: {why}")
 
-    def _prove_broken(self, run: RunSteps, sid: StepId, w: Wave, broken: list[str]) -> None:
+    def _prove_broken(self, run: RunSteps, sid: StepId, w: Wave, broken: list[str]) -> list[str]:
         """Hosts whose apply failed are failed already; one proof (no retries) shows the state the playbook left."""
         proof = run.prove(broken, run.ctx.after, store.fresh_dir(run.wave_dir(w, store.POST_GATE_DIR)
                                                                  / store.APPLY_FAILED_DIR))
@@ -103,13 +104,14 @@ class ChecksGate(GateKind):
         run.log.record("POST_GATE", why, step=sid, wave=w.name, hosts=broken, evidence=proof.evidence,
                        actions=proof.actions)
         run.say(f"  post-gate (apply failed): {why}")
+        return list(proof.evidence)
 
     def rollback_gate(self, run: RunSteps, sid: StepId, w: Wave, hosts: Sequence[str], n: int) -> None:
         """The rollback phase's gate on a wave: the hosts put back, proven on the before-baseline."""
         todo = [h for h in hosts if run.state.hosts[h]["state"] == st.ROLLING_BACK]
         run.state.begin(sid, hosts=todo)
         if not todo:
-            run.state.finish(sid, failed={})
+            run.state.finish(sid, failed={}, ran=False)
             return
         result = run.gate("rollback gate", todo, run.ctx.before,
                           run.store.rollback_dir(n, w.index, w.name, store.ROLLBACK_GATE_DIR),

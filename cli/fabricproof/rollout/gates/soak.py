@@ -75,7 +75,7 @@ class SoakGate(GateKind):
         assert w.soak_s is not None
         run.state.begin(sid, hosts=hosts, duration_s=w.soak_s)
         if not hosts:
-            run.state.finish(sid, failed={})
+            run.state.finish(sid, failed={}, ran=False)
             return
         run.say(f"  soak: {w.soak_s}s on {len(hosts)} host(s), watching {', '.join(spec.checks)}")
         result = run_soak(hosts, run.ctx.after, run.ctx.soak_checks, run.ctx.collect,
