@@ -18,6 +18,7 @@ from .judging.ops import OPERATORS, Kind, fleet_names, names
 from .paths import schemas_dir
 from .judging.pointer import split_pointer
 from .reporters import REPORTERS
+from .rollout.gates import plan_schemas
 from .rollout.plan import POLICIES
 
 COMMAND = "python -m fabricproof.schemagen"
@@ -102,6 +103,12 @@ USES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: $defs a registry writes whole, by file: name -> where it comes from and the function giving every entry.
+REGISTRY_DEFS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
+    "rollout.schema.json": ("fabricproof.rollout.gates.GATES (each gate kind's plan block)", plan_schemas),
+}
+
+
 class SchemaGenError(ValueError):
     """A schema lacks a $defs entry the generator fills, or a schema file is missing."""
 
@@ -125,6 +132,16 @@ def fill(file: str, text: str) -> str:
         except KeyError:
             raise SchemaGenError(f"schemas/{file} has no $defs/{name}: add one (any value) and run {COMMAND}") from None
         text = text[:start] + _render(definition(name), text, start, end) + text[end:]
+    if file in REGISTRY_DEFS:
+        source, make = REGISTRY_DEFS[file]
+        for name, value in make().items():
+            try:
+                start, end = _span(text, ("$defs", name))
+            except KeyError:
+                raise SchemaGenError(f"schemas/{file} has no $defs/{name}: add one (any value) and run "
+                                     f"{COMMAND}") from None
+            value = {"$comment": f"Generated from {source} by `{COMMAND}`: edit it there, not here.", **value}
+            text = text[:start] + _render(value, text, start, end) + text[end:]
     return text
 
 

@@ -209,7 +209,8 @@ def test_the_rollout_report_shows_waves_gates_soak_decisions_and_rollback(browse
     lanes = page.js("Array.from(document.querySelectorAll('.lane')).map(l => l.dataset.lane)")
     assert lanes == ["1. pilot", "2. early", "2. early (rb1 rollback)"]
     bars = set(page.js("Array.from(document.querySelectorAll('.bar')).map(b => b.dataset.step)"))
-    worked = {s for s in state.data["steps"] if not s.endswith((".done", ".pre_verdict")) and ".w" in f".{s}"}
+    worked = {s for s, rec in state.data["steps"].items() if not s.endswith((".done", ".pre_verdict"))
+              and ".w" in f".{s}" and rec.get("ran") is not False}  # rb1.w1.drain: its hosts were drained already
     assert bars == worked
     # gates with their retries: one entry per attempt the state counted
     attempts = dict(page.js("Array.from(document.querySelectorAll('article.gate')).map(a => [a.dataset.step, "
@@ -222,7 +223,7 @@ def test_the_rollout_report_shows_waves_gates_soak_decisions_and_rollback(browse
     assert deltas["n2"] == ["5", "delta delta-grew"] and deltas["n3"] == ["0", "delta"]
     # the rollback's steps, and the hosts it put back
     assert page.js("Array.from(document.querySelectorAll('.rollback-steps li')).map(l => l.dataset.step)") == [
-        s for s in state.data["steps"] if s.startswith("rb1")]
+        s for s, rec in state.data["steps"].items() if s.startswith("rb1") and rec.get("ran") is not False]
     assert set(page.js("Array.from(document.querySelectorAll('table.hosts tr[data-state=\"rolled_back\"]'))"
                        ".map(r => r.dataset.host)")) == {"n2", "n3"}
 

@@ -24,6 +24,7 @@ from fabricproof.reporters import rollout_html
 from fabricproof.rollout import decisions
 from fabricproof.rollout import state as st
 from fabricproof.rollout import view
+from fabricproof.rollout.store import RolloutStore
 
 from .rehearsal import (AFTER, BEFORE, PLANS, REPO, cli, derived_plan, driver_of, install_events, prove_fleet, spawn,
                         step_started, the_run, wait_for, whats)
@@ -100,7 +101,7 @@ def test_b_failed_pilot_rolls_itself_back(h100_lab, tmp_path):
                        tmp_path) == {}
     assert "decision log" in result.output and "ROLLBACK_DONE" in result.output
     # The run directory holds the rollout report, the page `rollout status RUN -f html` draws, owner-only.
-    page = run.dir / view.REPORT_FILE
+    page = RolloutStore(run.dir).page_path
     assert f"rollout report {page}" in result.output
     assert page.stat().st_mode & 0o777 == 0o600
     assert page.read_text() == rollout_html.render(view.build(run.dir))

@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "judging": 6,  # the package's own __init__
     "judging.pipeline": 7,  # the one call: collect -> evaluate -> reports (validate, check, the gates, the soak)
     "rollout": 8,
+    "rollout.store": 2, "rollout.stepid": 0,  # the rollout run directory's layout; step ids (plain data)
     "schemagen": 9,  # writes the schemas from every registry, the rollout's policies included
     "commands": 10,
     "cli": 11, "__main__": 12,
@@ -133,6 +134,56 @@ def test_only_the_run_store_knows_the_run_directory_layout(name):
     speaking = sorted(str(p.relative_to(PACKAGE)) for _, p in _modules()
                       if p.name != "runstore.py" and f'"{name}"' in p.read_text(encoding="utf-8"))
     assert not speaking, f"{name} spelled outside runstore.py: {speaking}"
+
+
+#: The rollout run directory's names (rollout/store.py): files and directories spelled in full, the prefixes of
+#: numbered ones (attempt-3, rollback-1, decisions.jsonl.torn-2), and common words that name a directory there.
+ROLLOUT_FILES = ["state.json", "decisions.jsonl", "rollout.html", "abort-requested", "runbook.json", "evidence.tar.gz"]
+ROLLOUT_PREFIXES = ["attempt-", "sample-", "rollback-", "in-doubt-", ".torn-"]
+ROLLOUT_DIRS = ["inputs", "ansible", "waves", "steps", "start", "gate", "soak", "pre-gate", "post-gate", "apply-failed",
+                "probes"]
+#: Calls whose arguments are path parts.
+_PATH_CALLS = {"Path", "private_dir", "joinpath", "evidence_dir", "wave_dir", "rollback_dir", "with_name"}
+ROLLOUT_STORE = "rollout/store.py"
+
+
+def _path_literals(path: Path) -> Iterator[tuple[str, bool]]:
+    """(text, is a path part) of every string literal of a module: an f-string by its leading text; a path part is
+    an operand of `/` or an argument of a call (Path(...), private_dir(...), joinpath(...))."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    parts: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            parts.update(id(n) for n in (node.left, node.right))
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in _PATH_CALLS:
+            parts.update(id(n) for n in node.args)
+    inner = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in inner:
+            yield node.value, id(node) in parts
+        elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+            yield str(node.values[0].value), id(node) in parts
+
+
+def _spells(path: Path, name: str) -> bool:
+    for text, is_part in _path_literals(path):
+        if name in ROLLOUT_FILES and text == name:
+            return True
+        if name in ROLLOUT_PREFIXES and text.startswith(name) and (text != name or is_part or name.endswith("-")):
+            return True
+        if name in ROLLOUT_DIRS and text == name and is_part:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("name", ROLLOUT_FILES + ROLLOUT_PREFIXES + ROLLOUT_DIRS)
+def test_only_the_rollout_store_knows_the_rollout_run_directory_layout(name):
+    """The rollout run directory's names are spelled in the rollout store alone; every other module asks it
+    (RolloutStore paths). Common words are checked where rollout runs are handled, and only as path parts."""
+    scope = [(m, p) for m, p in _modules() if name not in ROLLOUT_DIRS or m.split(".")[0] in ("rollout", "commands")]
+    speaking = sorted(str(p.relative_to(PACKAGE)) for _, p in scope
+                      if str(p.relative_to(PACKAGE)) != ROLLOUT_STORE and _spells(p, name))
+    assert not speaking, f"{name} spelled outside {ROLLOUT_STORE}: {speaking}"
 
 
 #: The product modules that start the emulated lab: the `lab` command group and the demo. Nothing else of the

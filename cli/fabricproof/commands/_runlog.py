@@ -9,6 +9,7 @@ import typer
 from ..fsutil import atomic_write_text
 from ..rollout import decisions
 from ..rollout import state as st
+from ..rollout.store import RolloutStore
 from ..timeutil import utc_now
 from ._common import err_console, shown
 
@@ -41,9 +42,7 @@ def write_report(run_dir: Path) -> Path | None:
     """RUN_DIR/rollout.html, drawn again each time a command leaves the run, so whoever opens the run directory
     during an incident finds the page `rollout status RUN -f html` shows. None (and a warning) if it cannot be
     drawn: the report is a view of the run, and failing to draw it must not change the run's exit code."""
-    from ..rollout import view
-
-    page = run_dir / view.REPORT_FILE
+    page = RolloutStore(run_dir).page_path
     try:
         atomic_write_text(page, report_page(run_dir), mode=st.FILE_MODE)
     except Exception as exc:  # noqa: BLE001 - any failure to draw the view, reported and survived

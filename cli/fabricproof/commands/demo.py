@@ -114,7 +114,7 @@ def _rollout_rolls_back(lab_dir: Path, inv_path: Path, work: Path, step: Callabl
     run_dir = work / "rollouts" / run_id
     log = [decisions.format_line(d) for d in decisions.read(run_dir)]
     step(Step("the post-gate failed on the pilot, which rolled itself back; no other host was touched", code == 4,
-              f"exit {code}; decision log {run_dir / decisions.DECISIONS_FILE}:\n" + "\n".join(log)))
+              f"exit {code}; decision log {decisions.path_of(run_dir)}:\n" + "\n".join(log)))
     manager.fault_clear(lab_dir, pilot)
     return code == 4
 

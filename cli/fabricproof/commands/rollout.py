@@ -15,6 +15,7 @@ from ..errors import InputError
 from ..rollout import decisions, runs
 from ..rollout import plan as plan_mod
 from ..rollout import state as st
+from ..rollout.store import RolloutStore
 from ..fsutil import write_target
 from ._common import OUTPUT_MODE_HELP, console, err_console, input_errors, output_mode, report_targets, shown, whole_ids
 from ._runlog import decision_log_notes, finish_run, progress, report_page, say
@@ -238,15 +239,18 @@ def status_cmd(
     console.print(f"[bold]{state.run_id}[/] plan {shown(state.data['plan'])}: [bold]{state.status}[/]{live} "
                   f"(exit {state.data['exit_code']}); started {state.data['created_at']} by "
                   f"{shown(state.data['created_by'])}, updated {state.data['updated_at']}", soft_wrap=True)
-    from ..reporters.rollout_html import BOOKKEEPING, step_words
+    from ..reporters.rollout_html import BOOKKEEPING
+    from ..rollout.stepid import StepId
+    from ..rollout.view import step_words
 
     waves = Table("wave", "hosts", "steps done", title="waves")
     for w in state.waves:
         done = []
         for s, v in state.data["steps"].items():
-            kind, _, batch = s.split(".", 1)[1].partition(".") if s.startswith(f"w{w.index}.") else ("", "", "")
-            if kind and kind not in BOOKKEEPING and v["status"] in ("done", "failed"):
-                done.append(step_words(kind, batch or None) + (" (failed)" if v["status"] == "failed" else ""))
+            sid = StepId.parse(s)
+            if (sid is not None and sid.rollback is None and sid.wave == w.index and sid.kind not in BOOKKEEPING
+                    and v["status"] in ("done", "failed")):
+                done.append(step_words(sid.kind, sid.batch_label) + (" (failed)" if v["status"] == "failed" else ""))
         waves.add_row(f"{w.index + 1}. {w.name}", _fmt_counts(_counts(state, w.index)), ", ".join(done))
     console.print(waves)
     hosts = Table("host", "wave", "state", "reason", title="hosts")
@@ -259,4 +263,4 @@ def status_cmd(
         console.print("  " + shown(decisions.format_line(d)), soft_wrap=True)
     for note in decision_log_notes(log, log_path):
         console.print(shown(note), soft_wrap=True)
-    console.print(f"state {state.dir / st.STATE_FILE}")
+    console.print(f"state {RolloutStore(state.dir).state_path}")

@@ -12,6 +12,7 @@ from .. import inventory as inventory_mod
 from ..errors import InputError, Problem
 from ..rollout import runs
 from ..rollout import runbook as runbook_mod
+from ..rollout.store import RolloutStore
 from ._common import console, err_console, input_errors, shown
 from ._runlog import print_decision_log, progress
 
@@ -65,5 +66,5 @@ def run(
     rr = runbook_mod.RunbookRun(session)
     code = rr.run()
     print_decision_log(rr.dir)
-    err_console.print(shown(f"evidence bundle {rr.dir / runbook_mod.BUNDLE}"), soft_wrap=True)
+    err_console.print(shown(f"evidence bundle {RolloutStore(rr.dir).bundle_path}"), soft_wrap=True)
     raise typer.Exit(int(code))

@@ -11,14 +11,16 @@ from typing import Any
 
 from ._html import attr, e, page
 
-#: What each kind of step is called where an operator reads it: the state's step ids (w0.pre_verdict, w0.apply.b0)
-#: are the run's own bookkeeping.
-STEP_WORDS = {"pre_gate": "pre-gate", "drain": "drain", "apply": "apply", "post_gate": "post-gate", "soak": "soak",
-              "decide": "decision", "undrain": "undrain", "gate": "rollback gate",
+#: What each kind of the run's own steps is called where an operator reads it: the state's step ids (w0.pre_verdict,
+#: w0.apply.b0) are the run's own bookkeeping. A gate's steps are named by its gate kind (the view's `words`).
+STEP_WORDS = {"drain": "drain", "apply": "apply", "decide": "decision", "undrain": "undrain",
               "failed_rollback": "rollback of failed", "pause": "pause", "pre_verdict": "pre-gate verdict",
               "done": "done"}
 
 MIN_TIME_SCALE_S = 60
+#: The page's sections for a gate step's proofs (the view's `section`, from the step's gate kind): every attempt
+#: with what its failed hosts found, or the counter deltas of every soak sample.
+ATTEMPTS, SAMPLES = "attempts", "samples"
 
 #: Steps that record a boundary, not work: not drawn on the timeline, nor listed as work done.
 BOOKKEEPING = frozenset({"pre_verdict", "done"})
@@ -110,9 +112,9 @@ def _timeline(view: Mapping[str, Any]) -> list[str]:
                 end = ((_epoch(s["ended_at"]) or _epoch(s["started_at"]) or t0) - t0) / span
             else:
                 start, end = rank[s["id"]] / len(order), (rank[s["id"]] + 0.9) / len(order)
-            kind = step_words(s["kind"], s.get("batch"))
+            kind = s["words"]
             tip = (f"{kind} {s['status']}; {s['started_at']} → {s['ended_at'] or '…'}"
-                   + (f"; {s['attempts']} attempt(s)" if s.get("attempts") and "gate" in s["kind"] else "")
+                   + (f"; {s['attempts']} attempt(s)" if s.get("attempts") and s.get("section") == ATTEMPTS else "")
                    + (f"; {s['decision']}: {s['why']}" if s.get("decision") else "")
                    + (f"; failed: {', '.join(s['failed'])}" if s.get("failed") else ""))
             failed = " failed" if s.get("status") == "failed" or s.get("failed") else ""
@@ -151,15 +153,16 @@ def _wave_name(view: Mapping[str, Any], s: Mapping[str, Any]) -> str:
 
 
 def _gates(view: Mapping[str, Any]) -> list[str]:
-    gates = [s for s in view["steps"] if s["kind"] in ("pre_gate", "post_gate", "gate")]
+    gates = [s for s in view["steps"] if s.get("section") == ATTEMPTS]
     out = ['<section id="gates">', f"<h2>Gates ({len(gates)})</h2>"]
     if not gates:
         return [*out, "<p>No gate ran yet.</p>", "</section>"]
     for s in gates:
         proofs = s.get("proofs", [])
-        kind = STEP_WORDS[s["kind"]]
+        kind = s["words"]
         failed = s.get("failed") or {}
-        out += [f'<article class="gate" data-step={attr(s["id"])} data-attempts="{len(proofs)}">',
+        out += [f'<article class="gate" data-step={attr(s["id"])} data-attempts="{len(proofs)}" '
+                f'data-failed={attr(",".join(sorted(failed)))}>',
                 f"<h3>{e(_wave_name(view, s))} {e(kind)}{' (rollback ' + e(s['rollback']) + ')' if s['rollback'] else ''}"
                 f" <small>{e(s['status'])} · {len(proofs)} attempt(s) · {len(failed)} host(s) failed</small></h3>"]
         if proofs:
@@ -167,14 +170,15 @@ def _gates(view: Mapping[str, Any]) -> list[str]:
                        "<th>failed, and what they found</th><th>report</th></tr></thead><tbody>")
             for p in proofs:
                 if "error" in p:
-                    out.append(f'<tr data-attempt="{p["n"]}"><td>{p["n"]}</td><td colspan="3">{e(p["error"])}</td>'
+                    out.append(f'<tr data-attempt={attr(str(p["n"]))}><td>{e(p["n"])}</td><td colspan="3">{e(p["error"])}</td>'
                                f"<td><code>{e(p['report'])}</code></td></tr>")
                     continue
                 fails = "".join(f"<div><b>{e(h)}</b> {e('; '.join(lines))}</div>" for h, lines in p["failed"].items())
                 fails += "".join(f"<div><b>{e(h)}</b> not collected: {e(why)}</div>"
                                  for h, why in p["not_collected"].items())
-                out.append(f'<tr data-attempt="{p["n"]}" data-failed="{len(p["failed"]) + len(p["not_collected"])}">'
-                           f"<td>{p['n']}</td><td>{len(p['hosts'])}</td><td>{len(p['passed'])}</td><td>{fails}</td>"
+                n_failed = len(p["failed"]) + len(p["not_collected"])
+                out.append(f'<tr data-attempt={attr(str(p["n"]))} data-failed="{n_failed}">'
+                           f"<td>{e(p['n'])}</td><td>{len(p['hosts'])}</td><td>{len(p['passed'])}</td><td>{fails}</td>"
                            f"<td><code>{e(p['report'])}</code></td></tr>")
             out.append("</tbody></table>")
         out.append("</article>")
@@ -182,7 +186,7 @@ def _gates(view: Mapping[str, Any]) -> list[str]:
 
 
 def _soaks(view: Mapping[str, Any]) -> list[str]:
-    soaks = [s for s in view["steps"] if s["kind"] == "soak"]
+    soaks = [s for s in view["steps"] if s.get("section") == SAMPLES]
     if not soaks:
         return ['<section id="soak"><h2>Soak</h2><p>No soak ran.</p></section>']
     out = ['<section id="soak">', "<h2>Soak: counter deltas</h2>"]
@@ -225,7 +229,7 @@ def _rollback(view: Mapping[str, Any]) -> list[str]:
     out.append('<ol class="rollback-steps">')
     for s in steps:  # in the order they began
         failed = f" · failed: {', '.join(s['failed'])}" if s.get("failed") else ""
-        out.append(f"<li data-step={attr(s['id'])}>{e(step_words(s['kind'], s.get('batch')))} "
+        out.append(f"<li data-step={attr(s['id'])}>{e(s['words'])} "
                    f"{e(_wave_name(view, s))} · {e(s['status'])}{e(failed)}</li>")
     return [*out, "</ol>", "</section>"]
 

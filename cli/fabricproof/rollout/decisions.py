@@ -14,10 +14,9 @@ from typing import Any
 
 from ..fsutil import NotWritten, append_whole, open_append, write_new
 from ..timeutil import utc_now
+from .stepid import StepId
+from .store import DECISIONS_FILE, RolloutStore
 
-DECISIONS_FILE = "decisions.jsonl"
-#: A torn last line is moved to decisions.jsonl.torn-<n> beside the log before the next record is appended.
-TORN_SUFFIX = ".torn-"
 TORN_TAIL = "TORN_TAIL"
 
 # The verdicts an operator reads first; every other record is a step (what was done, on what evidence).
@@ -41,17 +40,12 @@ def who() -> str:
 
 def path_of(run_dir: Path) -> Path:
     """The decision log of a run directory."""
-    return Path(run_dir) / DECISIONS_FILE
+    return RolloutStore(run_dir).decisions_path
 
 
 def set_aside_files(run_dir: Path) -> list[Path]:
     """Torn tails set aside beside the log, oldest first."""
-    found = []
-    for p in Path(run_dir).glob(DECISIONS_FILE + TORN_SUFFIX + "*"):
-        n = p.name.rsplit("-", 1)[1]
-        if n.isdigit():
-            found.append((int(n), p))
-    return [p for _n, p in sorted(found)]
+    return [p for _n, p in sorted(RolloutStore(run_dir).torn_files())]
 
 
 def files(run_dir: Path) -> list[Path]:
@@ -199,7 +193,7 @@ def _set_aside(run_dir: Path, tail: bytes) -> Path:
     """Keep a torn tail in the first free decisions.jsonl.torn-<n>, durably, before it leaves the log."""
     n = len(set_aside_files(run_dir)) + 1
     while True:
-        target = Path(run_dir) / f"{DECISIONS_FILE}{TORN_SUFFIX}{n}"
+        target = RolloutStore(run_dir).torn_path(n)
         try:
             write_new(target, tail)
             return target
@@ -245,10 +239,10 @@ class DecisionLog:
         except ValueError:
             return str(p)
 
-    def _entry(self, what: str, why: str, step: str, wave: str | None, hosts: Iterable[str],
+    def _entry(self, what: str, why: str, step: StepId | str, wave: str | None, hosts: Iterable[str],
                evidence: Iterable[str | Path], extra: dict[str, Any]) -> dict[str, Any]:
         entry: dict[str, Any] = {"when": utc_now(), "run_id": self.run_id, "who": self.actor, "what": what,
-                                 "why": why, "step": step}
+                                 "why": why, "step": str(step)}
         if wave is not None:
             entry["wave"] = wave
         entry["hosts"] = sorted(hosts)
@@ -256,7 +250,7 @@ class DecisionLog:
         entry.update(extra)
         return entry
 
-    def record(self, what: str, why: str, *, step: str = "", wave: str | None = None,
+    def record(self, what: str, why: str, *, step: StepId | str = "", wave: str | None = None,
                hosts: Iterable[str] = (), evidence: Iterable[str | Path] = (), **extra: Any) -> dict[str, Any]:
         """Append one decision, whole or not at all (fsutil.NotWritten names the log when not); a torn last line
         found first is set aside and recorded as a TORN_TAIL decision before it."""

@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..fsutil import private_dir
 from ..model import ExitCode
 from . import state as st
 from .decisions import DecisionLog
 from .plan import Plan
 from .rollback import RollbackPhase
-from .steps import ABORT_FILE, Context, RunPlaybook, RunSteps, Stopped
+from .stepid import DONE, StepId
+from .steps import Context, RunPlaybook, RunSteps, Stopped
+from .store import ABORT_FILE, RolloutStore
 from .waves import WaveRunner
 
 __all__ = ["ABORT_FILE", "STOP_SIGNALS", "Context", "Executor", "RunPlaybook", "snapshot_inputs", "start_rollback"]
@@ -78,7 +79,7 @@ class Executor:
             if code is not None:
                 return code
         for w in self.state.waves:
-            if self.state.step_done(f"w{w.index}.done"):
+            if self.state.step_done(StepId(w.index, DONE)):
                 continue
             code = self.waves.run(w)
             if code is not None:
@@ -99,7 +100,7 @@ class Executor:
         return ExitCode.HALTED if stuck else ExitCode.OK
 
     def _stopped(self) -> int:
-        if (self.state.dir / ABORT_FILE).exists():
+        if self.steps.store.abort_path.exists():
             self.state.set_status(st.ABORTED)
             self.state.save()
             self.steps.say("aborted: hosts stay as they are (drained hosts stay drained); see `rollout status`")
@@ -118,11 +119,11 @@ def start_rollback(executor: Executor, hosts: Sequence[str] | None, reason: str)
 
 def snapshot_inputs(run_dir: Path, plan: Plan) -> dict[str, str]:
     """Copy the plan and its baselines into the run directory: the evidence says what the run was judged against."""
-    inputs = private_dir(run_dir, "inputs")
+    run = RolloutStore(run_dir)
     copies = {"plan": plan.source, "before": plan.before, "after": plan.after}
     out = {}
     for name, src in copies.items():
-        dst = inputs / f"{name}{Path(src).suffix or '.yaml'}"
+        dst = run.input_path(name, Path(src).suffix)
         shutil.copyfile(src, dst)
         dst.chmod(0o600)
         out[name] = str(dst)

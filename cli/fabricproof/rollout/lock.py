@@ -28,9 +28,9 @@ from ..errors import InputError, Problem
 from ..paths import STATE_DIR_ENV
 from ..timeutil import utc_now
 from .decisions import who
+from .store import STATE_FILE, RolloutStore
 
 LOCK_DIR = "locks"
-RUN_LOCK = ".lock"
 
 
 class LockBusy(InputError):
@@ -138,7 +138,7 @@ class Standing:
 def standing(owner: dict[str, Any]) -> Standing:
     """A record whose holder died: taken over when its run finished or its run directory is gone; held when the run
     stopped unfinished, or when its state cannot be read (it may have stopped with hosts drained or half-changed)."""
-    from .state import FINISHED, STATE_FILE, RunState  # state imports nothing of locks; imported here to keep it so
+    from .state import FINISHED, RunState  # state imports nothing of locks; imported here to keep it so
 
     if UNREADABLE in owner:
         return Standing(True, None, f"its lock record cannot be read ({owner[UNREADABLE]})")
@@ -318,7 +318,7 @@ def holder(lock_base: Path, host: str) -> dict[str, Any] | None:
 @contextmanager
 def run_lock(run_dir: Path, run_id: str) -> Iterator[int]:
     """The run's own lock: held by the one process driving the run, so `abort` can find and signal it."""
-    fd, owner = _try_flock(Path(run_dir) / RUN_LOCK)
+    fd, owner = _try_flock(RolloutStore(run_dir).lock_path)
     if fd is None:
         raise LockBusy(Problem(f"run {run_id} is being driven by pid {owner.get('pid', '?')} "
                                f"({owner.get('owner', '?')})", str(run_dir)))
@@ -331,4 +331,4 @@ def run_lock(run_dir: Path, run_id: str) -> Iterator[int]:
 
 def run_holder(run_dir: Path) -> dict[str, Any] | None:
     """Owner record of the live process driving a run, or None."""
-    return _live_owner(Path(run_dir) / RUN_LOCK)
+    return _live_owner(RolloutStore(run_dir).lock_path)

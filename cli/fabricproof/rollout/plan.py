@@ -14,14 +14,11 @@ from typing import Any
 from ..judging import baseline as baseline_mod
 from .. import documents
 from ..judging.catalog import Check
-from ..probes.spec import PROBES
 from ..errors import InputError, Problem
 from ..inventory import Inventory, limit
 from ..paths import playbooks_dir
 from ..timeutil import format_duration, parse_duration  # noqa: F401 - format_duration: plan summaries use it from here
 
-DEFAULT_SOAK_CHECKS = ("nvlink.crc_errors", "nvlink.replay_errors", "nvlink.recovery_errors", "ib.symbol_errors",
-                       "ib.link_downed")
 DEFAULT_RETRY_INTERVAL_S = 10
 DEFAULT_GATE_TIMEOUT_S = 300
 #: on_failure policies, each with what it rolls back when a wave fails.
@@ -72,13 +69,31 @@ class Playbook:
 
 @dataclass(frozen=True)
 class Gates:
-    checks: tuple[str, ...]  # catalog patterns; empty = whole catalog
+    """The plan's gates: what every gate shares (the severity that fails a host, retries, the budget) and each gate
+    kind's own settings by its name in rollout.gates.GATES, for the kinds the plan uses, in registry order."""
+
     fail_on: str = "critical"
     retry_interval_s: int = DEFAULT_RETRY_INTERVAL_S
     timeout_s: int = DEFAULT_GATE_TIMEOUT_S
     budget: Budget = Budget()
-    probes: tuple[str, ...] = ()  # run in the pre-gate and the post-gate of every wave
-    tolerance_pct: float | dict[str, float] | None = None  # a regression gate: no worse than the host's own before
+    kinds: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        """The checks gate's catalog patterns; empty = whole catalog."""
+        return self.kinds.get("checks", ())
+
+    def active(self) -> list[tuple[Any, Any]]:
+        """(gate kind, its settings) of every kind the plan uses, in the order a wave runs them."""
+        from .gates import GATES
+
+        return [(GATES[name], spec) for name, spec in self.kinds.items()]
+
+    def joining(self) -> list[tuple[Any, Any]]:
+        """The kinds that judge inside the post-gate step, on the hosts the checks proved."""
+        from .gates.base import JOIN
+
+        return [(kind, spec) for kind, spec in self.active() if kind.after_stage == JOIN]
 
     @property
     def host_timeout_s(self) -> float:
@@ -89,13 +104,6 @@ class Gates:
         from ..tools import MIN_TIMEOUT_S
 
         return float(min(DEFAULT_HOST_TIMEOUT_S, max(MIN_TIMEOUT_S, self.timeout_s)))
-
-
-@dataclass(frozen=True)
-class Soak:
-    duration_s: int
-    interval_s: int | None
-    checks: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -134,7 +142,6 @@ class Plan:
     after: Path
     waves: tuple[WaveSpec, ...]
     gates: Gates
-    soak: Soak | None
     on_failure: str = "rollback_wave"
     drain: Drain | None = None
     reports: tuple[str, ...] = ("json",)
@@ -146,6 +153,11 @@ class Plan:
 
     def problem(self, message: str, line: int | None = None, pointer: str = "") -> Problem:
         return Problem(message, str(self.source), line, pointer)
+
+    @property
+    def soak(self) -> Any:
+        """The soak gate's settings (gates.soak.Soak), or None when the plan has no soak."""
+        return self.gates.kinds.get("soak")
 
 
 @dataclass(frozen=True)
@@ -218,10 +230,6 @@ def resolve_playbook(name: str, base: Path) -> Path:
     raise ValueError(f"playbook {name!r} not found in {roots[0]} or {roots[1]}")
 
 
-def catalog_matches(pattern: str, checks: Sequence[Check]) -> list[Check]:
-    return [c for c in checks if fnmatch.fnmatchcase(c.id, pattern) or c.family == pattern]
-
-
 DURATION_KEYS = ("timeout", "retry_interval", "duration", "interval", "soak")
 #: What a wave's size and batch may be, said once: the schema's branches would each report their own complaint.
 SIZE_ALLOWED = ("a whole number of units, at least 1; a percentage above 0% and at most 100% (25%, 12.5%); 'rest' "
@@ -290,42 +298,22 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
             except InputError as exc:
                 problems.extend(exc.problems)
 
+    from .gates import GATES
+    from .gates.base import Block
+
     g = spec["gates"]
-    for i, pat in enumerate(g.get("checks") or ()):
-        if not catalog_matches(pat, catalog):
-            problems.append(doc.problem(("spec", "gates", "checks", i), f"{pat!r} matches no check id or family"))
     budget = Budget(g.get("max_failed_hosts", 0), g.get("max_failed_percent"))
-    gates = Gates(checks=tuple(g.get("checks") or ()), fail_on=g.get("fail_on", "critical"),
+    kinds: dict[str, Any] = {}
+    for name, kind in GATES.items():
+        parsed = kind.parse(Block(doc, spec, catalog, kinds), problems)
+        if parsed is not None:
+            kinds[name] = parsed
+    gates = Gates(fail_on=g.get("fail_on", "critical"),
                   retry_interval_s=parse_duration(g.get("retry_interval", DEFAULT_RETRY_INTERVAL_S)),
-                  timeout_s=parse_duration(g.get("timeout", DEFAULT_GATE_TIMEOUT_S)), budget=budget,
-                  probes=tuple(g.get("probes") or ()), tolerance_pct=(g.get("regression") or {}).get("tolerance_pct"))
-    for i, pid in enumerate(gates.probes):
-        if pid not in PROBES:
-            problems.append(doc.problem(("spec", "gates", "probes", i), f"unknown probe {pid!r}; probes: "
-                                        f"{', '.join(PROBES)}"))
-    if gates.tolerance_pct is not None and not gates.probes:
-        problems.append(doc.problem(("spec", "gates", "regression"), "a regression gate compares probe figures: "
-                                    "name the probes in gates.probes"))
+                  timeout_s=parse_duration(g.get("timeout", DEFAULT_GATE_TIMEOUT_S)), budget=budget, kinds=kinds)
     if gates.retry_interval_s == 0 and gates.timeout_s > 0:
         problems.append(doc.problem(("spec", "gates", "retry_interval"), "retry_interval must be at least 1s"))
-
-    soak = None
-    if "soak" in spec:
-        s = spec["soak"]
-        soak_checks = tuple(s.get("checks") or DEFAULT_SOAK_CHECKS)
-        for i, pat in enumerate(soak_checks):
-            where = ("spec", "soak", "checks", i) if s.get("checks") else ("spec", "soak")
-            hits = catalog_matches(pat, catalog)
-            if not hits:
-                problems.append(doc.problem(where, f"{pat!r} matches no check id or family"))
-            for c in hits:
-                if c.op != "delta_le":
-                    problems.append(doc.problem(where, f"soak check {c.id} compares one snapshot ({c.op}); a soak "
-                                                       "needs counter-delta checks (op delta_le)"))
-        interval = parse_duration(s["interval"]) if "interval" in s else None
-        if interval == 0:
-            problems.append(doc.problem(("spec", "soak", "interval"), "interval must be at least 1s"))
-        soak = Soak(parse_duration(s["duration"]), interval, soak_checks)
+    soak = kinds.get("soak")
 
     waves: list[WaveSpec] = []
     seen: dict[str, int] = {}
@@ -370,7 +358,7 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
     return Plan(
         name=meta["name"], description=meta.get("description", ""), ticket=meta.get("ticket", ""),
         source=Path(doc.file).resolve(), target=spec["target"], apply=apply, rollback=rollback,
-        before=before, after=after, waves=tuple(waves), gates=gates, soak=soak,
+        before=before, after=after, waves=tuple(waves), gates=gates,
         on_failure=spec.get("on_failure", "rollback_wave"), drain=drain,
         reports=tuple(spec.get("reports") or ("json",)),
         inventory=(base / spec["inventory"]).resolve() if "inventory" in spec else None,
@@ -490,7 +478,7 @@ def describe(plan: Plan, waves: Sequence[Wave], inventory: str, gate_checks: Seq
         "gates": {"checks": [c.id for c in gate_checks], "fail_on": g.fail_on, "retry_interval_s": g.retry_interval_s,
                   "timeout_s": g.timeout_s, "host_timeout_s": g.host_timeout_s, "max_failed_hosts": g.budget.max_failed_hosts,
                   "max_failed_percent": g.budget.max_failed_percent,
-                  **({"probes": list(g.probes), "regression_tolerance_pct": g.tolerance_pct} if g.probes else {}),
+                  **{k: v for kind, spec in g.active() for k, v in kind.describe(spec).items()},
                   "boundary": "a wave proceeds when its failed hosts <= max_failed_hosts and, if set, failed * 100 "
                               "<= max_failed_percent * hosts in the wave (both inclusive)"},
         "soak": ({"duration_s": plan.soak.duration_s, "interval_s": plan.soak.interval_s,

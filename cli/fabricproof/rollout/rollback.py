@@ -10,8 +10,11 @@ from ..model import ExitCode
 from ..timeutil import utc_now
 from . import state as st
 from .gate import summarize
+from .gates.checks import GATE as CHECKS
+from .gates.checks import ROLLBACK_GATE
 from .plan import Wave
-from .steps import RunSteps, listing
+from .stepid import APPLY, DRAIN, UNDRAIN, StepId
+from .steps import RunSteps
 
 
 class RollbackPhase:
@@ -21,7 +24,7 @@ class RollbackPhase:
         self.s = steps
 
     def start(self, waves: Sequence[Wave], *, reason: str, then: str,
-              limit_hosts: Sequence[str] | None, done_step: str | None = None) -> None:
+              limit_hosts: Sequence[str] | None, done_step: StepId | None = None) -> None:
         """Record which hosts of which waves are put back (reverse wave order) before anything is touched."""
         prev = self.s.state.data.get("rollback") or {}
         rb_id = int(prev.get("id", 0)) + 1
@@ -32,12 +35,12 @@ class RollbackPhase:
             if hosts:
                 plan.append({"wave": w.index, "hosts": hosts})
         self.s.state.data["rollback"] = {"id": rb_id, "reason": reason, "then": then, "waves": plan,
-                                         "started_at": utc_now(), "done_step": done_step}
+                                         "started_at": utc_now(), "done_step": done_step and str(done_step)}
         self.s.state.data["phase"] = "rollback"
         self.s.state.save()
         self.s.log.record("ROLLBACK_START", f"{reason}: putting back {sum(len(x['hosts']) for x in plan)} host(s) in "
                           f"reverse wave order, then proving the before-baseline",
-                          step=f"rb{rb_id}", hosts=[h for x in plan for h in x["hosts"]])
+                          step=StepId.phase(rb_id), hosts=[h for x in plan for h in x["hosts"]])
 
     def run(self) -> int | None:
         """Run (or resume) the recorded rollback. Returns an exit code when the run stops here, None to go on."""
@@ -47,12 +50,15 @@ class RollbackPhase:
         for item in rb["waves"]:
             w = waves[item["wave"]]
             hosts = item["hosts"]
-            p = f"rb{n}.w{w.index}"
+
+            def at(kind: str, batch: int | None = None, w: Wave = w) -> StepId:
+                return StepId(w.index, kind, batch, rollback=n)
+
             self.s.check_stop()
-            if self.s.plan.drain and self.s.plan.drain.enabled and not self.s.state.step_done(f"{p}.drain"):
-                self.s.drain(f"{p}.drain", w, hosts)
+            if self.s.plan.drain and self.s.plan.drain.enabled and not self.s.state.step_done(at(DRAIN)):
+                self.s.drain(at(DRAIN), w, hosts)
             for j, chunk in enumerate(_chunks(hosts, _batch_size(w))):
-                sid = f"{p}.apply.b{j}"
+                sid = at(APPLY, j)
                 if not self.s.state.step_done(sid):
                     todo = [h for h in chunk if self.s.state.hosts[h]["state"] != st.HOST_ROLLED_BACK
                             and (self.s.state.hosts[h].get("rollback") or {}).get("skipped") != n]
@@ -60,11 +66,11 @@ class RollbackPhase:
                                        self.s.ctx.before, rollback_state=(st.ROLLING_BACK, st.ROLLING_BACK,
                                                                           st.HOST_ROLLBACK_FAILED))
                 self.s.check_stop()
-            if not self.s.state.step_done(f"{p}.gate"):
-                self._gate(f"{p}.gate", w, hosts, n)
+            if not self.s.state.step_done(at(ROLLBACK_GATE)):
+                CHECKS.rollback_gate(self.s, at(ROLLBACK_GATE), w, hosts, n)
             self.s.check_stop()
-            if self.s.plan.drain and self.s.plan.drain.enabled and not self.s.state.step_done(f"{p}.undrain"):
-                self.s.undrain(f"{p}.undrain", w, self.s.state.hosts_in(st.HOST_ROLLED_BACK, wave=w.index))
+            if self.s.plan.drain and self.s.plan.drain.enabled and not self.s.state.step_done(at(UNDRAIN)):
+                self.s.undrain(at(UNDRAIN), w, self.s.state.hosts_in(st.HOST_ROLLED_BACK, wave=w.index))
         all_hosts = [h for item in rb["waves"] for h in item["hosts"]]
         bad = [h for h in all_hosts if self.s.state.hosts[h]["state"] != st.HOST_ROLLED_BACK]
         proven = [h for h in all_hosts if h not in bad]
@@ -75,7 +81,7 @@ class RollbackPhase:
         if bad:
             why = (f"{len(bad)} host(s) do not prove the before-baseline after the rollback and stay drained for an "
                    f"operator: {summarize([h + ': ' + self.s.state.hosts[h]['reason'] for h in bad], 2)}")
-            self.s.log.record("ROLLBACK_FAILED", why, step=f"rb{n}", hosts=bad)
+            self.s.log.record("ROLLBACK_FAILED", why, step=StepId.phase(n), hosts=bad)
             self.s.say(f"rollback incomplete: {why}")
             if rb["then"] == "continue":  # the rollout goes on; the run ends waiting for an operator
                 self.s.state.save()
@@ -84,9 +90,10 @@ class RollbackPhase:
             self.s.state.save()
             return ExitCode.HALTED
         why = f"{len(proven)} host(s) put back and proven on the before-baseline"
-        self.s.log.record("ROLLBACK_DONE", why, step=f"rb{n}", hosts=proven,
+        self.s.log.record("ROLLBACK_DONE", why, step=StepId.phase(n), hosts=proven,
                           evidence=[e for item in rb["waves"] for e in
-                                    (self.s.state.step(f"rb{n}.w{item['wave']}.gate") or {}).get("evidence", [])])
+                                    (self.s.state.step(StepId(item["wave"], ROLLBACK_GATE, rollback=n)) or {})
+                                    .get("evidence", [])])
         self.s.say(f"rolled back: {why}")
         if rb["then"] == "continue":
             self.s.state.save()
@@ -94,25 +101,6 @@ class RollbackPhase:
         self.s.state.set_status(st.ROLLED_BACK)
         self.s.state.save()
         return ExitCode.ROLLED_BACK
-
-    def _gate(self, sid: str, w: Wave, hosts: Sequence[str], n: int) -> None:
-        todo = [h for h in hosts if self.s.state.hosts[h]["state"] == st.ROLLING_BACK]
-        self.s.state.begin(sid, hosts=todo)
-        if not todo:
-            self.s.state.finish(sid, failed={})
-            return
-        result = self.s.gate("rollback gate", todo, self.s.ctx.before,
-                             self.s.evidence_dir(f"rollback-{n}", f"{w.index + 1}-{w.name}", "gate"),
-                             timeout_s=self.s.plan.gates.timeout_s)
-        self.s.settle("rollback gate", result, st.HOST_ROLLED_BACK, st.HOST_ROLLBACK_FAILED,
-                      passed_reason="rolled back and proven on the before-baseline")
-        why = (f"{len(result.passed)} of {len(todo)} host(s) proven on the before-baseline after the rollback"
-               + (f"; not proven: {listing(result.failed)}"
-                  if result.failed else ""))
-        self.s.log.record("ROLLBACK_GATE", why, step=sid, wave=w.name, hosts=todo, evidence=result.evidence,
-                          actions=result.actions)
-        self.s.state.finish(sid, failed=result.failed, attempts=result.attempts, evidence=list(result.evidence))
-        self.s.say(f"  rollback gate: {why}")
 
 
 def _batch_size(w: Wave) -> int:

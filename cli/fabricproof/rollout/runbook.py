@@ -30,15 +30,16 @@ from . import decisions, lock
 from . import state as st
 from .decisions import DecisionLog, who
 from .gate import Clock, Collect, Proof, RealClock, prove, run_gate, summarize, wait
-from .plan import catalog_matches, parse_duration, resolve_playbook
+from .gates.base import catalog_matches
+from .plan import parse_duration, resolve_playbook
 from .playbook import PlaybookResult, run_playbook
+from .store import RolloutStore, attempt_dir
 
 ACTIONS = ("playbook", "validate", "rollback", "wait", "confirm")
 #: Every key a step may have: its name, its one action, and what qualifies it.
 STEP_KEYS = ("name", *ACTIONS, "hosts", "on_failure", "vars", "breaker")
 MUTATING = ("playbook", "rollback")
 FAILED_HOSTS = "@failed"
-BUNDLE = "evidence.tar.gz"
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,7 @@ class RunbookRun:
         self._save()
 
     def _save(self) -> None:
-        atomic_write_text(self.dir / "runbook.json", json.dumps(self.record, indent=2) + "\n", mode=0o600)
+        atomic_write_text(RolloutStore(self.dir).runbook_path, json.dumps(self.record, indent=2) + "\n", mode=0o600)
 
     def _hosts(self, step: Step) -> list[str]:
         target = self.target
@@ -262,7 +263,7 @@ class RunbookRun:
             self.record["ended_at"] = utc_now()
             self.record["exit_code"] = int(code)
             self._save()
-            self.log.record("RUNBOOK_END", f"exit {int(code)}", evidence=[self.dir / BUNDLE])
+            self.log.record("RUNBOOK_END", f"exit {int(code)}", evidence=[RolloutStore(self.dir).bundle_path])
             bundle(self.dir, self.related_runs)
         return code
 
@@ -291,10 +292,10 @@ class RunbookRun:
         base = baseline_mod.load(v.baseline)
         collect = (self.s.collect_factory or _default_collect)(self.s.inventory, checks, "ssh", self.run_id,
                                                                 self.s.inventory_path)
-        out = self.dir / "steps" / f"{step.index + 1}-{_slug(step.name)}"
+        out = RolloutStore(self.dir).runbook_step_dir(step.index + 1, _slug(step.name))
 
         def attempt(n: int) -> Proof:
-            return prove(hosts, base, checks, collect, out / f"attempt-{n}", groups=self.s.inventory.groups_of(),
+            return prove(hosts, base, checks, collect, attempt_dir(out, n), groups=self.s.inventory.groups_of(),
                          fail_on=v.fail_on, formats=("json", "markdown"), run_id=self.run_id)
 
         result = run_gate(step.name, hosts, attempt, retry_interval_s=v.retry_interval_s, timeout_s=v.timeout_s,
@@ -331,7 +332,7 @@ class RunbookRun:
                          "fabricproof_change": f"runbook-{self.rb.name}",
                          "fabricproof_reason": f"fabricproof: runbook {self.rb.name} run {self.run_id}"}
             res = self.s.run_playbook(step.playbook, inventory=self.s.inventory_path, hosts=hosts, extravars=extravars,
-                                      private_dir=self.dir / "ansible", ident=f"{self.run_id}_step{step.index + 1}")
+                                      private_dir=RolloutStore(self.dir).ansible_dir, ident=f"{self.run_id}_step{step.index + 1}")
         finally:
             locks.release(finished=True)  # a runbook step holds its hosts only while it runs
         if res.failed:
@@ -353,7 +354,7 @@ class RunbookRun:
         seams = runs.Seams(collect_factory=self.s.collect_factory, run_playbook=self.s.run_playbook, clock=self.s.clock)
         code, state = runs.rollback(self.s.runs_dir, target.run_id, limit=self.s.limit, progress=self.s.progress,
                                     seams=seams)
-        evidence = [str(decisions.path_of(state.dir)), str(state.dir / st.STATE_FILE)]
+        evidence = [str(decisions.path_of(state.dir)), str(RolloutStore(state.dir).state_path)]
         if code in (ExitCode.OK, ExitCode.ROLLED_BACK):
             return "done", f"run {target.run_id}: {state.status}", evidence
         self.step_code = code  # 5: hosts not proven after the rollback wait for an operator
@@ -409,14 +410,14 @@ def _default_collect(inventory: Inventory, checks: Sequence[Check], via: str, ru
 def bundle(run_dir: Path, related: Sequence[Path] = ()) -> Path:
     """runs/<id>/evidence.tar.gz: everything the run wrote (decisions, reports, raw outputs, playbook artifacts) and
     the decisions and state of rollout runs it acted on (under rollouts/<run id>/)."""
-    out = Path(run_dir) / BUNDLE
+    out = RolloutStore(run_dir).bundle_path
     tmp = out.with_suffix(".tmp")
     with tarfile.open(tmp, "w:gz") as tar:
         for path in sorted(Path(run_dir).rglob("*")):
             if path.is_file() and path not in (out, tmp):
                 tar.add(path, arcname=str(Path(run_dir.name) / path.relative_to(run_dir)), recursive=False)
         for other in related:
-            for path in [*decisions.files(other), other / st.STATE_FILE]:
+            for path in [*decisions.files(other), RolloutStore(other).state_path]:
                 if path.is_file():
                     tar.add(path, arcname=str(Path(run_dir.name) / "rollouts" / other.name / path.name))
     tmp.chmod(0o600)

@@ -27,7 +27,6 @@ from . import plan as plan_mod
 from . import state as st
 from .decisions import DecisionLog, who
 from .executor import (
-    ABORT_FILE,
     Context,
     Executor,
     RunPlaybook,
@@ -37,8 +36,12 @@ from .executor import (
 from .gate import Clock, Collect, Collected, RealClock
 from .plan import Plan, Wave
 from .playbook import run_playbook
+from .stepid import PAUSE, StepId
+from .store import INPUTS_DIR, RolloutStore
 
 Progress = Callable[[str], None]
+#: The steps of a halted wave that resume runs again: its proofs and its verdicts (not its probes' pre-change figures).
+RE_PROVEN = ("pre_gate", "pre_verdict", "post_gate", "soak", "decide")
 
 
 def sha256_file(path: Path) -> str:
@@ -160,6 +163,7 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
     plan = prep.plan
     gate_checks = select_checks(plan.gates.checks, prep.catalog)
     soak_checks = select_checks(plan.soak.checks, prep.catalog) if plan.soak else []
+    probes = plan.gates.kinds.get("probes")
     factory = seams.collect_factory or live_collect
     collect = factory(prep.inventory, list(gate_checks) + list(soak_checks), via, run_id, prep.inventory_path,
                       forks, plan.gates.host_timeout_s)
@@ -168,8 +172,8 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
                    gate_checks=gate_checks, soak_checks=soak_checks, collect=collect,
                    run_playbook=seams.run_playbook or run_playbook, clock=seams.clock or RealClock(),
                    progress=progress, forks=forks,
-                   probe=(seams.probe_factory or live_probe)(prep.inventory, via, prep.inventory_path,
-                                                             plan.gates.probes, forks) if plan.gates.probes else None)
+                   probe=(seams.probe_factory or live_probe)(prep.inventory, via, prep.inventory_path, probes, forks)
+                   if probes else None)
 
 
 def reservations(runs_dir: Path) -> list[tuple[str, str, list[str]]]:
@@ -234,11 +238,11 @@ def _reopen(runs_dir: Path, run: str, progress: Progress,
     state = st.find_run(runs_dir, run)
     plan_file = Path(state.data["plan_file"])
     if not plan_file.is_file():
-        raise InputError(Problem("the run's plan file is gone; restore it (a copy is in inputs/plan.yaml)",
+        raise InputError(Problem(f"the run's plan file is gone; restore it (a copy is in {INPUTS_DIR}/plan.yaml)",
                                  str(plan_file)))
     if sha256_file(plan_file) != state.data["settings"].get("plan_sha256"):
         raise InputError(Problem(f"the plan changed since run {state.run_id} started; restore it (the original is "
-                                 f"in {state.dir / 'inputs'}) or start a new run", str(plan_file)))
+                                 f"in {RolloutStore(state.dir).inputs_path}) or start a new run", str(plan_file)))
     catalog = catalog_mod.load()
     plan = plan_mod.load(plan_file, catalog)
     inv = inventory_mod.load(state.data["inventory"])
@@ -268,15 +272,16 @@ def resume(runs_dir: Path, run: str, *, progress: Progress = lambda _m: None, se
         log = DecisionLog(state.dir, state.run_id)
         why = f"resumed from {state.status}"
         if state.status == st.PAUSED:
-            pause = next((s for s in state.data["steps"] if s.endswith(".pause")
+            pause = next((sid for s in state.data["steps"] if (sid := StepId.parse(s)) is not None
+                          and sid.kind == PAUSE and sid.rollback is None
                           and state.data["steps"][s]["status"] == "started"), None)
             if pause:
                 state.finish(pause, approved_by=who())
-                why = f"operator approved the next wave ({pause.split('.')[0]})"
+                why = f"operator approved the next wave (w{pause.wave})"
         elif state.status == st.HALTED:
             k = state.data.get("halted_wave", 0)
-            state.forget(s for s in list(state.data["steps"]) if s.split(".")[0] == f"w{k}" and
-                         s.split(".")[1] in ("pre_gate", "pre_verdict", "post_gate", "soak", "decide"))
+            state.forget(sid for s in list(state.data["steps"]) if (sid := StepId.parse(s)) is not None
+                         and sid.rollback is None and sid.wave == k and sid.kind in RE_PROVEN)
             why = f"re-proving halted wave {k + 1} and going on if it passes"
         elif state.status == st.RUNNING:  # we hold its locks, so the process that drove it is gone
             why = "resumed a run whose process died (killed or crashed) while it was running"
@@ -305,9 +310,9 @@ def rollback(runs_dir: Path, run: str, *, limit: str | None = None, progress: Pr
             progress(f"run {state.run_id}: no host matching the limit is changed; nothing to roll back")
             return ExitCode.OK, state
         log = DecisionLog(state.dir, state.run_id)
-        abort_file = state.dir / ABORT_FILE
-        if abort_file.exists():  # an earlier abort must not stop the rollback that cleans up after it
-            abort_file.rename(state.dir / f"{ABORT_FILE}.{state.data['updated_at'].replace(':', '')}")
+        run_store = RolloutStore(state.dir)
+        if run_store.abort_path.exists():  # an earlier abort must not stop the rollback that cleans up after it
+            run_store.abort_path.rename(run_store.set_aside_abort(state.data["updated_at"].replace(":", "")))
         executor = Executor(ctx, state, log)
         start_rollback(executor, changed, reason=f"rollback requested by {who()}"
                                                   + (f" (--limit {limit})" if limit else ""))
@@ -324,7 +329,7 @@ def abort(runs_dir: Path, run: str, reason: str) -> str:
     if state.status in st.FINISHED:
         raise InputError(Problem(f"run {state.run_id} is already {state.status}", str(state.dir)))
     log = DecisionLog(state.dir, state.run_id)
-    (state.dir / ABORT_FILE).write_text(f"{who()}: {reason}\n")
+    RolloutStore(state.dir).abort_path.write_text(f"{who()}: {reason}\n")
     log.record("ABORT", reason or "aborted by an operator", hosts=[])
     owner = lock.run_holder(state.dir)
     if owner and owner.get("pid"):

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..judging import pipeline
 from ..judging.baseline import Baseline
 from ..judging.catalog import Check
+from . import store
 from .gate import Clock, Collect, GateResult, Proof, RealClock, prove, summarize, wait
 
 
@@ -33,7 +34,7 @@ def run_soak(hosts: Sequence[str], baseline: Baseline, checks: Sequence[Check], 
              on_sample: Callable[[int, Proof], None] | None = None) -> GateResult:
     """Snapshot, then re-read at each sample time; the verdict is the first sample with growth, else the last."""
     clock = clock or RealClock()
-    snapshot = pipeline.gather(pipeline.Delegated(hosts, evidence_dir / "start", collect))
+    snapshot = pipeline.gather(pipeline.Delegated(hosts, store.soak_start_dir(evidence_dir), collect))
     failed_start = {h: f"not collected at soak start: {e}" for h, e in snapshot.errors.items()}
     previous = snapshot.facts
     begun = clock.monotonic()
@@ -44,7 +45,7 @@ def run_soak(hosts: Sequence[str], baseline: Baseline, checks: Sequence[Check], 
             failed = dict(failed_start)
             return GateResult("soak", proof, n, failed, tuple(h for h in hosts if h not in failed), stopped=True)
         n += 1
-        proof = prove(hosts, baseline, checks, collect, evidence_dir / f"sample-{n}", groups=groups,
+        proof = prove(hosts, baseline, checks, collect, store.sample_dir(evidence_dir, n), groups=groups,
                       previous=previous, fail_on=fail_on, formats=formats, run_id=run_id)
         if on_sample:
             on_sample(n, proof)

@@ -22,8 +22,8 @@ from ..model import ExitCode
 from ..probes.figures import Figure
 from ..timeutil import utc_now
 from .plan import Wave
-
-STATE_FILE = "state.json"
+from .stepid import StepId
+from .store import STATE_FILE, RolloutStore
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 
@@ -82,9 +82,9 @@ class RunState:
     def load(cls, run_dir: Path) -> RunState:
         """A run's state.json, checked to hold what every command reads (exit 2 naming the file, line and JSON
         path otherwise): a hand-edited, truncated or foreign file is refused before anything acts on it."""
-        path = Path(run_dir) / STATE_FILE
+        path = RolloutStore(run_dir).state_path
         if not path.exists():
-            raise InputError(Problem("no rollout run here (state.json missing)", str(run_dir)))
+            raise InputError(Problem(f"no rollout run here ({STATE_FILE} missing)", str(run_dir)))
         doc = documents.load_json(path)
         problems = _shape_problems(doc)
         if problems:
@@ -93,7 +93,7 @@ class RunState:
 
     def save(self) -> None:
         self.data["updated_at"] = utc_now()
-        atomic_write_text(self.dir / STATE_FILE, json.dumps(self.data, indent=2, sort_keys=False) + "\n", mode=FILE_MODE)
+        atomic_write_text(RolloutStore(self.dir).state_path, json.dumps(self.data, indent=2, sort_keys=False) + "\n", mode=FILE_MODE)
 
     # --------------------------------------------------------------------------------- accessors
     @property
@@ -121,30 +121,31 @@ class RunState:
         self.data["exit_code"] = EXIT_BY_STATUS.get(status) if exit_code is None else exit_code
 
     # ------------------------------------------------------------------------------------- steps
-    def step(self, sid: str) -> dict[str, Any] | None:
-        return self.data["steps"].get(sid)
+    def step(self, sid: StepId | str) -> dict[str, Any] | None:
+        return self.data["steps"].get(str(sid))
 
-    def step_done(self, sid: str) -> bool:
+    def step_done(self, sid: StepId | str) -> bool:
         st = self.step(sid)
         return st is not None and st["status"] in ("done", "failed")
 
-    def begin(self, sid: str, **detail: Any) -> None:
+    def begin(self, sid: StepId | str, **detail: Any) -> None:
         """Record the intent to run a step (before it acts), durably."""
-        st = self.data["steps"].get(sid) or {"attempts": 0}
+        st = self.data["steps"].get(str(sid)) or {"attempts": 0}
+        st.pop("ran", None)  # what an earlier execution found (nothing to do) is not this one's
         st.update(status="started", started_at=utc_now(), ended_at=None, attempts=st["attempts"] + 1, **detail)
-        self.data["steps"][sid] = st
+        self.data["steps"][str(sid)] = st
         self.save()
 
-    def finish(self, sid: str, status: str = "done", **detail: Any) -> None:
+    def finish(self, sid: StepId | str, status: str = "done", **detail: Any) -> None:
         """Record a step's completion (after it acted), durably."""
-        st = self.data["steps"].setdefault(sid, {"attempts": 1})
+        st = self.data["steps"].setdefault(str(sid), {"attempts": 1})
         st.update(status=status, ended_at=utc_now(), **detail)
         self.save()
 
-    def forget(self, sids: Iterable[str]) -> None:
+    def forget(self, sids: Iterable[StepId | str]) -> None:
         """Drop steps so they run again (resume after a halt re-proves the halted wave)."""
         for sid in list(sids):
-            self.data["steps"].pop(sid, None)
+            self.data["steps"].pop(str(sid), None)
 
     # ------------------------------------------------------------------------------------- hosts
     def set_hosts(self, hosts: Iterable[str], state: str, reason: str | None = None, **fields: Any) -> None:
@@ -251,7 +252,7 @@ def list_runs(runs_dir: Path) -> list[RunState]:
     if not Path(runs_dir).is_dir():
         return out
     for d in sorted(Path(runs_dir).iterdir()):
-        if (d / STATE_FILE).is_file():
+        if RolloutStore(d).state_path.is_file():
             try:
                 out.append(RunState.load(d))
             except InputError:
@@ -275,9 +276,9 @@ def _find_run(runs_dir: Path, run: str) -> RunState:
             raise InputError(Problem("no rollout runs yet", str(runs_dir)))
         return runs[-1]
     candidate = Path(run)
-    if (candidate / STATE_FILE).is_file():
+    if RolloutStore(candidate).state_path.is_file():
         return RunState.load(candidate)
-    if "/" not in run and (runs_dir / run / STATE_FILE).is_file():
+    if "/" not in run and RolloutStore(runs_dir / run).state_path.is_file():
         return RunState.load(runs_dir / run)
     known = [r.run_id for r in list_runs(runs_dir)][-5:]
     hint = f"; recent runs: {', '.join(known)}" if known else ""

@@ -11,16 +11,17 @@ from typing import Any
 from ..judging.baseline import Baseline
 from ..judging.catalog import Check
 from ..collect import DEFAULT_FORKS
-from ..fsutil import private_dir
 from ..probes.figures import Figure
 from ..timeutil import utc_now
 from . import state as st
+from . import store
 from .decisions import DecisionLog
 from .gate import Clock, Collect, GateResult, Proof, RealClock, prove, run_gate, summarize
 from .plan import Plan, Wave
 from .playbook import PlaybookResult
+from .stepid import StepId
+from .store import RolloutStore
 
-ABORT_FILE = "abort-requested"
 RunPlaybook = Callable[..., PlaybookResult]
 #: (hosts, evidence directory, baseline) -> (figures of each host measured, why each other host has none)
 Probe = Callable[[Sequence[str], Path, Baseline], tuple[dict[str, list[Figure]], dict[str, str]]]
@@ -51,22 +52,6 @@ class Stopped(Exception):
     """An abort or a signal arrived; the run stops at this step boundary."""
 
 
-def fresh_dir(path: Path) -> Path:
-    """`path`, or when an earlier execution of the step left evidence there (the run was killed and resumed),
-    the first free `path-2`, `path-3`, ...: a resumed step starts afresh and the old evidence is kept."""
-    candidate, k = path, 1
-    while candidate.exists() and any(candidate.iterdir()):
-        k += 1
-        candidate = path.with_name(f"{path.name}-{k}")
-    return candidate
-
-
-def next_attempt(directory: Path) -> int:
-    """The number the next gate attempt in `directory` gets: attempts go on counting across a resume."""
-    done = [int(p.name.split("-", 1)[1]) for p in directory.glob("attempt-*") if p.name.split("-", 1)[1].isdigit()]
-    return max(done, default=0) + 1
-
-
 def listing(failed: Mapping[str, str], limit: int = 2) -> str:
     """'h1: reason; h2: reason (+3 more)' for decision texts."""
     return summarize([f"{h}: {r}" for h, r in failed.items()], limit)
@@ -80,23 +65,21 @@ class RunSteps:
         self.state = state
         self.log = log
         self.plan = ctx.plan
+        self.store = RolloutStore(state.dir)
         self.signal: int | None = None  # set by the executor's signal handler
 
     def say(self, msg: str) -> None:
         self.ctx.progress(msg)
 
     def should_stop(self) -> bool:
-        return self.signal is not None or (self.state.dir / ABORT_FILE).exists()
+        return self.signal is not None or self.store.abort_path.exists()
 
     def check_stop(self) -> None:
         if self.should_stop():
             raise Stopped()
 
-    def evidence_dir(self, *parts: str) -> Path:
-        return private_dir(self.state.dir, *parts)  # never through a link planted in the run directory
-
     def wave_dir(self, w: Wave, *parts: str) -> Path:
-        return self.evidence_dir("waves", f"{w.index + 1}-{w.name}", *parts)
+        return self.store.wave_dir(w.index, w.name, *parts)
 
     def prove(self, hosts: Sequence[str], baseline: Baseline, evidence: Path) -> Proof:
         return prove(hosts, baseline, self.ctx.gate_checks, self.ctx.collect, evidence, groups=self.ctx.groups,
@@ -106,10 +89,10 @@ class RunSteps:
         """Prove hosts until they pass or the gate's time is up; attempts are evidence/attempt-N, numbered on
         from the attempts of an execution a kill cut short."""
         g = self.plan.gates
-        first = next_attempt(evidence)
+        first = store.next_attempt(evidence)
 
         def attempt(n: int) -> Proof:
-            proof = self.prove(hosts, baseline, evidence / f"attempt-{first + n - 1}")
+            proof = self.prove(hosts, baseline, store.attempt_dir(evidence, first + n - 1))
             if proof.failures and n == 1 and timeout_s:
                 self.say(f"  {name}: {len(proof.failures)} host(s) not proven yet; retrying every "
                          f"{g.retry_interval_s}s for up to {timeout_s}s")
@@ -127,11 +110,11 @@ class RunSteps:
         for h, why in result.failed.items():
             self.state.set_hosts([h], failed, reason=f"{gate}: {why}")
 
-    def playbook(self, path: Path, hosts: Sequence[str], extravars: Mapping[str, Any], sid: str) -> PlaybookResult:
+    def playbook(self, path: Path, hosts: Sequence[str], extravars: Mapping[str, Any], sid: StepId) -> PlaybookResult:
         attempt = (self.state.step(sid) or {}).get("attempts", 1)
-        ident = f"{self.state.run_id}_{sid.replace('.', '_')}_{attempt}"
+        ident = f"{self.state.run_id}_{str(sid).replace('.', '_')}_{attempt}"
         return self.ctx.run_playbook(path, inventory=self.ctx.inventory_path, hosts=list(hosts),
-                                     extravars=extravars, private_dir=self.state.dir / "ansible", ident=ident,
+                                     extravars=extravars, private_dir=self.store.ansible_dir, ident=ident,
                                      forks=self.ctx.forks)
 
     def vars(self, wave: str, extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -139,18 +122,18 @@ class RunSteps:
         return {**extra, "fabricproof_run_id": self.state.run_id, "fabricproof_change": self.plan.name,
                 "fabricproof_wave": wave, "fabricproof_reason": reason}
 
-    def _scheduler_step(self, sid: str, w: Wave, hosts: list[str], playbook: Path) -> Any:
+    def _scheduler_step(self, sid: StepId, w: Wave, hosts: list[str], playbook: Path) -> Any:
         """Begin a drain/undrain step and run its playbook; None (step finished) when no host needs it."""
         drain = self.plan.drain
         assert drain is not None
         self.state.begin(sid, hosts=list(hosts))
         if not hosts:
-            self.state.finish(sid)
+            self.state.finish(sid, ran=False)
             return None
         return self.playbook(playbook, hosts, self.vars(w.name, {"fabricproof_scheduler": drain.scheduler,
                                                                  **drain.vars}), sid)
 
-    def drain(self, sid: str, w: Wave, hosts: Sequence[str]) -> None:
+    def drain(self, sid: StepId, w: Wave, hosts: Sequence[str]) -> None:
         drain = self.plan.drain
         assert drain is not None
         hosts = [h for h in hosts if not self.state.hosts[h].get("drained")]
@@ -177,7 +160,7 @@ class RunSteps:
         self.say(f"  drain: {len(res.changed)} of {len(hosts)} drained" + (f", {len(others)} already drained"
                                                                             if others else ""))
 
-    def undrain(self, sid: str, w: Wave, hosts: Sequence[str]) -> None:
+    def undrain(self, sid: StepId, w: Wave, hosts: Sequence[str]) -> None:
         drain = self.plan.drain
         assert drain is not None
         hosts = [h for h in hosts if self.state.hosts[h].get("drained")]
@@ -195,7 +178,7 @@ class RunSteps:
         self.state.finish(sid, failed=res.failed, artifacts=res.artifacts)
         self.say(f"  undrain: {len(res.changed)} of {len(hosts)} back in service")
 
-    def apply_batch(self, sid: str, w: Wave, hosts: list[str], playbook: Path, extra: Mapping[str, Any],
+    def apply_batch(self, sid: StepId, w: Wave, hosts: list[str], playbook: Path, extra: Mapping[str, Any],
                     key: str, target: Baseline, rollback_state: tuple[str, str] | None = None) -> None:
         """Apply (or roll back) one batch. Per host: `started` is durable before the playbook runs, `done` after.
         On resume, a host whose `started` has no `done` is in doubt: if it already proves the target baseline it
@@ -207,7 +190,7 @@ class RunSteps:
             untouched = [h for h in hosts if not (self.state.hosts[h].get(key) or {}).get("started")]
             proven: list[str] = []
             if in_doubt:
-                probe_dir = fresh_dir(self.evidence_dir(*self._evidence_parts(w, key)) / f"in-doubt-{sid.split('.')[-1]}")
+                probe_dir = store.fresh_dir(self._evidence_dir(w, key) / f"{store.IN_DOUBT_PREFIX}{sid.batch_label}")
                 proof = self.prove(in_doubt, target, probe_dir)
                 proven = [h for h in in_doubt if h not in proof.failures]
                 if proven:
@@ -228,7 +211,7 @@ class RunSteps:
         self.state.set_hosts(hosts, doing)
         self.state.begin(sid, hosts=list(hosts))
         if not hosts:
-            self.state.finish(sid)
+            self.state.finish(sid, ran=False)
             return
         self.log.record(what, f"running {playbook.name} on {len(hosts)} host(s)", step=sid, wave=w.name, hosts=hosts)
         self.say(f"  {key}: {playbook.name} on {', '.join(hosts[:4])}{' ...' if len(hosts) > 4 else ''}")
@@ -246,8 +229,8 @@ class RunSteps:
                         step=sid, wave=w.name, hosts=hosts, evidence=[res.artifacts])
         self.state.finish(sid, failed=res.failed, artifacts=res.artifacts, ok=list(res.ok))
 
-    def _evidence_parts(self, w: Wave, key: str) -> tuple[str, ...]:
+    def _evidence_dir(self, w: Wave, key: str) -> Path:
         rb = self.state.data.get("rollback") or {}
         if key == "apply":
-            return ("waves", f"{w.index + 1}-{w.name}")
-        return (f"rollback-{rb.get('id', 1)}", f"{w.index + 1}-{w.name}")
+            return self.store.wave_dir(w.index, w.name)
+        return self.store.rollback_dir(rb.get("id", 1), w.index, w.name)

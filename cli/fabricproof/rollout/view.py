@@ -3,21 +3,26 @@ sample found, read from the run directory (read only: no format here is changed,
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from ..model import Outcome
+from ..reporters import rollout_html
 from ..reporters._common import found_lines
 from ..reporters.json_report import ReportFormatError, report_from_json
 from ..runstore import RunStore
 from . import decisions
 from . import state as st
+from . import store
+from .gates import step_form
+from .stepid import StepId
 
-#: The rollout report's file in the run directory (written as each run, resume or rollback command ends).
-REPORT_FILE = "rollout.html"
-_WAVE_STEP = re.compile(r"^(?:(rb\d+)\.)?w(\d+)\.([a-z_]+)(?:\.(b\d+))?$")
-_NUMBERED = re.compile(r"^(attempt|sample)-(\d+)$")
+
+def step_words(kind: str, batch: str | None = None) -> str:
+    """A step as an operator reads it: a gate's step as its gate kind names it ('post-gate'), the run's own steps
+    as the page does ('apply (batch 2)' for w0.apply.b1)."""
+    form = step_form(kind)
+    return form.words if form is not None else rollout_html.step_words(kind, batch)
 
 
 def _local(run_dir: Path, path: str) -> Path:
@@ -30,16 +35,20 @@ def _local(run_dir: Path, path: str) -> Path:
 
 
 def _proofs(run_dir: Path, evidence: list[str]) -> list[dict[str, Any]]:
-    """Every attempt (gate) or sample (soak) beside the one a step cites, in order, each summed up."""
+    """Every attempt (gate) or sample (soak) beside the one a step cites, in order, each summed up; then every other
+    proof it cites (the one of hosts whose apply failed), by its directory's name."""
     reports = [p for p in (_local(run_dir, e) for e in evidence) if p == RunStore(p.parent).report_path]
     if not reports:
         return []
     stage = reports[0].parent.parent
-    numbered = sorted((int(m.group(2)), d) for d in stage.iterdir() if d.is_dir() and (m := _NUMBERED.match(d.name)))
-    return [_summary(run_dir, n, RunStore(d).report_path) for n, d in numbered if RunStore(d).report_path.is_file()]
+    numbered = store.numbered(stage)
+    out = [_summary(run_dir, n, RunStore(d).report_path) for n, d in numbered if RunStore(d).report_path.is_file()]
+    seen = {d for _n, d in numbered}
+    return out + [_summary(run_dir, r.parent.name, r) for r in dict.fromkeys(reports)
+                  if r.parent not in seen and r.is_file()]
 
 
-def _summary(run_dir: Path, n: int, path: Path) -> dict[str, Any]:
+def _summary(run_dir: Path, n: int | str, path: Path) -> dict[str, Any]:
     try:
         report = report_from_json(path.read_text(encoding="utf-8"))
     except (OSError, ReportFormatError) as exc:
@@ -65,13 +74,18 @@ def build(run_dir: Path) -> dict[str, Any]:
     run_dir = state.dir
     steps: list[dict[str, Any]] = []
     for sid, rec in data["steps"].items():
-        m = _WAVE_STEP.match(sid)
-        step = {"id": sid, "rollback": (m.group(1) if m else sid if sid.startswith("rb") else None),
-                "wave": int(m.group(2)) if m else None, "kind": m.group(3) if m else sid,
-                "batch": m.group(4) if m else None,
+        if rec.get("ran") is False:  # begun and found nothing to do: not drawn, as it never ran
+            continue
+        m = StepId.parse(sid)
+        m = m if m is not None and m.wave is not None else None
+        step = {"id": sid, "rollback": (m.rollback_label if m else sid if sid.startswith("rb") else None),
+                "wave": m.wave if m else None, "kind": m.kind if m else sid, "batch": m.batch_label if m else None,
                 **{k: rec.get(k) for k in ("status", "started_at", "ended_at", "attempts", "failed", "duration_s",
                                            "decision", "why")}}
-        if step["kind"] in ("pre_gate", "post_gate", "gate", "soak"):
+        form = step_form(step["kind"])
+        step["words"] = step_words(step["kind"], step["batch"])
+        step["section"] = form.section if form else None  # where the page shows its proofs, if anywhere
+        if form is not None and form.section:
             step["proofs"] = _proofs(run_dir, [str(e) for e in rec.get("evidence", [])])
         steps.append(step)
     log = decisions.read_log(run_dir)
