@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from labkit import LabFactory, lab_skip_reason
+
+# Keep the assertion-rewritten test modules between runs even where PYTHONDONTWRITEBYTECODE is set (it is on the
+# development machines): without the cache every xdist worker rewrites all ~230 test modules again, 10.3 s of CPU
+# per process to collect the suite against 4.3 s with it. Set here, before pytest imports any test module.
+sys.dont_write_bytecode = False
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "corpus"
@@ -51,3 +57,4 @@ def lab_factory() -> Iterator[LabFactory]:
     finally:
         problems = factory.teardown()
         assert not problems, problems
+

@@ -266,7 +266,7 @@ def test_a_gate_collection_ends_a_silent_host_at_the_plans_gate_timeout(small_la
                 "ansible_ssh_common_args": f"-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes "
                                            f"-o HostKeyAlias=[{target[0]}]:{target[1]}"}
     inv = from_list_json({"_meta": {"hostvars": {host.name: hostvars}}, "gpu": {"hosts": [host.name]}}, "inv.yml")
-    gates = Gates(checks=("rdma.peermem_loaded",), timeout_s=20)
+    gates = Gates(timeout_s=20, kinds={"checks": ("rdma.peermem_loaded",)})
     assert gates.host_timeout_s == 30
     try:
         collected = live_collect(inv, checks, "ssh", "gate-test", "inv.yml", 4, gates.host_timeout_s)(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import shutil
@@ -122,6 +123,7 @@ def install(labdir: Path | str, delays: dict[str, float] | None = None) -> Path:
     # The emulator's one import from the product, the tools vocabulary (plain data), goes beside it as the package
     # it is imported from, holding that module alone.
     _copy_package(Path(tools.__file__).resolve().parent, labdir / "lib" / "fabricproof", ("__init__.py", "tools.py"))
+    _compile(labdir / "lib")
     bindir.mkdir(parents=True, exist_ok=True, mode=0o755)
     (labdir / "nodes").mkdir(exist_ok=True, mode=0o755)
     (labdir / "nodes" / "by-name").mkdir(exist_ok=True, mode=0o755)
@@ -136,6 +138,16 @@ def install(labdir: Path | str, delays: dict[str, float] | None = None) -> Path:
     os.chmod(labdir / "lib", 0o755)
     os.chmod(bindir, 0o755)
     return bindir
+
+
+def _compile(lib: Path) -> None:
+    """Byte-compile the copied modules, world-readable: every emulated tool that falls back to Python would otherwise
+    compile the package again (the lab user cannot write beside it, and PYTHONDONTWRITEBYTECODE may be set)."""
+    compileall.compile_dir(lib, quiet=1)
+    for cache in lib.rglob("__pycache__"):
+        os.chmod(cache, 0o755)
+        for pyc in cache.iterdir():
+            os.chmod(pyc, 0o644)
 
 
 def _copy_package(src: Path, dest: Path, names: tuple[str, ...] | None = None) -> None:
