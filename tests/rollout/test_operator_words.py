@@ -61,3 +61,20 @@ def test_a_failed_command_task_reads_as_what_the_command_said():
                                "for details. (rc 1)")
     assert _message({"task": "t", "res": {"msg": "Destination /x not writable"}}) == "t: Destination /x not writable"
     assert _message({"task": "t", "res": {"msg": "non-zero return code", "rc": 2}}) == "t: non-zero return code"
+
+
+def test_a_gate_failure_names_the_failing_items_not_their_pointers_and_raw_values():
+    """Issue 24.1: rollout status and the decision log read a gate's failures as the report's tables do ("GPU 1: 16
+    of 18 links active"), never as pointers and raw arrays; a failure whose items have no name keeps its reason."""
+    from fabricproof.model import Finding, Outcome, Report, Result, Severity
+    from fabricproof.rollout.gate import host_failures
+
+    speeds = [53.125] * 17 + [0.0]
+    links = Result("nvlink.links_active", "links", "n1", Outcome.FAIL, Severity.CRITICAL, "18 links per GPU",
+                   actual=[18, 16], reason=f"/nvlink/status/gpus/1/links_active = 16; speeds {speeds}",
+                   findings=(Finding("/nvlink/status/gpus/1/links_active", 16, "GPU 1", "16 of 18 links active"),))
+    grew = Result("ib.symbol_errors", "errors", "n2", Outcome.FAIL, Severity.CRITICAL, "flat", actual=5,
+                  reason="grew: /errors/count +5", findings=(Finding("/errors/count", 5, "", "/errors/count grew by 5"),))
+    failed = host_failures(Report(results=(links, grew), hosts=("n1", "n2")))
+    assert failed == {"n1": ["nvlink.links_active: GPU 1: 16 of 18 links active"],
+                      "n2": ["ib.symbol_errors: grew: /errors/count +5"]}

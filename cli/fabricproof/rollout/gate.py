@@ -13,8 +13,8 @@ from ..judging import pipeline
 from ..judging.baseline import Baseline
 from ..judging.catalog import Check
 from ..judging.evaluate import failing_actions
-from ..model import Outcome, Report, Severity
-from ..reporters._common import not_proven_reason
+from ..model import Outcome, Report, Result, Severity
+from ..reporters._common import found_lines, not_proven_reason
 from .plan import Budget
 
 Facts = Mapping[str, Any]
@@ -87,10 +87,17 @@ def host_failures(report: Report, fail_on: str = "critical") -> dict[str, list[s
         if r.host in report.collection_errors or r.severity.rank < threshold:
             continue
         if r.outcome is Outcome.FAIL:
-            out.setdefault(r.host, []).append(f"{r.check_id}: {r.reason or 'failed'}")
+            out.setdefault(r.host, []).append(f"{r.check_id}: {_found(r) or 'failed'}")
         elif r.outcome in (Outcome.ERROR, Outcome.UNKNOWN):
             out.setdefault(r.host, []).append(f"{r.check_id} could not be judged ({r.outcome.value}): {r.reason}")
     return out
+
+
+def _found(r: Result) -> str:
+    """What a failure found as operators read it: its failing items named ("GPU 1: 16 of 18 links active") rather
+    than their pointers and raw arrays; a failure whose items have no name (a counter's growth) keeps its reason."""
+    named = [f.line for f in r.findings if not f.line.startswith("/")]
+    return "; ".join(found_lines(r)) if named and len(named) == len(r.findings) else r.reason
 
 
 def summarize(reasons: Sequence[str], limit: int = 3) -> str:
