@@ -37,6 +37,9 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared measuring helpers
+from memkit import hwm  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / "inventories" / "lab"
 BASELINE = LAB / "baseline.yaml"
@@ -62,17 +65,6 @@ MB = 1 << 20
 # ---------------------------------------------------------------------------------------- measuring
 
 
-def _hwm(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def run_child(argv: list[str], env: dict[str, str], cwd: Path, out: Path) -> dict[str, Any]:
     """Run argv; its wall time, its own CPU and its children's (from its /proc stat once it has ended, before it
     is reaped), and its peak RSS (VmHWM sampled as it runs)."""
@@ -81,7 +73,7 @@ def run_child(argv: list[str], env: dict[str, str], cwd: Path, out: Path) -> dic
         proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
     peak = 0
     while True:
-        peak = max(peak, _hwm(proc.pid))
+        peak = max(peak, hwm(proc.pid))
         if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
             break
         time.sleep(0.01)
