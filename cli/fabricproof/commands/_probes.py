@@ -4,17 +4,19 @@ stderr. Reading the options and merging the probes' facts and figures are the pr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from ..collect import CollectResult
 from ..judging.baseline import Baseline
+from ..judging.pipeline import Added
 from ..model import Host
 from ..probes.figures import worst_first
-from ..probes.runner import ProbeEvent, ProbeRun, ProbeSettings, run_probes
+from ..probes.runner import ProbeEvent, ProbeRun, ProbeSettings, merged, run_probes, with_figures
 from ..runstore import RunStore
 from ._common import err_console, shown
 
@@ -76,3 +78,25 @@ def show(probe_run: ProbeRun) -> None:
         err_console.print(figures_table(probe_run))
     for line in blame_lines(probe_run):
         err_console.print(shown(line), soft_wrap=True, highlight=False)
+
+
+def after_collection(hosts: Sequence[Host], ids: Sequence[str], base: Baseline, via: str, options: Any,
+                     probe_settings: ProbeSettings, quiet: bool, *, errors_lose_hosts: bool
+                     ) -> Callable[[CollectResult], Added]:
+    """The probes as the pipeline's step after a collection: run on the hosts collected (they need every host's
+    facts: the HCAs nearest each GPU), their facts merged in and their figures added to the report. With
+    `errors_lose_hosts` (validate), a host the probes could not serve is not collected; check --local reports the
+    probe's error through its checks instead."""
+
+    def then(result: CollectResult) -> Added:
+        reachable = [h for h in hosts if h.name in result.facts_by_host]
+        if not reachable:
+            return Added(result.facts_by_host)
+        probe_run = run(reachable, result.run_dir, ids, base, result.facts_by_host, via, options, probe_settings,
+                        quiet)
+        show(probe_run)
+        lost = {h: f"probes: {e}" for h, e in probe_run.errors.items()} if errors_lose_hosts else {}
+        return Added(merged(result.facts_by_host, probe_run), lost,
+                     lambda report: with_figures(report, probe_run))
+
+    return then

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -16,15 +15,13 @@ from ..judging import baseline as baseline_mod
 from .. import facts as facts_mod
 from .. import inventory as inventory_mod
 from .. import breaker, config, slurm
-from ..collect import DEFAULT_HOST_TIMEOUT_S, CollectResult, check_settings, select_collectors, this_node
+from ..collect import DEFAULT_HOST_TIMEOUT_S, check_settings, select_collectors, this_node
 from ..errors import InputError
 from ..judging.evaluate import failing_actions
-from ..judging.pipeline import Added, Live, Request, run
+from ..judging.pipeline import Live, Request, run
 from ..fsutil import atomic_write_text, check_target, write_target
-from ..model import ExitCode, Host, Outcome, Report, Severity
+from ..model import ExitCode, Outcome, Report, Severity
 from ..probes import options as probe_options
-from ..probes import runner as probe_runner
-from ..probes.runner import ProbeSettings
 from ..reporters import REPORTERS
 from ..reporters._common import found_lines, not_proven_reason
 from ..probes.spec import PROBES, Layout
@@ -99,22 +96,6 @@ def _previous(path: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) and doc.get("kind") == "Facts" else None
-
-
-def _probes_after(host: Host, ids: tuple[str, ...], settings: ProbeSettings, base: baseline_mod.Baseline,
-                  quiet: bool) -> Callable[[CollectResult], Added]:
-    """The probes, run after the collection if this node was collected; their facts are merged into its own."""
-
-    def then(result: CollectResult) -> Added:
-        if host.name not in result.facts_by_host:
-            return Added(result.facts_by_host)
-        probe_run = _probes.run([host], result.run_dir, ids, base, result.facts_by_host, "local", None, settings,
-                                quiet)
-        _probes.show(probe_run)
-        return Added(probe_runner.merged(result.facts_by_host, probe_run),
-                     finish=lambda report: probe_runner.with_figures(report, probe_run))
-
-    return then
 
 
 def _slurm(node: str, report: Report, code: int, fail_on: str, limit: breaker.Limit, window_s: int) -> None:
@@ -205,7 +186,8 @@ def check(
     target = facts_dir / f"{node}.json" if facts_dir is not None else None
     previous = _previous(target) if target is not None else None
     quiet = fmt != "nhc" and output is None
-    then = _probes_after(host, probe_ids, probe_settings, base, quiet) if probe_ids else None
+    then = (_probes.after_collection([host], probe_ids, base, "local", None, probe_settings, quiet,
+                                     errors_lose_hosts=False) if probe_ids else None)
     judged = run(Request(Live((host,), run_dir, via="local", collectors=select_collectors(None), host_timeout_s=timeout,
                               command_timeout_s=command_timeout, then=then),
                          base, selected, groups={node: groups}, previous={node: previous} if previous else None,

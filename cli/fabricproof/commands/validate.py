@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -14,13 +13,10 @@ from .. import config
 from ..judging import catalog
 from .. import facts as facts_mod
 from .. import inventory as inventory_mod
-from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, CollectResult, check_settings, new_run_id, select_hosts
+from ..collect import DEFAULT_FORKS, DEFAULT_HOST_TIMEOUT_S, check_settings, new_run_id, select_hosts
 from ..errors import InputError
-from ..judging.pipeline import Added, Live, Request, Saved, run
-from ..model import Host
+from ..judging.pipeline import Live, Request, Saved, run
 from ..probes import options as probe_options
-from ..probes import runner as probe_runner
-from ..probes.runner import ProbeSettings
 from ..reporters import REPORTERS
 from ..reporters.rollup import ROLLUP_HOSTS
 from ._common import (BASELINE_HELP, FORMAT_HELP, HOST_TIMEOUT_HELP, INVENTORY_DEFAULT, OUTPUT_GONE, OUTPUT_MODE_HELP,
@@ -50,23 +46,6 @@ Exit codes: 0 all pass; 1 a check at or above --fail-on failed; 2 invalid input 
 hardware needs had no baseline value); 6 evidence or a report could not be written (disk full, I/O error: the
 path is named, run.json says incomplete when it can still be written).
 """
-
-
-def _probes_after(hosts: list[Host], ids: tuple[str, ...], base: baseline_mod.Baseline, via: str, options: object,
-                  settings: ProbeSettings, quiet: bool) -> Callable[[CollectResult], Added]:
-    """The probes, run on the hosts collected (they need every host's facts: the HCAs nearest each GPU); a host
-    they could not serve is not collected."""
-
-    def then(result: CollectResult) -> Added:
-        reachable = [h for h in hosts if h.name in result.facts_by_host]
-        probe_run = _probes.run(reachable, result.run_dir, ids, base, result.facts_by_host, via, options, settings,
-                                quiet)
-        _probes.show(probe_run)
-        return Added(probe_runner.merged(result.facts_by_host, probe_run),
-                     {h: f"probes: {e}" for h, e in probe_run.errors.items()},
-                     lambda report: probe_runner.with_figures(report, probe_run))
-
-    return then
 
 
 @input_errors
@@ -124,7 +103,8 @@ def validate(
         hosts = select_hosts(inventory, limit, via, loaded=inv)
         options = transport.configure(via, inventory_path=inventory, accept_new_host_keys=accept_new_host_keys)
         run_id = new_run_id()
-        then = _probes_after(hosts, probe_ids, base, via, options, probe_settings, quiet) if probe_ids else None
+        then = (_probes.after_collection(hosts, probe_ids, base, via, options, probe_settings, quiet,
+                                         errors_lose_hosts=True) if probe_ids else None)
         request = Request(Live(hosts, run_dir or Path("runs") / run_id, via=via, options=options, forks=forks,
                                host_timeout_s=host_timeout, workers=workers, inventory=inventory, limit=limit,
                                progress=ProgressView(err_console, len(hosts), quiet=quiet), then=then),
