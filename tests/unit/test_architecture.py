@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "__init__": 0, "model": 0, "errors": 0, "timeutil": 0, "paths": 0, "toolpath": 0, "judging.ops": 0,
     "judging.pointer": 0, "platforms": 0, "actions": 0, "words": 0, "judging.drift": 0, "redact": 0, "textsafe": 0,
     "tools": 0, "xids": 0,  # the Xid policy defaults (plain data)
+    "subnet": 0, "subnet.model": 0,  # the InfiniBand fabric between nodes as one vantage point sees it (plain data)
     # the probes package: pure specs, figures, pairing and scripts; the guard speaks the collectors' not-run words;
     # the runner is a collection of its own; the options read into its settings
     "probes": 0, "probes.spec": 0, "probes.figures": 0, "probes.pairing": 0, "probes.rendezvous": 0,
