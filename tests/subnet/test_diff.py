@@ -244,6 +244,8 @@ def test_exactly_one_master_sm():
     fab.subnet.sms = [SubnetManager("0x0c42a103000000ff", 9, 14, "SMINFO_STANDBY")]
     assert one(found(fab), "subnet.sm_master").sentence == (
         "no subnet manager answered as master (1 heard: 0x0c42a103000000ff SMINFO_STANDBY)")
+    fab.subnet.sms = []  # sminfo did not answer: its collector's record says so, and the check is unjudged by it
+    assert found(fab) == []
 
 
 def test_inventory_hosts_match_descriptions_case_insensitively_and_keep_their_spelling():
@@ -253,6 +255,17 @@ def test_inventory_hosts_match_descriptions_case_insensitively_and_keep_their_sp
     plan = from_document(documents.parse_yaml(RAILS, "plan.yaml"), {"gpu": upper})
     (f,) = diff(plan, fab.subnet, hosts=upper).findings
     assert f.hosts == ("NODE02",)
+
+
+def test_a_directors_backplane_is_no_cabling_but_a_cable_between_two_boxes_is():
+    fab = fabric()
+    for name in ("dir-A/L01/U1", "dir-A/S01/U1", "dir-B/S01/U1"):
+        box, blade, asic = name.split("/")
+        fab.node(name, "switch", f"MF0;{box}:MCS8500/{blade}/{asic}", 40)
+    fab.cable("dir-A/L01/U1", 21, "dir-A/S01/U1", 1)
+    assert found(fab) == []
+    fab.cable("dir-A/L01/U1", 22, "dir-B/S01/U1", 1)
+    assert [f.ends for f in found(fab)] == [("dir-A/L01/U1 port 22", "dir-B/S01/U1 port 1")]
 
 
 FAULTS = {
