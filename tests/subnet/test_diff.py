@@ -285,3 +285,29 @@ def test_the_rule_and_its_explicit_cable_list_judge_alike(fault):
     by_rule = [(f.check, f.kind, f.ends, f.hosts) for f in found(fab, rule_plan())]
     by_list = [(f.check, f.kind, f.ends, f.hosts) for f in found(fab, captured_plan())]
     assert by_rule and by_rule == by_list
+
+
+def test_the_subnet_checks_fail_a_host_with_the_diffs_sentences_and_pass_a_clean_one():
+    from fabricproof.judging.baseline import Baseline
+    from fabricproof.judging.catalog import load
+    from fabricproof.judging.evaluate import evaluate
+    from fabricproof.model import Outcome
+
+    fab = fabric()
+    fab.move("node02 mlx5_0", 1, "leaf-su1-r0", 9)
+    fab.move("node02 mlx5_1", 1, "leaf-su1-r1", 2, width="2x")
+    result = diff(rule_plan(), fab.subnet, hosts=HOSTS)
+    facts = {}
+    for host, frag in result.host_facts().items():
+        facts[host] = {"apiVersion": "fabricproof/v1", "kind": "Facts", "host": host, "collectors": {}}
+        merge_facts(facts[host], frag)
+    checks = [c for c in load() if c.family == "subnet"]
+    assert sorted(c.id.split(".")[1] for c in checks) == sorted(CHECKS)
+    report = evaluate(facts, Baseline("b", {}), checks)
+    failed = {(r.host, r.check_id): [f.text for f in r.findings] for r in report.results if r.outcome is Outcome.FAIL}
+    assert failed == {
+        ("node02", "subnet.cable_placement"): [
+            "node02 mlx5_0 port 1 is on leaf-su1-r0 port 9; the plan puts it on leaf-su1-r0 port 2"],
+        ("node02", "subnet.link_width"): [
+            "the cable node02 mlx5_1 port 1 to leaf-su1-r1 port 2 runs at 2x width; the plan says 4x"]}
+    assert {r.outcome for r in report.results if r.host != "node02"} == {Outcome.PASS}

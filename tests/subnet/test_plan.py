@@ -59,7 +59,7 @@ def test_the_lab_form_loads_with_defaults_and_per_cable_rates(tmp_path):
         (PlanEnd("leaf-su1-r0", 34), PlanEnd("spine-2", 1), "2x", "EDR"),
     ]
     assert [lk.where for lk in plan.links] == [f"{tmp_path / 'plan.yaml'}:{n}" for n in (6, 7, 8)]
-    assert plan.roles() == {"leaf-su1-r0": Role("leaf", None, 0), "spine-1": Role("spine"), "spine-2": Role("spine")}
+    assert plan.roles() == {"leaf-su1-r0": Role("leaf", "1", 0), "spine-1": Role("spine"), "spine-2": Role("spine")}
 
 
 def test_a_json_plan_loads_like_yaml(tmp_path):
@@ -229,3 +229,15 @@ def test_one_cable_planned_twice_at_different_rates_is_refused(tmp_path):
         load_plan(write(tmp_path, LAB_FORM + "  - {a: spine-1, a_port: 1, b: leaf-su1-r0, b_port: 33, speed: NDR}\n"))
     assert problems(exc) == [("plan.yaml", 9, "", f"the cable spine-1 port 1 to leaf-su1-r0 port 33 is planned at 4x "
                                                    f"NDR here and at 4x HDR at {tmp_path / 'plan.yaml'}:7")]
+
+
+def test_an_explicit_plans_roles_come_from_its_cables(tmp_path):
+    """Leaves cabled to the same hosts are one scalable unit; a switch cabled to leaves is a spine, above it core."""
+    hosts = [f"node{i:02d}" for i in range(1, 9)]
+    rule = load_plan(write(tmp_path, RAILS), groups={"gpu": hosts})
+    listed = "".join(f"  - {{a: {lk.a.device}, a_port: {lk.a.port}, b: {lk.b.device}, b_port: {lk.b.port}}}\n"
+                     for lk in rule.links)
+    plan = load_plan(write(tmp_path, "kind: FabricPlan\nversion: 1\nname: x\nlinks:\n" + listed
+                           + "  - {a: spine-1, a_port: 40, b: core-1, b_port: 1}\n", "listed.yaml"))
+    assert {k: v for k, v in plan.roles().items() if k != "core-1"} == rule.roles()
+    assert plan.roles()["core-1"] == Role("core")

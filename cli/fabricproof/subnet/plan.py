@@ -66,25 +66,31 @@ class Plan:
 
     def roles(self) -> dict[str, Role]:
         """Every switch the plan names, by short name: its stated role, else its tier from the cables (a switch
-        cabled to a host is a leaf, one cabled to a leaf a spine, the rest core) and a leaf's rail when all its
-        hosts' HCAs are of one rail."""
+        cabled to a host is a leaf, one cabled to a leaf a spine, the rest core), a leaf's rail when all its HCAs
+        are of one rail, and its scalable unit: leaves cabled to the same hosts are one, numbered from 1 in plan
+        order."""
         neighbours: dict[str, set[str]] = {}
         hcas: dict[str, set[str]] = {}
+        hosts: dict[str, set[str]] = {}
         for link in self.links:
             for one, other in ((link.a.device, link.b.device), (link.b.device, link.a.device)):
                 if host_of(one) is None:
                     neighbours.setdefault(one, set())
-                    if host_of(other) is not None:
-                        hcas.setdefault(one, set()).add(host_of(other)[1])
+                    named = host_of(other)
+                    if named is not None:
+                        hosts.setdefault(one, set()).add(named[0].lower())
+                        hcas.setdefault(one, set()).add(named[1])
                     else:
                         neighbours[one].add(other)
+        units: dict[frozenset[str], str] = {}
         out: dict[str, Role] = {}
         for name in neighbours:
             if name in self.declared:
                 out[name] = self.declared[name]
             elif name in hcas:
                 rails = {self.rail_of(h) for h in hcas[name]}
-                out[name] = Role("leaf", None, rails.pop() if len(rails) == 1 else None)
+                su = units.setdefault(frozenset(hosts[name]), str(len(units) + 1))
+                out[name] = Role("leaf", su, rails.pop() if len(rails) == 1 else None)
         for name, near in neighbours.items():
             if name not in out:
                 out[name] = Role("spine" if any(out.get(n, Role("core")).tier == "leaf" for n in near) else "core")
