@@ -100,11 +100,11 @@ class _Fabric:
         return node is not None and node.kind == "ca"
 
     def hosts_of(self, *ends: End) -> set[str]:
-        """The hosts cables between these ends affect: the hosts of their HCA ends; with no HCA end (a switch to
-        switch cable), every host cabled to those switches (a leaf's hosts; a spine has none of its own)."""
-        if any(self.is_ca(end) for end in ends):
-            return {h for end in ends if (h := self.host(end))}
-        return {h for end in ends for h in self.switch_hosts.get(end.guid, ())}
+        """The hosts cables between these ends affect: the inventory hosts of their HCA ends; with none (a switch to
+        switch cable, an HCA of no inventory host), every host cabled to those switches (a leaf's hosts; a spine has
+        none of its own)."""
+        own = {h for end in ends if (h := self.host(end))}
+        return own or {h for end in ends if not self.is_ca(end) for h in self.switch_hosts.get(end.guid, ())}
 
 
 def _planned_host(pe: PlanEnd, inventory: Mapping[str, str]) -> str | None:
@@ -148,6 +148,8 @@ def diff(plan: Plan, subnet: Subnet, *, hosts: Sequence[str], rails: Mapping[str
             link = PlannedLink(link.b, link.a, link.width, link.speed, link.where)
             a, b = b, a
         resolved.append((link, a, b))
+        if a is not None and b is not None and (host := _planned_host(link.a, fab.inventory)) and not fab.is_ca(b):
+            fab.switch_hosts.setdefault(b.guid, set()).add(host)  # a leaf's hosts: cabled there now or by the plan
         for pe in (link.a, link.b):
             host = _planned_host(pe, fab.inventory)
             if host:
