@@ -5,6 +5,7 @@ and at 2,000 hosts (~200 leaves, ~20,000 links)."""
 from __future__ import annotations
 
 import stat
+from collections import Counter
 import struct
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -63,9 +64,10 @@ def _guid(kind: int, n: int) -> str:
     return f"0x{kind:04x}{n:012x}"
 
 
-def rail_fabric(sus: int, rails: int, hosts_per_su: int, spines: int, cores: int = 0) -> Fabric:
+def rail_fabric(sus: int, rails: int, hosts_per_su: int, spines: int, cores: int = 0, sharp: bool = False) -> Fabric:
     """A rail-optimised fat tree as planned and cabled: per scalable unit one leaf per rail, host h's HCA r on the
-    rail-r leaf's port h+1, every leaf one uplink to every spine (spines one to every core), all up."""
+    rail-r leaf's port h+1, every leaf one uplink to every spine (spines one to every core), all up. With `sharp`
+    every switch has its SHARP aggregation node on port 65, as real Quantum switches do (not in the plan)."""
     sub, roles, plan = Subnet(), {}, Plan()
     switch_guid = {}
 
@@ -74,6 +76,10 @@ def rail_fabric(sus: int, rails: int, hosts_per_su: int, spines: int, cores: int
         sub.nodes[g] = Node(g, "switch", f"MF0;{name}:MQM9700/U1", 65)
         switch_guid[name] = g
         roles[name] = role
+        if sharp:
+            an = _guid(0xa9, len(switch_guid))
+            sub.nodes[an] = Node(an, "ca", "Mellanox Technologies Aggregation Node", 1)
+            sub.add_link(Subnet.cable(End(an, 1), End(g, 65), width="4x", speed="NDR"))
         return g
 
     def cable(a: str, ap: int, b: str, bp: int, a_name: str, b_name: str) -> None:
@@ -214,7 +220,7 @@ def test_leaves_are_laid_out_by_scalable_unit_and_rail_with_their_cable_counts()
     assert _counts(tree, _box(tree, "spine-3")) == {"down": (8, 8, 1)}  # its port 1's cable goes to a leaf
     assert len(tree.find("div", "sw", data_tier="spine")) == 4 and not tree.find("div", "sw", data_tier="core")
     (summary,) = tree.find("p", "fv-summary")
-    assert summary["text"] == ("12 switches (8 leaves, 4 spines) · 32 CAs · 63 links up · "
+    assert summary["text"] == ("12 switches (8 leaves, 4 spines) · 32 CAs · 63 cables up · "
                                "failing: 1 miswired, 1 missing, 1 counters")
 
 
@@ -280,10 +286,25 @@ def test_without_roles_tiers_come_from_the_cabling_and_leaves_form_one_group():
     assert [el["attrs"].get("data-rail") for el in _inside(tree, row, "td", "rail")] == [None]
     # without a plan nothing claims to be planned
     assert _counts(tree, _box(tree, "leaf-su1-r0")) == {"hosts": (2, -1, 0), "up": (2, -1, 0)}
+    assert _counts(tree, _box(tree, "core-1")) == {"down": (2, -1, 0)}
     assert _counts(tree, _box(tree, "spine-1")) == {"down": (4, -1, 0), "up": (2, -1, 0)}
     assert {b["attrs"]["data-lower"]: b["attrs"]["data-upper"] for b in tree.find("div", "bundles")} == {
         "leaf": "spine", "spine": "core"}
     assert tree.find("p", "fv-summary")[0]["text"].endswith("no failing cable")
+
+
+def test_a_switchs_sharp_aggregation_node_is_neither_a_host_nor_a_cable():
+    fab = rail_fabric(2, 2, 2, 2, cores=1, sharp=True)
+    for roles in ({}, fab.roles):
+        tree = _Tree(fabric_html.render(fab.subnet, [], roles, plan=fab.plan))
+        tiers = Counter(b["attrs"]["data-tier"] for b in tree.find("div", "sw"))
+        assert tiers == {"leaf": 4, "spine": 2, "core": 1}  # every switch has a CA attached: its aggregation node
+        assert _counts(tree, _box(tree, "spine-1")) == {"down": (4, 4, 0), "up": (1, 1, 0)}
+        assert _counts(tree, _box(tree, "leaf-su2-r1")) == {"hosts": (2, 2, 0), "up": (2, 2, 0)}
+        (section,) = tree.find("section", "fabric")
+        assert (section["attrs"]["data-cas"], section["attrs"]["data-cables"]) == ("8", str(8 + 8 + 2))
+        assert tree.find("p", "fv-summary")[0]["text"].startswith(
+            "7 switches (4 leaves, 2 spines, 1 core) · 8 CAs (and 7 SHARP aggregation nodes) · 18 cables up")
 
 
 def test_a_planned_switch_never_seen_is_drawn_with_its_missing_cables():

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from ..collectors.textutil import natural_key
 from ..fsutil import atomic_write_text
-from ..subnet.model import End, Node, Subnet
+from ..subnet.model import End, Link, Node, Subnet
 from ..words import counted
 from ._html import attr, e, page
 
@@ -33,6 +33,9 @@ MAX_LISTED = 2000
 MAX_HOSTS_NAMED = 10
 
 _PORT = re.compile(r"^(.*\S) port (\d+)$")
+#: A SHARP aggregation node is a CA inside a switch, on its internal port (every Quantum switch of the corpus' HDR and
+#: NDR fabrics has one): not a host, and its link is no cable.
+AGGREGATION_NODE = "Aggregation Node"
 
 
 class Finding(Protocol):
@@ -125,6 +128,7 @@ class _Fabric:
     bundle_marks: dict[tuple[str, str, str], list[int]]
     where: list[list[str]]  # per finding: the box keys it marks
     planned: bool
+    cables: int
 
 
 _RANK = {"leaf": 0, "spine": 1, "core": 2}
@@ -134,13 +138,23 @@ def _tier_rank(tier: str) -> int:
     return _RANK.get(tier, 0)
 
 
-def _derived_tiers(subnet: Subnet) -> dict[str, str]:
-    """Each switch's tier from the cabling alone: a switch with CAs attached is a leaf, one cabled to a leaf a spine,
-    the rest cores. A switch cabled to nothing is drawn as a leaf (nothing tells more)."""
+def _internal(node: Node | None) -> bool:
+    return node is not None and node.kind == "ca" and AGGREGATION_NODE in node.desc
+
+
+def _cables(subnet: Subnet) -> list[Link]:
+    """The links that are cables: all but a switch's link to its own aggregation node."""
+    nodes = subnet.nodes
+    return [lk for lk in subnet.links if not (_internal(nodes.get(lk.a.guid)) or _internal(nodes.get(lk.b.guid)))]
+
+
+def _derived_tiers(subnet: Subnet, cables: Iterable[Link]) -> dict[str, str]:
+    """Each switch's tier from the cabling alone: a switch with hosts' CAs attached is a leaf, one cabled to a leaf a
+    spine, the rest cores. A switch cabled to nothing is drawn as a leaf (nothing tells more)."""
     nodes = subnet.nodes
     near: dict[str, set[str]] = {n.guid: set() for n in subnet.switches()}
     leaves: set[str] = set()
-    for lk in subnet.links:
+    for lk in cables:
         a, b = nodes.get(lk.a.guid), nodes.get(lk.b.guid)
         if a is None or b is None:
             continue
@@ -157,8 +171,9 @@ def _derived_tiers(subnet: Subnet) -> dict[str, str]:
     return out
 
 
-def _boxes(subnet: Subnet, roles: Mapping[str, Role]) -> tuple[dict[str, _Box], dict[str, list[str]]]:
-    derived = _derived_tiers(subnet)
+def _boxes(subnet: Subnet, roles: Mapping[str, Role],
+           cables: Iterable[Link]) -> tuple[dict[str, _Box], dict[str, list[str]]]:
+    derived = _derived_tiers(subnet, cables)
     boxes: dict[str, _Box] = {}
     by_name: dict[str, list[str]] = {}
     for node in subnet.switches():
@@ -202,9 +217,10 @@ def _resolve(device: str, by_name: Mapping[str, list[str]]) -> list[str]:
 
 
 def _layout(subnet: Subnet, findings: Sequence[Finding], roles: Mapping[str, Role], plan: Plan | None) -> _Fabric:
-    boxes, by_name = _boxes(subnet, roles)
-    fabric = _Fabric(boxes, by_name, {}, {}, [], plan is not None)
-    for lk in subnet.links:
+    cables = _cables(subnet)
+    boxes, by_name = _boxes(subnet, roles, cables)
+    fabric = _Fabric(boxes, by_name, {}, {}, [], plan is not None, len(cables))
+    for lk in cables:
         _tally(fabric, boxes.get(lk.a.guid), boxes.get(lk.b.guid), "up")
     planned_far: dict[tuple[str, int], _Box | None] = {}  # a switch port -> the planned far end's switch (None: a CA)
     for pl in (plan.links if plan is not None else ()):
@@ -310,14 +326,16 @@ text-decoration:none}
 section.fabric li.cable.fail a{background:var(--fail);color:#fff}
 section.fabric .tier h4{margin:.5rem 0 .2rem;font-size:.9rem}
 section.fabric .scroll{overflow-x:auto;max-width:100%}
+section.fabric table.leaves{width:100%}
 section.fabric table.leaves td,section.fabric table.leaves th{padding:.2rem;vertical-align:top}
-section.fabric table.leaves td .sw{margin-bottom:.2rem}
 section.fabric table.bundles td,section.fabric table.bundles th{padding:0 .2rem;font-size:10.5px;text-align:center;
 min-width:1.6rem}
 section.fabric table.bundles th.col{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:500;
 font-family:ui-monospace,monospace;max-height:8rem;overflow:hidden}
 section.fabric .b-ok{background:#dafbe1}section.fabric .b-short{background:#fff1c2}
 section.fabric .b-fail{background:var(--fail);color:#fff;font-weight:600}
+section.fabric table.fv-findings td{overflow-wrap:normal}
+section.fabric table.fv-findings td:nth-child(-n+2),section.fabric table.fv-findings td:nth-child(4){white-space:nowrap}
 section.fabric table.fv-findings td:last-child{min-width:24rem}
 section.fabric tr.finding{scroll-margin-top:4rem}
 """
@@ -333,15 +351,16 @@ def _sorted(boxes: Iterable[_Box]) -> list[_Box]:
 def _summary(subnet: Subnet, fabric: _Fabric, findings: Sequence[Finding]) -> str:
     seen = [b for b in fabric.boxes.values() if b.guid is not None]
     tiers = Counter(b.tier for b in seen)
-    by_tier = ", ".join(counted(tiers[t], {"leaf": "leaf", "spine": "spine", "core": "core"}[t],
-                                "leaves" if t == "leaf" else None) for t in reversed(TIERS) if tiers[t])
-    cas = sum(1 for _ in subnet.cas())
+    by_tier = ", ".join(counted(tiers[t], t, "leaves" if t == "leaf" else None) for t in reversed(TIERS) if tiers[t])
+    sharp = sum(1 for n in subnet.cas() if _internal(n))
+    cas = sum(1 for _ in subnet.cas()) - sharp
     kinds = Counter(f.kind for f in findings)
     order = [k for k in KINDS if kinds[k]] + sorted(k for k in kinds if k not in KINDS)
     failing = ("failing: " + ", ".join(f"{kinds[k]} {k}" for k in order)) if findings else "no failing cable"
     absent = sum(1 for b in fabric.boxes.values() if b.guid is None)
     parts = [f"{counted(len(seen), 'switch', 'switches')}" + (f" ({by_tier})" if by_tier else ""),
-             f"{cas:,} CA{'s' * (cas != 1)}", f"{len(subnet.links):,} link{'s' * (len(subnet.links) != 1)} up"]
+             f"{cas:,} CA{'s' * (cas != 1)}" + (f" (and {sharp:,} SHARP aggregation nodes)" if sharp else ""),
+             f"{fabric.cables:,} cable{'s' * (fabric.cables != 1)} up"]
     if absent:
         parts.append(f"{counted(absent, 'planned switch', 'planned switches')} not seen")
     return " · ".join(parts) + " · " + failing
@@ -426,7 +445,7 @@ def _bundles(fabric: _Fabric, lower: str, findings: Sequence[Finding]) -> list[s
 
 def _leaves(fabric: _Fabric, findings: Sequence[Finding]) -> list[str]:
     """A row per scalable unit, a column per rail: a rail-optimised fabric reads as a grid, a leaf out of place
-    stands out in its row."""
+    stands out in its row. Leaves of no known rail flow side by side in their cell."""
     leaves = _sorted(b for b in fabric.boxes.values() if b.tier == "leaf")
     if not leaves:
         return []
@@ -441,7 +460,8 @@ def _leaves(fabric: _Fabric, findings: Sequence[Finding]) -> list[str]:
            f'<div class="scroll"><table class="leaves"><thead><tr><th>scalable unit</th>{head}</tr></thead><tbody>']
     for g, by_rail in grid.items():
         cells = "".join('<td class="rail"' + ("" if r is None else f' data-rail="{r}"') + ">"
-                        + "".join(_box(b, fabric, findings) for b in by_rail.get(r, ())) + "</td>" for r in cols)
+                        + '<div class="boxes">' + "".join(_box(b, fabric, findings) for b in by_rail.get(r, ()))
+                        + "</div></td>" for r in cols)
         out.append(f'<tr class="su" data-su={attr(g)}><th>{e(g or "all leaves")}</th>{cells}</tr>')
     return [*out, "</tbody></table></div>", "</div>"]
 
@@ -449,7 +469,8 @@ def _leaves(fabric: _Fabric, findings: Sequence[Finding]) -> list[str]:
 def _findings(fabric: _Fabric, findings: Sequence[Finding]) -> list[str]:
     out = ['<div class="fv-list">', f"<h3>Failing cables ({len(findings)})</h3>"]
     if not findings:
-        return [*out, "<p>Every cable is where the plan puts it.</p>", "</div>"]
+        words = "Every cable is where the plan puts it." if fabric.planned else "No finding names a cable."
+        return [*out, f"<p>{words}</p>", "</div>"]
     out.append('<table class="fv-findings"><thead><tr><th>kind</th><th>check</th><th>switches</th><th>ends</th>'
                "<th>hosts</th><th>what to do</th></tr></thead><tbody>")
     for i, f in enumerate(findings[:MAX_LISTED]):
@@ -476,7 +497,7 @@ def render(subnet: Subnet, findings: Sequence[Finding], roles: Mapping[str, Role
     fabric = _layout(subnet, findings, roles, plan)
     legend = "".join(f'<span><i class="{c}"></i>{e(w)}</span>' for c, w in _LEGEND)
     body = [f'<section id="fabric" class="fabric" data-switches="{sum(1 for _ in subnet.switches())}" '
-            f'data-cas="{sum(1 for _ in subnet.cas())}" data-links="{len(subnet.links)}" '
+            f'data-cas="{sum(1 for n in subnet.cas() if not _internal(n))}" data-cables="{fabric.cables}" '
             f'data-failing="{len(findings)}">',
             "<h2>Fabric</h2>", f'<p class="fv-summary">{e(_summary(subnet, fabric, findings))}</p>']
     for tier in ("core", "spine"):
