@@ -4,9 +4,11 @@ and at 2,000 hosts (~200 leaves, ~20,000 links)."""
 
 from __future__ import annotations
 
+import base64
 import stat
 from collections import Counter
 import struct
+import zlib
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -396,6 +398,31 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+def _pixels(png: bytes) -> list[tuple[int, int, int]]:
+    """The RGB pixels of a small 8-bit, non-interlaced RGB(A) PNG, as Chromium writes screenshots (no imaging library
+    here): its IDAT chunks inflated and each row's filter undone."""
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", png[16:29])
+    assert depth == 8 and colour in (2, 6) and not interlace
+    n = 4 if colour == 6 else 3
+    raw, pos = b"", 8
+    while pos < len(png):
+        size, kind = struct.unpack(">I4s", png[pos:pos + 8])
+        raw += png[pos + 8:pos + 8 + size] if kind == b"IDAT" else b""
+        pos += 12 + size
+    data, stride, prev, out = zlib.decompress(raw), width * n, bytearray(width * n), []
+    for y in range(height):
+        kind, row = data[y * (stride + 1)], bytearray(data[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a, b, c = (row[i - n] if i >= n else 0), prev[i], (prev[i - n] if i >= n else 0)
+            p = a + b - c
+            pred = (0, a, b, (a + b) // 2, a if abs(p - a) <= min(abs(p - b), abs(p - c)) else
+                    b if abs(p - b) <= abs(p - c) else c)[kind]
+            row[i] = (row[i] + pred) & 0xFF
+        out += [tuple(row[i:i + 3]) for i in range(0, stride, n)]
+        prev = row
+    return out
+
+
 def test_the_fabric_page_in_chromium_marks_the_failing_cables_and_groups_leaves(browser, tmp_path):  # noqa: F811
     fab, findings = faulted()
     path = tmp_path / "fabric.html"
@@ -421,6 +448,13 @@ def test_the_fabric_page_in_chromium_marks_the_failing_cables_and_groups_leaves(
         ["spine-3", findings[2].sentence, "rgb(207, 34, 46)", True]])
     rows = page.js("Array.from(document.querySelectorAll('tr.finding')).map(r => r.innerText)")
     assert all(f.sentence in row for f, row in zip(findings, rows, strict=True))
+    # painted, not only styled: most of a mark's pixels are the failure red (its text is white)
+    box = page.js("(function(){var r=document.querySelector('li.cable a').getBoundingClientRect();"
+                  "return {x:r.x, y:r.y + window.scrollY, width:r.width, height:r.height, scale:1};})()")
+    png = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png", "clip": box,
+                                                                    "captureBeyondViewport": True}, page.session)["data"])
+    pixels = _pixels(png)
+    assert sum(1 for px in pixels if px == (207, 34, 46)) > len(pixels) // 2
     # a mark leads to its entry in the list
     page.click("li.cable[data-finding='1'] a")
     assert page.js("document.querySelector(':target').id") == "fab-f1"
