@@ -85,14 +85,21 @@ class Plan(Protocol):
     def links(self) -> Sequence[PlannedLink]: ...
 
 
-def switch_name(desc: str) -> str:
-    """The name an operator uses for a switch: between "MF0;" and ":" of its description, else the description
-    (the rule of subnet.names.switch_name, which the plan part writes; this copy folds into it once that lands)."""
-    if desc.startswith("MF0;"):
-        name = desc[4:].split(":", 1)[0]
-        if name:
-            return name
-    return desc
+#: A director's ASIC after its chassis name: "MCS8500/L16/U2" is leaf blade 16, ASIC 2.
+_ASIC = re.compile(r"/([LS]\d+)/(U\d+)$")
+
+
+def _switch_name(desc: str) -> str:
+    """The name an operator uses for a switch, as the findings' ends spell it: "leaf-su1-r0" from
+    "MF0;leaf-su1-r0:MQM9700/U1", chassis and ASIC for a director's ("sat11-0101-0903-01ib1-A/L16/U2"), else the
+    description. The rule is subnet.names.switch_name's (part "plan", not on main when this was written): fold into
+    it when both are merged."""
+    rest = desc.split(";", 1)[1] if ";" in desc else desc
+    if ":" not in rest:
+        return rest.strip()
+    name, tail = rest.split(":", 1)
+    asic = _ASIC.search(tail)
+    return f"{name.strip()}/{asic.group(1)}/{asic.group(2)}" if asic else name.strip()
 
 
 @dataclass
@@ -177,7 +184,7 @@ def _boxes(subnet: Subnet, roles: Mapping[str, Role],
     boxes: dict[str, _Box] = {}
     by_name: dict[str, list[str]] = {}
     for node in subnet.switches():
-        name = switch_name(node.desc)
+        name = _switch_name(node.desc)
         role = roles.get(name)
         tier = role.tier if role is not None and role.tier in TIERS else derived.get(node.guid, "leaf")
         boxes[node.guid] = _Box(node.guid, name, node.desc, node.guid, tier, role.su if role else None,
@@ -213,7 +220,7 @@ def _bundle_key(a: _Box, b: _Box) -> tuple[str, str, str] | None:
 
 def _resolve(device: str, by_name: Mapping[str, list[str]]) -> list[str]:
     """The boxes a device name means: a switch's short name, its description or GUID; [] for a CA or a stranger."""
-    return by_name.get(device) or by_name.get(switch_name(device)) or by_name.get(device.lower()) or []
+    return by_name.get(device) or by_name.get(_switch_name(device)) or by_name.get(device.lower()) or []
 
 
 def _layout(subnet: Subnet, findings: Sequence[Finding], roles: Mapping[str, Role], plan: Plan | None) -> _Fabric:
@@ -520,4 +527,4 @@ def write_page(path: Path, subnet: Subnet, findings: Sequence[Finding], roles: M
                                        css=CSS))
 
 
-__all__ = ["CSS", "KINDS", "Finding", "Plan", "Role", "render", "switch_name", "write_page"]
+__all__ = ["CSS", "KINDS", "Finding", "Plan", "Role", "render", "write_page"]
