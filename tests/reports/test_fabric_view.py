@@ -309,6 +309,17 @@ def test_a_switchs_sharp_aggregation_node_is_neither_a_host_nor_a_cable():
             "7 switches (4 leaves, 2 spines, 1 core) · 8 CAs (and 7 SHARP aggregation nodes) · 18 cables up")
 
 
+def test_a_role_may_name_its_switch_by_description_or_guid():
+    fab = rail_fabric(1, 2, 2, 2)
+    guid = _guid_of(fab.subnet, "MF0;leaf-su1-r1:MQM9700/U1")
+    roles = {"MF0;leaf-su1-r0:MQM9700/U1": Role("leaf", "su7", 0), guid: Role("leaf", "su7", 1),
+             "spine-1": Role("spine", None, None)}
+    tree = _Tree(fabric_html.render(fab.subnet, [], roles))
+    assert [(b["attrs"]["data-switch"], b["attrs"].get("data-su"), b["attrs"].get("data-rail"))
+            for b in tree.find("div", "leaf")] == [("leaf-su1-r0", "su7", "0"), ("leaf-su1-r1", "su7", "1")]
+    assert not tree.find("div", "absent")
+
+
 def test_a_planned_switch_never_seen_is_drawn_with_its_missing_cables():
     fab = rail_fabric(1, 2, 2, 2)
     sub = fab.subnet

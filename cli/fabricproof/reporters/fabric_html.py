@@ -185,7 +185,7 @@ def _boxes(subnet: Subnet, roles: Mapping[str, Role],
     by_name: dict[str, list[str]] = {}
     for node in subnet.switches():
         name = _switch_name(node.desc)
-        role = roles.get(name)
+        role = roles.get(name) or roles.get(node.desc) or roles.get(node.guid)  # as the plan spelt the switch
         tier = role.tier if role is not None and role.tier in TIERS else derived.get(node.guid, "leaf")
         boxes[node.guid] = _Box(node.guid, name, node.desc, node.guid, tier, role.su if role else None,
                                 role.rail if role else None)
