@@ -302,9 +302,8 @@ def _far(subnet: Subnet, boxes: Mapping[str, _Box], box: _Box, at: Iterable[int]
     """The switch at the far end of a switch port's cable (None: a CA) and the cable's direction: as seen, else as
     planned, else a leaf's port is taken for a host's and a spine's or core's for one from below."""
     for p in at:
-        link = subnet.link_at(End(box.guid, p)) if box.guid is not None else None
-        if link is not None:
-            far = boxes.get(link.other(End(box.guid, p)).guid)  # type: ignore[arg-type]
+        if box.guid is not None and (link := subnet.link_at(End(box.guid, p))) is not None:
+            far = boxes.get(link.other(End(box.guid, p)).guid)
             return far, _direction(box, far)
         if (box.key, p) in planned_far:
             return planned_far[(box.key, p)], _direction(box, planned_far[(box.key, p)])
@@ -496,10 +495,12 @@ def _findings(fabric: _Fabric, findings: Sequence[Finding]) -> list[str]:
 
 
 def render(subnet: Subnet, findings: Sequence[Finding], roles: Mapping[str, Role], *, plan: Plan | None = None) -> str:
-    """The fabric as an HTML section (`<section id="fabric">`) for a page whose style sheet includes CSS.
+    """The fabric as an HTML section (`<section id="fabric">`, no script, anchors `fab-f<n>`) for a page whose style
+    sheet includes CSS: `_html.page(title, [..., render(...)], css=<the page's own> + fabric_html.CSS)`.
 
-    `roles` places each switch (by its short name); a switch without a role is placed by its cabling. With `plan`,
-    every count says how many cables the plan expects there too."""
+    `findings` are the plan diff's (`Diff.findings`); `roles` places each switch (`Plan.roles()`, by short name,
+    description or GUID); a switch without a role is placed by its cabling. With `plan`, every count says how many
+    cables the plan expects there too."""
     findings = list(findings)
     fabric = _layout(subnet, findings, roles, plan)
     legend = "".join(f'<span><i class="{c}"></i>{e(w)}</span>' for c, w in _LEGEND)
