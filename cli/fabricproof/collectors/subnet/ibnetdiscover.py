@@ -41,7 +41,8 @@ def parse(text: str) -> Subnet:
     block without its node line: ParseError, never a partial fabric that the plan diff would read as missing cables.
     A CA with no cable (a node with its only port down) is a node with no link, not an error. Lines before the
     topology's first line (a terminal banner, a tool's warning on stderr) and a terminal prompt left unterminated
-    at the end of a session log are not part of it."""
+    at the end of a session log are not part of it. The file prints no port state: its links carry the model's
+    default state (Active) until iblinkinfo's view says otherwise (collect_views)."""
     lines = text.split("\n")
     for n, raw in enumerate(lines, 1):
         line = raw.strip()
