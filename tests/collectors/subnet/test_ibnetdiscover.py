@@ -201,6 +201,15 @@ def test_a_ca_whose_port_line_was_lost_fails_closed() -> None:
         ibnetdiscover.parse(text)
 
 
+def test_a_tool_warning_between_blocks_is_not_part_of_the_topology() -> None:
+    """stderr kept with stdout: libibmad's warnings may land between the blocks of a complete topology."""
+    text = corpus(UFM).replace("\nvendid=0x2c9\ndevid=0x1017", "\nibwarn: [4711] _do_madrpc: recv failed: Connection "
+                               "timed out\nsrc/query_smp.c:195; umad (DR path slid 0; dlid 0; 0,1,3) bad status 110"
+                               "\nvendid=0x2c9\ndevid=0x1017", 1)
+    assert "ibwarn" in text
+    assert ibnetdiscover.parse(text) == ibnetdiscover.parse(corpus(UFM))
+
+
 def test_garbage_inside_the_topology_names_its_line() -> None:
     lines = _lines(UFM)
     lines.insert(20, "Traceback (most recent call last):")

@@ -6,6 +6,7 @@ import re
 
 from ...subnet.model import End, IdlePort, Node, Subnet
 from ..base import ParseError
+from ..textutil import first_line
 from .words import DIAGNOSTIC, guid, lid, speed, width, width_speed
 
 # The topology file (infiniband-diags ibnetdiscover.c: out_switch / out_ca / out_switch_port / out_ca_port). The
@@ -41,7 +42,8 @@ def parse(text: str) -> Subnet:
     block without its node line: ParseError, never a partial fabric that the plan diff would read as missing cables.
     A CA with no cable (a node with its only port down) is a node with no link, not an error. Lines before the
     topology's first line (a terminal banner, a tool's warning on stderr) and a terminal prompt left unterminated
-    at the end of a session log are not part of it."""
+    at the end of a session log are not part of it. The file prints no port state: its links carry the model's
+    default state (Active) until iblinkinfo's view says otherwise (collect_views)."""
     lines = text.split("\n")
     for n, raw in enumerate(lines, 1):
         line = raw.strip()
@@ -50,11 +52,7 @@ def parse(text: str) -> Subnet:
         if line.startswith(("#", "vendid=", "devid=", "sysimgguid=", "switchguid=", "caguid=", "rtguid=")) \
                 or _HEADER.match(line):
             return _topology(lines, n)
-    raise ParseError(f"no ibnetdiscover topology (no Switch/Ca/Rt node block): {_sample(text)!r}")
-
-
-def _sample(text: str) -> str:
-    return next((line.strip()[:120] for line in text.split("\n") if line.strip()), "")
+    raise ParseError(f"no ibnetdiscover topology (no Switch/Ca/Rt node block): {first_line(text)!r}")
 
 
 class _Cables:
