@@ -12,6 +12,7 @@ from typing import Protocol
 from ..collectors.textutil import natural_key
 from ..fsutil import atomic_write_text
 from ..subnet.model import End, Link, Node, Subnet
+from ..subnet.names import switch_name
 from ..words import counted
 from ._html import attr, e, page
 
@@ -83,23 +84,6 @@ class Plan(Protocol):
 
     @property
     def links(self) -> Sequence[PlannedLink]: ...
-
-
-#: A director's ASIC after its chassis name: "MCS8500/L16/U2" is leaf blade 16, ASIC 2.
-_ASIC = re.compile(r"/([LS]\d+)/(U\d+)$")
-
-
-def _switch_name(desc: str) -> str:
-    """The name an operator uses for a switch, as the findings' ends spell it: "leaf-su1-r0" from
-    "MF0;leaf-su1-r0:MQM9700/U1", chassis and ASIC for a director's ("sat11-0101-0903-01ib1-A/L16/U2"), else the
-    description. The rule is subnet.names.switch_name's (part "plan", not on main when this was written): fold into
-    it when both are merged."""
-    rest = desc.split(";", 1)[1] if ";" in desc else desc
-    if ":" not in rest:
-        return rest.strip()
-    name, tail = rest.split(":", 1)
-    asic = _ASIC.search(tail)
-    return f"{name.strip()}/{asic.group(1)}/{asic.group(2)}" if asic else name.strip()
 
 
 @dataclass
@@ -184,7 +168,7 @@ def _boxes(subnet: Subnet, roles: Mapping[str, Role],
     boxes: dict[str, _Box] = {}
     by_name: dict[str, list[str]] = {}
     for node in subnet.switches():
-        name = _switch_name(node.desc)
+        name = switch_name(node.desc)
         role = roles.get(name) or roles.get(node.desc) or roles.get(node.guid)  # as the plan spelt the switch
         tier = role.tier if role is not None and role.tier in TIERS else derived.get(node.guid, "leaf")
         boxes[node.guid] = _Box(node.guid, name, node.desc, node.guid, tier, role.su if role else None,
@@ -220,7 +204,7 @@ def _bundle_key(a: _Box, b: _Box) -> tuple[str, str, str] | None:
 
 def _resolve(device: str, by_name: Mapping[str, list[str]]) -> list[str]:
     """The boxes a device name means: a switch's short name, its description or GUID; [] for a CA or a stranger."""
-    return by_name.get(device) or by_name.get(_switch_name(device)) or by_name.get(device.lower()) or []
+    return by_name.get(device) or by_name.get(switch_name(device)) or by_name.get(device.lower()) or []
 
 
 def _layout(subnet: Subnet, findings: Sequence[Finding], roles: Mapping[str, Role], plan: Plan | None) -> _Fabric:
