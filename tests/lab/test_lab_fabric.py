@@ -24,7 +24,7 @@ from fabricproof_lab import state as lab_state
 from fabricproof_lab.errors import LabError
 from fabricproof_lab.fabric import runtime, sim, topology
 from fabricproof_lab.fabric.sim import FabricState
-from fabricproof_lab.user import LAB_USER
+from labkit import connect_node
 
 pytestmark = pytest.mark.lab
 
@@ -49,14 +49,7 @@ def fabric_lab(lab_factory) -> Path:
 
 
 def _connect(lab_dir: Path, name: str) -> paramiko.SSHClient:
-    host = load_inventory(str(lab_dir / "inventory.yml")).hosts[name]
-    client = paramiko.SSHClient()
-    client.load_host_keys(str(lab_dir / "known_hosts"))
-    client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    client.connect(host.vars["ansible_host"], port=int(host.vars["ansible_port"]), username=LAB_USER,
-                   key_filename=str(lab_dir / "keys" / "id_ed25519"), look_for_keys=False, allow_agent=False,
-                   timeout=60)
-    return client
+    return connect_node(lab_dir, name)
 
 
 @pytest.fixture(scope="module")
