@@ -42,7 +42,7 @@ def attachment(state: FabricState, fabric: topology.Fabric, host: LabHost, vanta
     if not cas:
         return None
     return {"socket": state.socket, "sim_host": cas[0].node_id, "dir": state.dir, "shifted": netfile.shifted(fabric),
-            "vantage": host.name == vantage}
+            "vantage": host.name == vantage, "lids": {c.hca: c.lid for c in cas}}
 
 
 def cable_nodes(lab_root: Path, state: FabricState | None, hosts: Sequence[LabHost]) -> None:

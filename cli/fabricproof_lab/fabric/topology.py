@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..emu.model import compute_hca_identities
+from ..emu.model import compute_hca_identities, ib_base_lid
 from ..emu.profiles import PROFILES
 from ..emu.render_ib import SM_GUID
 from ..topology import LabHost
@@ -162,8 +162,11 @@ def build(hosts: Sequence[LabHost], su_size: int = DEFAULT_SU_SIZE, spines: int 
         su_of[host.name] = k // su_size + 1
         width, speed = _speed_of(host.profile)
         speeds.add(speed)
-        for name, rail, guid, lid in compute_hca_identities(host.profile, host.index):
-            cas.append(Ca(host=host.name, hca=name, rail=rail, guid="0x" + guid, lid=lid, speed=speed))
+        # LIDs by the host's place in the lab, not its index within its profile: a mixed lab's profiles each count
+        # from 0, and a subnet's LIDs are unique (the nodes take these: model.attach_fabric)
+        for name, rail, guid, _lid in compute_hca_identities(host.profile, host.index):
+            cas.append(Ca(host=host.name, hca=name, rail=rail, guid="0x" + guid, lid=ib_base_lid(k, rail),
+                          speed=speed))
     if not cas:
         raise FabricShapeError("no lab node has an InfiniBand compute HCA")
     fabric_speed = "NDR" if "NDR" in speeds else "HDR"
