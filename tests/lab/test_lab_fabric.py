@@ -166,6 +166,10 @@ def test_iblinkinfo_and_ibqueryerrors_are_the_real_tools(vantage) -> None:
                      line), line  # NDR's lane rate emulated; width, state, ports real
     out, err, rc = _run(vantage, "ibqueryerrors")
     assert rc == 0 and "## Summary: 82 nodes checked, 0 bad nodes found" in out, (rc, out, err)
+    spine = _ok(vantage, "perfquery 1 1")  # with arguments: the real one, spine-1's port 1
+    assert spine.startswith("# Port counters: Lid 1 port 1 ") and "SymbolErrorCounter:..............0\n" in spine
+    own = _ok(vantage, "perfquery")  # without: the node's own port, as on every lab node (emulated)
+    assert own.startswith("# Port counters: Lid 3 port 1 ")
 
 
 def test_sminfo_on_the_vantage_is_opensm_and_agrees_with_the_nodes(vantage, target) -> None:
@@ -174,6 +178,8 @@ def test_sminfo_on_the_vantage_is_opensm_and_agrees_with_the_nodes(vantage, targ
                         r"SMINFO_MASTER\n", real), real
     node = _ok(target, "sminfo")  # a node that is not the vantage reads its own port, emulated
     assert node.split(", activity")[0] == real.split(", activity")[0]
+    # any cabled node sees the whole subnet with the real tools, from its own first HCA
+    assert "\n# Initiated from node a088c20300000200 port a088c20300000201\n" in _ok(target, "ibnetdiscover")
 
 
 def test_every_node_ibstat_agrees_with_the_fabric(fabric_lab: Path, vantage) -> None:
