@@ -68,6 +68,16 @@ def test_a_mixed_labs_lids_are_unique_and_its_nodes_take_them() -> None:
     assert node == model.new_node(host.profile, host.index, host.rack, host.name, host.address) | {"fabric": None}
 
 
+def test_larger_labs_get_larger_scalable_units_until_the_spines_are_full() -> None:
+    assert topology.fitting_su_size(H100) == 4
+    big = plan_hosts(200, "dgx-h100")
+    size = topology.fitting_su_size(big)
+    assert size == 29 and topology.counts(topology.build(big, size)) == {
+        "leaves": 56, "spines": 2, "cas": 1600, "host_cables": 1600, "uplinks": 112, "cables": 1712}
+    with pytest.raises(topology.FabricShapeError):
+        topology.build(plan_hosts(250, "dgx-h100"), topology.fitting_su_size(plan_hosts(250, "dgx-h100")))
+
+
 def test_shapes_the_fabric_cannot_take_are_refused() -> None:
     with pytest.raises(topology.FabricShapeError, match="does not fit a MQM9700 leaf's 32 host ports"):
         topology.build(plan_hosts(40, "dgx-h100"), su_size=32)

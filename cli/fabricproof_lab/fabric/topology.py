@@ -143,6 +143,16 @@ class Fabric:
         return next(s for s in self.switches if s.tier == "leaf" and s.su == su and s.rail == ca.rail)
 
 
+def fitting_su_size(hosts: Sequence[LabHost], spines: int = DEFAULT_SPINES, uplinks: int = DEFAULT_UPLINKS) -> int:
+    """The scalable-unit size for these hosts: DEFAULT_SU_SIZE, or larger when that many units' leaves would not
+    fit the spines' ports (8 rails, 2 spines, 2 uplinks: up to 7 units of up to 31 hosts, 217 H100s)."""
+    rails = max((len(compute_hca_identities(h.profile, h.index)) for h in hosts), default=1) or 1
+    speeds = {_speed_of(h.profile)[1] for h in hosts}
+    _model, ports = SWITCH_MODELS["NDR" if "NDR" in speeds else "HDR"]
+    units = max(1, (ports - 1) // (rails * math.ceil(uplinks / spines)))
+    return max(DEFAULT_SU_SIZE, math.ceil(len(hosts) / units))
+
+
 def _speed_of(profile: str) -> tuple[str, str]:
     width, speed = PROFILES[profile]["hcas"]["compute"]["width"].split()
     return width.lower(), speed
