@@ -328,7 +328,21 @@ def test_lab_down_stops_ibsim_and_opensm_by_pid_and_leaves_none(lab_factory) -> 
     finally:
         client.close()
     assert {ls for _, _, ls in links.values()} == {"4xHDR"} and len(nodes) == 2 * 8 + 8 + 2
+    with pytest.raises(LabError, match="with an InfiniBand fabric on port"):
+        manager.up(directory, 2, "dgx-a100")  # the running lab has a fabric: another shape, refused
+    manager.fault_inject(directory, "a100-0002", "subnet-hca-unplugged")
     report = manager.down(directory)
     assert set(fs.pids()) <= set(report.stopped_pids)
     assert _fabric_processes(fs.dir) == []
     assert lab_state.load(directory / "lab.json").fabric["ibsim_pid"] is None
+    again = FabricState.from_dict(lab_factory.up(directory, nodes=2, profile="dgx-a100", fabric=True).lab.fabric)
+    assert again.faults == [["a100-0002", "subnet-hca-unplugged"]] and sim.alive(again) == {"ibsim": True,
+                                                                                           "opensm": True}
+    client = _connect(directory, "a100-0001")
+    try:  # the kept fault is in the fabric started again
+        nodes, _links = _topology(_ok(client, "ibnetdiscover"))
+    finally:
+        client.close()
+    assert len(nodes) == 2 * 8 + 8 + 2 - 1 and "a100-0002 mlx5_2" not in _by_desc(nodes)
+    manager.down(directory)
+    assert _fabric_processes(again.dir) == []
