@@ -12,6 +12,8 @@ from pathlib import Path
 
 from fabricproof_lab import manager, nodestore, procs, sshd
 from fabricproof_lab import state as lab_state
+from fabricproof_lab.fabric import sim
+from fabricproof_lab.fabric.sim import FabricState
 
 
 def lab_skip_reason() -> str | None:
@@ -35,6 +37,7 @@ class LabFactory:
 
     roots: list[Path] = field(default_factory=list)
     pids: dict[int, str] = field(default_factory=dict)  # pid -> its sshd config path
+    sim_pids: dict[int, str] = field(default_factory=dict)  # pid of an ibsim or opensm -> its fabric dir
 
     def new_dir(self) -> Path:
         root = _lab_tmpdir()
@@ -42,9 +45,10 @@ class LabFactory:
         return root / "lab"
 
     def up(self, directory: Path, nodes: int, profile: str, port: int | None = None,
-           node_store: str = "auto", latency_profile: str = "off") -> manager.LabStatus:
+           node_store: str = "auto", latency_profile: str = "off", fabric: bool = False) -> manager.LabStatus:
         try:
-            return manager.up(directory, nodes, profile, port, node_store=node_store, latency_profile=latency_profile)
+            return manager.up(directory, nodes, profile, port, node_store=node_store, latency_profile=latency_profile,
+                              fabric=fabric)
         finally:
             self.track(directory)
 
@@ -53,6 +57,9 @@ class LabFactory:
         for g in lab.sshd if lab else []:
             if g.pid is not None:
                 self.pids[g.pid] = g.config
+        fabric = FabricState.from_dict(lab.fabric) if lab and lab.fabric else None
+        for pid in fabric.pids() if fabric else []:
+            self.sim_pids[pid] = fabric.dir
 
     def teardown(self) -> list[str]:
         problems: list[str] = []
@@ -73,9 +80,31 @@ class LabFactory:
                 for p in left:
                     os.kill(p, signal.SIGKILL)
                 procs.terminate(left, timeout_s=2)
+        for pid, fabric_dir in self.sim_pids.items():
+            if any(procs.is_process_of(pid, exe, fabric_dir) for exe in (sim.IBSIM, sim.OPENSM)):
+                problems.append(f"fabric simulator {pid} ({fabric_dir}) outlived lab down; killing it")
+                procs.terminate([pid], timeout_s=2)
         for root in self.roots:
             shutil.rmtree(root, ignore_errors=True)
         return problems
+
+
+def connect_node(lab_dir: Path, name: str, timeout_s: float = 60.0):
+    """A paramiko client logged in to the lab node `name` (its inventory name) as the lab user, host key checked
+    against the lab's known_hosts."""
+    import paramiko
+
+    from fabricproof.inventory import load as load_inventory
+    from fabricproof_lab.user import LAB_USER
+
+    host = load_inventory(str(lab_dir / "inventory.yml")).hosts[name]
+    client = paramiko.SSHClient()
+    client.load_host_keys(str(lab_dir / "known_hosts"))
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    client.connect(host.vars["ansible_host"], port=int(host.vars["ansible_port"]), username=LAB_USER,
+                   key_filename=str(lab_dir / "keys" / "id_ed25519"), look_for_keys=False, allow_agent=False,
+                   timeout=timeout_s)
+    return client
 
 
 @dataclass(frozen=True)
