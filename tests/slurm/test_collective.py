@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 import slurmkit
+from fabricproof import inventory, transport
 from fabricproof.probes import collective, isolation
+from fabricproof.transport import RunContext
 from fabricproof_lab import manager
 from labkit import LabFactory
 from slurmkit import wait_for
@@ -152,11 +154,34 @@ def test_a_node_running_a_job_is_never_used(rack, tmp_path):
     try:
         wait_for(lambda: c.states().get("gb200-0003") == "allocated", WAIT_S, "the job to start")
         run = collective.Collective(values(rack), "all", tmp_path / "ev", env=c.env())
-        with pytest.raises(collective.Stopped, match="gb200-0003: Slurm shows it allocated"):
+        with pytest.raises(collective.Stopped, match="not idle: gb200-0003: Slurm shows it allocated"):
             run([HOSTS[:4]])
         assert run.launches == []  # nothing launched, on any node
         assert c.run("squeue", "-h", "-o", "%j").stdout.split() == ["someone-else"]
     finally:
+        idle(rack)
+
+
+def test_the_idle_guard_runs_on_every_host_of_a_round_and_a_gpu_process_keeps_it_from_starting(rack, tmp_path):
+    """Slurm shows every node idle, but a training job outside Slurm holds gb200-0002's GPUs: the probes' idle guard,
+    over SSH on each host of the round, refuses it and nothing is launched."""
+    idle(rack)
+    manager.fault_inject(rack.lab.dir, "gb200-0002", "gpu-busy")
+    hosts = inventory.load(str(rack.inventory)).hosts
+    options = transport.configure("ssh", inventory_path=str(rack.inventory))
+    link, _fleet = transport.open_fleet("ssh", options, RunContext(run_dir=tmp_path / "run", run_id="idle", forks=4,
+                                                                   host_timeout_s=600.0))
+    try:
+        guard = collective.idle_guard(link, hosts)
+        run = collective.Collective(values(rack), "all", tmp_path / "ev", env=rack.cluster.env(), idle=guard)
+        with pytest.raises(collective.Stopped, match=r"gb200-0002: 4 GPU compute process\(es\) running") as stopped:
+            run([HOSTS[:2], HOSTS[2:4]])
+        assert "gb200-0001" not in str(stopped.value) and run.launches == [] and not rack.cluster.jobs()
+        manager.fault_clear(rack.lab.dir, "gb200-0002")
+        (out,) = run([HOSTS[:2]])
+        assert out.figure is not None
+    finally:
+        link.close()
         idle(rack)
 
 

@@ -8,16 +8,20 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import slurm
-from ..collectors.base import ParseError
+from ..collectors.base import ParseError, not_run_reason
 from ..collectors.probes.nccl_tests import parse_nccl_tests
 from ..errors import InputError
-from . import spec
+from ..model import Command, Host
+from ..transport import HostError, Transport
+from ..transport.fanout import guarded as run_guarded
+from . import guard, spec
 from .isolation import Outcome, Settings
 
 #: The scales a collective runs at: one NVLink domain (a GB200/GB300 rack's trays, multi-node NVLink on), the same
@@ -30,6 +34,10 @@ TESTS = ("all_reduce_perf", "all_gather_perf", "alltoall_perf")
 _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 #: How long a cancelled step may take to leave squeue.
 CANCEL_WAIT_S = 60.0
+#: How long the idle guard may take on one host.
+IDLE_CHECK_S = 60.0
+#: Hosts -> each one that may not be used, with why.
+IdleCheck = Callable[[Sequence[str]], Mapping[str, str]]
 
 
 def node_name(host: str) -> str:
@@ -163,6 +171,29 @@ def outcome(text: str, hosts: Sequence[str]) -> tuple[Outcome, dict[str, Any] | 
     return Outcome(figure=frag["avg_busbw_gbps"]), frag
 
 
+def idle_guard(link: Transport, hosts: Mapping[str, Host], forks: int = 16) -> IdleCheck:
+    """The probes' idle guard (probes/guard.py) on every host of a round, over the transport: a host with a GPU
+    compute process, a Slurm job step, GPUs it cannot query, or that cannot be reached is not used."""
+
+    def one(name: str) -> tuple[str, str | None]:
+        got = run_guarded(link, hosts[name], [Command(guard.IDLE_CHECK, IDLE_CHECK_S, "idle_check")],
+                          time.monotonic() + IDLE_CHECK_S + 30)
+        if isinstance(got, HostError):
+            return name, f"not reached: {got}"
+        why = not_run_reason(got[0].exit_code, got[0].stdout)
+        if why is None and got[0].exit_code == 0:
+            return name, None
+        return name, why or f"the idle check failed: {got[0].error or f'exit {got[0].exit_code}'}"
+
+    def check(names: Sequence[str]) -> dict[str, str]:
+        if not names:
+            return {}
+        with ThreadPoolExecutor(max_workers=max(1, min(forks, len(names)))) as pool:
+            return {n: why for n, why in pool.map(one, names) if why}
+
+    return check
+
+
 @dataclass
 class Launch:
     """One collective's launch record: its group, argv, evidence file, outcome and how long it ran."""
@@ -196,7 +227,7 @@ class Collective:
     running step (`scancel --name`, then the launcher's process group) and waits until Slurm lists none of them."""
 
     def __init__(self, values: Mapping[str, Any], scale: str, evidence_dir: Path, launcher: str | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, idle: IdleCheck | None = None) -> None:
         if scale not in SCALES:
             raise InputError(f"collective: unknown scale {scale!r} (one of {', '.join(SCALES)})")
         self.values, self.scale, self.dir = values, scale, evidence_dir
@@ -204,6 +235,7 @@ class Collective:
         self.launcher = launcher or c["launcher"]
         self.timeout_s, self.budget_s = float(c["timeout_s"]), float(c["budget_s"])
         self.env = dict(os.environ if env is None else env)
+        self.idle = idle
         self.launches: list[Launch] = []
         self.started = time.monotonic()
         self.prefix = f"fabricproof-collective-{os.getpid()}"
@@ -227,13 +259,17 @@ class Collective:
         return self.run(groups_)
 
     def run(self, groups_: list[list[str]]) -> list[Outcome]:
-        """One round: every group at once, each bounded by the per-test timeout and what is left of the budget."""
+        """One round: every group at once, each bounded by the per-test timeout and what is left of the budget.
+        Nothing starts unless Slurm shows every node idle and the idle guard (when given) passes on every host."""
         left = self.budget_s - (time.monotonic() - self.started)
         if left <= 0:
             raise Stopped(f"the collective's budget of {self.budget_s:g} s is spent")
-        busy = self.not_idle([h for g in groups_ for h in g])
+        hosts = [h for g in groups_ for h in g]
+        busy = self.not_idle(hosts)
+        if not busy and self.idle is not None:
+            busy = dict(self.idle(hosts))
         if busy:
-            raise Stopped("not run on nodes Slurm does not show idle: "
+            raise Stopped("not run: hosts not idle: "
                           + "; ".join(f"{h}: {why}" for h, why in sorted(busy.items())))
         launches = [self._start(g) for g in groups_]
         deadline = time.monotonic() + min(self.timeout_s, left)
