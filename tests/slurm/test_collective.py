@@ -121,11 +121,16 @@ def test_the_search_finds_exactly_the_trays_whose_hca_is_slow(rack, tmp_path, fa
     for host in faulty:
         manager.fault_inject(rack.lab.dir, host, "hca-degraded")
     try:
-        run = collective.Collective(values(rack), "domain_ib", tmp_path / "ev", env=rack.cluster.env())
+        lines: list[str] = []
+        run = collective.Collective(values(rack), "domain_ib", tmp_path / "ev", env=rack.cluster.env(),
+                                    progress=lines.append)
         verdict = isolation.search(HOSTS, run, collective.search_settings(values(rack), "domain_ib"))
     finally:
         idle(rack)
     assert verdict.hosts == tuple(sorted(faulty)), verdict.to_facts()
+    # progress: a line per round, then one per group with its figure
+    assert sum(line.startswith("round ") for line in lines) == verdict.rounds == run.rounds
+    assert sum(" GB/s (" in line for line in lines) == verdict.tests
     assert not verdict.pairs and not verdict.paths
     assert len(run.launches) == verdict.tests and all(la.outcome.failure is None for la in run.launches)
     assert all(la.argv[0] == "srun" for la in run.launches)

@@ -227,7 +227,8 @@ class Collective:
     running step (`scancel --name`, then the launcher's process group) and waits until Slurm lists none of them."""
 
     def __init__(self, values: Mapping[str, Any], scale: str, evidence_dir: Path, launcher: str | None = None,
-                 env: Mapping[str, str] | None = None, idle: IdleCheck | None = None) -> None:
+                 env: Mapping[str, str] | None = None, idle: IdleCheck | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
         if scale not in SCALES:
             raise InputError(f"collective: unknown scale {scale!r} (one of {', '.join(SCALES)})")
         self.values, self.scale, self.dir = values, scale, evidence_dir
@@ -236,6 +237,8 @@ class Collective:
         self.timeout_s, self.budget_s = float(c["timeout_s"]), float(c["budget_s"])
         self.env = dict(os.environ if env is None else env)
         self.idle = idle
+        self.tell = progress or (lambda _line: None)
+        self.rounds = 0
         self.launches: list[Launch] = []
         self.started = time.monotonic()
         self.prefix = f"fabricproof-collective-{os.getpid()}"
@@ -271,6 +274,9 @@ class Collective:
         if busy:
             raise Stopped("not run: hosts not idle: "
                           + "; ".join(f"{h}: {why}" for h, why in sorted(busy.items())))
+        self.rounds += 1
+        self.tell(f"round {self.rounds}: {len(groups_)} group(s) at once ({self.scale}): "
+                  + "; ".join(f"{len(g)} host(s) {g[0]}..{g[-1]}" if len(g) > 2 else ", ".join(g) for g in groups_))
         launches = [self._start(g) for g in groups_]
         deadline = time.monotonic() + min(self.timeout_s, left)
         try:
@@ -280,6 +286,12 @@ class Collective:
             self.cancel(launches)
             raise
         self._gone(launches)  # the next round may use the same nodes: wait until Slurm has let them go
+        for la in launches:
+            o = la.outcome
+            self.tell(f"  {', '.join(la.group) if len(la.group) <= 4 else f'{len(la.group)} hosts from {la.group[0]}'}: "
+                      + (f"{o.figure:g} GB/s" if o is not None and o.figure is not None
+                         else f"{o.kind if o else 'error'}: {o.failure if o else 'no outcome'}")
+                      + f" ({la.seconds:.1f} s)")
         return [launch.outcome for launch in launches]  # type: ignore[misc]
 
     def _start(self, group: Sequence[str]) -> Launch:
