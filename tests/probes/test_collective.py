@@ -76,3 +76,11 @@ def test_a_launch_output_is_a_figure_or_the_tools_words():
     hang, _ = collective.outcome((CORPUS / "blackwell-b200-gke-2node-4rank-all-gather-HANG-header-only-no-rows.txt"
                                   ).read_text(), [])
     assert hang.kind == "hang" and "hung" in hang.failure
+
+
+def test_no_round_starts_once_the_budget_is_spent(tmp_path):
+    values = spec.merge(VALUES, {"perf": {"probes": {"collective": {"budget_s": 1e-9}}}})
+    run = collective.Collective(values, "all", tmp_path / "ev", env={"PATH": "/nonexistent"})
+    with pytest.raises(collective.Stopped, match="budget of 1e-09 s is spent"):
+        run([["gb200-0001", "gb200-0002"]])
+    assert run.launches == [] and run.rounds == 0
