@@ -188,3 +188,12 @@ def test_the_round_budget_bounds_the_search():
     f = fleet(1000, leaf_size=32, bad={"n00417": 0.6})
     v, _ = run_search(f, leaves=False, settings=Settings(threshold=340.0, max_rounds=3))
     assert v.rounds == 3 and not v.findings and "n00417" in v.unresolved
+
+
+def test_a_host_confirmed_only_with_hosts_of_other_leaves_is_not_blamed_for_its_leaf_uplinks():
+    """A small leaf (n00008..n00010) with slow uplinks and a bad host: its other hosts are slow with every reference
+    from another leaf, like a bad host would be; a control (another host of the leaf) tells them apart."""
+    f = fleet(11, leaf_size=4, uplinks={"leaf02": 0.6}, bad={"n00009": 0.5})
+    v, runner = run_search(f)
+    assert "n00008" not in v.hosts and "n00010" not in v.hosts and {"n00008", "n00010"} <= set(v.unresolved)
+    assert_decisions_complete(v, runner)

@@ -240,8 +240,20 @@ class _Search:
         (r,) = yield [_Req((host,), 1, f"confirm {host} again: with another host that passed",
                            frozenset(first.refs))]
         if not r.passed:
+            chain = (*chain, *r.decisions)
+            home = self.leaves.get(host)
+            if home is not None and all(self.leaves.get(ref) != home for ref in first.refs + r.refs):
+                # both references from other leaves: slow uplinks of its leaf would slow them alike
+                control = next((h for h in sorted(self.cleared - self.suspects) if self.leaves.get(h) == home), None)
+                if control is None:
+                    return  # unresolved: nothing of its leaf passed to tell the host from the leaf's uplinks
+                (c,) = yield [_Req((control, first.refs[0]), 0, f"control: another host of leaf {home} with "
+                                   f"{first.refs[0]}")]
+                if not c.passed:
+                    return  # its leaf's path, not the host: left to the leaves' search
+                chain = (*chain, *c.decisions)
             self.accuse("host", (host,), f"slow with two hosts that passed ({', '.join(first.refs + r.refs)})",
-                        (*chain, *r.decisions))
+                        chain)
             return
         self.cleared.add(host)
         self.suspects.discard(host)
