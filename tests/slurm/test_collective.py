@@ -152,6 +152,27 @@ def test_a_bad_tray_and_imex_down_at_the_nvlink_domain_scale(rack, tmp_path):
     assert verdict.hosts == ("gb200-0004", "gb200-0015"), verdict.to_facts()
 
 
+def test_the_rollout_gates_live_seam_measures_and_searches_through_srun(rack, tmp_path, monkeypatch):
+    """The collective gate's default seam (what a rollout uses without test seams): the group's settings from the
+    baseline values of its first host's inventory groups, the collective and the search as srun job steps."""
+    from fabricproof.judging.baseline import Baseline
+    from fabricproof.rollout.gates.collective import live_collective
+
+    idle(rack)
+    monkeypatch.setenv("SLURM_CONF", str(rack.cluster.conf))
+    manager.fault_inject(rack.lab.dir, "gb200-0007", "hca-degraded")
+    try:
+        seam = live_collective(inventory.load(str(rack.inventory)), "domain_ib")
+        after = Baseline("after", values(rack))
+        group = HOSTS[:8]
+        out = seam.measure(group, tmp_path / "m", after)
+        verdict = seam.search(group, THRESHOLDS["domain_ib"], tmp_path / "s", after)
+    finally:
+        idle(rack)
+    assert out.figure is not None and out.figure < THRESHOLDS["domain_ib"]
+    assert verdict.hosts == ("gb200-0007",), verdict.to_facts()
+
+
 def test_a_node_running_a_job_is_never_used(rack, tmp_path):
     idle(rack)
     c = rack.cluster
