@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "config": 2, "starter": 2, "collectors": 2, "breaker": 2, "runstore": 2, "judging.baseline": 2, "capture": 2,
     "judging.catalog": 3, "facts": 3, "transport": 3, "probes.guard": 3,
     "collect": 4, "factschema": 4, "probes.runner": 4,
+    "probes.collective": 4,  # a collective launched by srun/mpirun, the search's runner (parsers, Slurm's words)
     "judging.projection": 5, "reporters": 5, "probes.options": 5,
     "judging.evaluate": 6,
     "judging": 6,  # the package's own __init__

@@ -34,6 +34,7 @@ from .executor import (
     start_rollback,
 )
 from .gate import Clock, Collect, Collected, RealClock
+from .gates.collective import live_collective
 from .plan import Plan, Wave
 from .playbook import run_playbook
 from .stepid import PAUSE, StepId
@@ -115,6 +116,7 @@ class Seams:
     run_playbook: RunPlaybook | None = None
     clock: Clock | None = None
     probe_factory: Callable[..., Any] | None = None  # (inventory, via, inventory path, probes, forks)
+    collective_factory: Callable[..., Any] | None = None  # (inventory, scale) -> gates.collective.Seam
 
 
 @dataclass
@@ -164,6 +166,7 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
     gate_checks = select_checks(plan.gates.checks, prep.catalog)
     soak_checks = select_checks(plan.soak.checks, prep.catalog) if plan.soak else []
     probes = plan.gates.kinds.get("probes")
+    collective = plan.gates.kinds.get("collective")
     factory = seams.collect_factory or live_collect
     collect = factory(prep.inventory, list(gate_checks) + list(soak_checks), via, run_id, prep.inventory_path,
                       forks, plan.gates.host_timeout_s)
@@ -173,7 +176,9 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
                    run_playbook=seams.run_playbook or run_playbook, clock=seams.clock or RealClock(),
                    progress=progress, forks=forks,
                    probe=(seams.probe_factory or live_probe)(prep.inventory, via, prep.inventory_path, probes, forks)
-                   if probes else None)
+                   if probes else None,
+                   collective=(seams.collective_factory or live_collective)(prep.inventory, collective.scale)
+                   if collective else None)
 
 
 def reservations(runs_dir: Path) -> list[tuple[str, str, list[str]]]:

@@ -46,6 +46,8 @@ class Context:
     forks: int = DEFAULT_FORKS  # hosts a playbook changes at once
     #: Runs the plan's gate probes: (hosts, evidence dir, baseline) -> figures per host. None: the plan has none.
     probe: Probe | None = None
+    #: Runs the collective gate's collectives and search (gates.collective.Seam). None: the plan has no such gate.
+    collective: Any | None = None
 
 
 class Stopped(Exception):
