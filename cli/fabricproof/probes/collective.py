@@ -22,7 +22,7 @@ from ..model import Command, Host
 from ..transport import HostError, Transport
 from ..transport.fanout import guarded as run_guarded
 from . import guard, spec
-from .isolation import Outcome, Settings
+from .isolation import Outcome, Settings, Verdict
 
 #: The scales a collective runs at: one NVLink domain (a GB200/GB300 rack's trays, multi-node NVLink on), the same
 #: domain with multi-node NVLink off (NCCL_MNNVL_ENABLE=0: its InfiniBand alone), the hosts under one leaf, hosts
@@ -362,6 +362,29 @@ class Collective:
     def to_facts(self) -> dict[str, Any]:
         """The launches of this scale, as /perf/collective/<scale> holds them."""
         return {"scale": self.scale, "launcher": self.launcher, "launches": [la.to_dict() for la in self.launches]}
+
+
+def host_facts(run: Collective, verdict: Verdict | None) -> dict[str, dict[str, Any]]:
+    """Each host's /perf/collective fragment (collectors/probes/collective.SCHEMA): its launches, the figure of the
+    first group it was in, and the search's verdict on it with the evidence chain of what names it. Hosts that ran
+    in no launch get none (their checks stay unjudged). A host carries only its own part of the search's path, so
+    a fleet's facts grow with its size, not with its size times the search's tests."""
+    decisions = {d.index: d.to_dict() for d in verdict.decisions} if verdict is not None else {}
+    out: dict[str, dict[str, Any]] = {}
+    for host in dict.fromkeys(h for la in run.launches for h in la.group):
+        mine = [la for la in run.launches if host in la.group]
+        first = mine[0].outcome or Outcome.failed("not run")
+        out[host] = {
+            "scale": run.scale, "launcher": run.launcher, "threshold_gbps": threshold(run.values, run.scale),
+            "busbw_gbps": first.figure, "failure": first.failure,
+            "launches": [{k: v for k, v in la.to_dict().items() if k not in ("argv", "ranks")} for la in mine],
+            "isolation": None if verdict is None else {
+                "verdict": verdict.of_host(host), "search": verdict.state, "rounds": verdict.rounds,
+                "tests": verdict.tests,
+                "findings": [{**f.to_dict(), "evidence": [decisions[i] for i in f.evidence if i in decisions]}
+                             for f in verdict.findings if host in f.members]},
+        }
+    return out
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
