@@ -248,3 +248,35 @@ def test_ctrl_c_and_the_timeout_cancel_the_job_step_and_leave_no_task(rack, tmp_
     assert out.kind == "timeout" and "job step was cancelled" in out.failure
     assert c.jobs() == [] and emulators(rack) == []
     idle(rack)
+
+
+def test_the_collective_command_runs_the_search_through_srun_and_judges_the_host_at_fault(rack, tmp_path):
+    """`fabricproof collective run --search` as an operator types it: the groups as srun job steps, the search names
+    the tray whose NVLink carries half, its facts fail perf.collective_at_fault on it alone (exit 1), and the run
+    directory holds the search's path."""
+    import yaml
+
+    idle(rack)
+    base = tmp_path / "baseline.yaml"
+    base.write_text(yaml.safe_dump({"apiVersion": "fabricproof/v1", "kind": "Baseline", "metadata": {"name": "t"},
+                                    "spec": {"defaults": values(rack)}}))
+    manager.fault_inject(rack.lab.dir, "gb200-0004", "nvlink-degraded")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "fabricproof", "collective", "run", "-i", str(rack.inventory), "-b", str(base),
+             "--scale", "all", "--search", "--limit", ",".join(HOSTS[:8]), "-o", str(tmp_path / "run"),
+             "-f", f"json={tmp_path / 'report.json'}"],
+            env=rack.cluster.env(PYTHONPATH=str(REPO / "cli")), capture_output=True, text=True, timeout=900)
+    finally:
+        idle(rack)
+    assert proc.returncode == 1, proc.stderr
+    assert "round 1: 1 group(s) at once (all)" in proc.stderr and "search: at fault" in proc.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    failed = {(r["check_id"], r["host"]) for r in report["results"] if r["outcome"] == "fail"}
+    assert ("perf.collective_at_fault", "gb200-0004") in failed
+    assert {h for c, h in failed if c == "perf.collective_at_fault"} == {"gb200-0004"}
+    path = json.loads((tmp_path / "run" / "collective.json").read_text())
+    assert path["search"]["hosts"] == ["gb200-0004"] and path["launches"][0]["hosts"] == HOSTS[:8]
+    doc = json.loads((tmp_path / "run" / "facts" / "gb200-0004.json").read_text())
+    assert doc["perf"]["collective"]["isolation"]["verdict"] == "at fault"
+    assert not rack.cluster.jobs() and not emulators(rack)

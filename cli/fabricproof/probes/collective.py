@@ -19,6 +19,8 @@ from ..collectors.base import ParseError, not_run_reason
 from ..collectors.probes.nccl_tests import parse_nccl_tests
 from ..errors import InputError
 from ..model import Command, Host
+from ..subnet.names import host_of
+from ..subnet.plan import Plan
 from ..transport import HostError, Transport
 from ..transport.fanout import guarded as run_guarded
 from . import guard, spec
@@ -362,6 +364,40 @@ class Collective:
     def to_facts(self) -> dict[str, Any]:
         """The launches of this scale, as /perf/collective/<scale> holds them."""
         return {"scale": self.scale, "launcher": self.launcher, "launches": [la.to_dict() for la in self.launches]}
+
+
+def leaves(plan: Plan, hosts: Sequence[str]) -> dict[str, str]:
+    """Host -> the leaf its lowest rail's HCA is cabled to by the fabric plan (its roles: tier leaf); hosts are
+    matched case-insensitively, hosts the plan does not cable are left out. On a rail-optimised fabric every rail's
+    leaf of a scalable unit serves the same hosts, so one rail's leaves group them."""
+    roles = plan.roles()
+    wanted = {h.lower(): h for h in hosts}
+    best: dict[str, tuple[int, str]] = {}
+    for link in plan.links:
+        for one, other in ((link.a.device, link.b.device), (link.b.device, link.a.device)):
+            named = host_of(one)
+            role = roles.get(other)
+            if named is None or role is None or role.tier != "leaf" or named[0].lower() not in wanted:
+                continue
+            host = wanted[named[0].lower()]
+            rail = plan.rail_of(named[1])
+            key = (rail if rail is not None else 1 << 30, other)
+            if host not in best or key < best[host]:
+                best[host] = key
+    return {h: best[h][1] for h in hosts if h in best}
+
+
+def facts_documents(run: Collective, verdict: Verdict | None, groups: Mapping[str, Sequence[str]]
+                    ) -> dict[str, dict[str, Any]]:
+    """The facts document of each host a collective ran on: its /perf/collective (host_facts) and the collector's
+    run record (`groups`: host -> its inventory groups)."""
+    out = {}
+    for host, fragment in host_facts(run, verdict).items():
+        doc = {"apiVersion": "fabricproof/v1", "kind": "Facts", "host": host, "via": run.launcher,
+               "groups": sorted(groups.get(host, ())), "collectors": {"collective": {"status": "ok"}}}
+        doc["perf"] = {"collective": fragment}
+        out[host] = doc
+    return out
 
 
 def host_facts(run: Collective, verdict: Verdict | None) -> dict[str, dict[str, Any]]:
