@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import slurmkit
 from fabricproof import inventory, transport
-from fabricproof.probes import collective, isolation
+from fabricproof.probes import collective, isolation, spec
 from fabricproof.transport import RunContext
 from fabricproof_lab import manager
 from labkit import LabFactory
@@ -279,4 +279,46 @@ def test_the_collective_command_runs_the_search_through_srun_and_judges_the_host
     assert path["search"]["hosts"] == ["gb200-0004"] and path["launches"][0]["hosts"] == HOSTS[:8]
     doc = json.loads((tmp_path / "run" / "facts" / "gb200-0004.json").read_text())
     assert doc["perf"]["collective"]["isolation"]["verdict"] == "at fault"
+    assert not rack.cluster.jobs() and not emulators(rack)
+
+
+def test_the_readmes_expansion_acceptance_run_passes_at_every_scale_as_printed(rack, tmp_path):
+    """The README's expansion acceptance block, each command as printed (bash, `fabricproof` on PATH), in a directory
+    holding the lab's inventory, a baseline with its thresholds and a cabling plan of two scalable units of 8 trays:
+    on the healthy rack every scale runs its groups as srun job steps and passes."""
+    import yaml
+    from cli import readme_examples
+
+    idle(rack)
+    block = readme_examples.section(REPO / "README.md", "#### An expansion acceptance run at all scales")
+    (snippet,) = [b for b in block.split("```yaml\n")[1:]]
+    thresholds = yaml.safe_load(snippet.split("```")[0])["perf"]["probes"]["collective"]["thresholds"]
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "inventory.yml").write_text(rack.inventory.read_text())
+    (ws / "baseline.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "fabricproof/v1", "kind": "Baseline", "metadata": {"name": "t"},
+        "spec": {"defaults": spec.merge(values(rack), {"perf": {"probes": {"collective": {"thresholds": thresholds}}}})}}))
+    (ws / "fabric-plan.yaml").write_text(yaml.safe_dump({
+        "kind": "FabricPlan", "version": 1, "name": "lab", "defaults": {"width": "4x", "speed": "NDR"},
+        "links": [{"a": f"{h} mlx5_{r}", "a_port": 1, "b": f"leaf-su{1 + i // 8}-r{r}", "b_port": 1 + i % 8}
+                  for i, h in enumerate(HOSTS) for r in range(4)]
+        + [{"a": f"leaf-su{su}-r{r}", "a_port": 33, "b": "spine-1", "b_port": 1 + 4 * (su - 1) + r}
+           for su in (1, 2) for r in range(4)]}))
+    steps = readme_examples.commands(block)
+    assert [s.split()[1:4] for s in steps][1:] == [["collective", "run", "-i"]] * 5
+    bin_dir = readme_examples.shim(tmp_path / "bin")
+    try:
+        for step in steps:
+            res = readme_examples.run(step, ws, bin_dir, rack.cluster.env(PYTHONPATH=str(REPO / "cli")), timeout=600)
+            assert res.returncode == 0, (step, res.stdout[-2000:], res.stderr[-2000:])
+    finally:
+        idle(rack)
+    groups = {d: len(json.loads((ws / "runs" / d / "collective.json").read_text())["launches"])
+              for d in ("expansion-domain", "expansion-domain-ib", "expansion-leaf", "expansion-cross-leaf",
+                        "expansion-all")}
+    # each group once, all at once; when every group passes the search runs the whole set once (a pair split by
+    # the screening): 2 leaves + 1, 8 cross-leaf groups + 1; one domain is already the whole set
+    assert groups == {"expansion-domain": 1, "expansion-domain-ib": 1, "expansion-leaf": 3,
+                      "expansion-cross-leaf": 9, "expansion-all": 1}
     assert not rack.cluster.jobs() and not emulators(rack)

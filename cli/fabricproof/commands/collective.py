@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .. import config
+from .. import config, transport
 from .. import facts as facts_mod
 from .. import inventory as inventory_mod
 from ..collect import new_run_id, select_hosts
@@ -20,6 +20,7 @@ from ..judging.pipeline import Delegated, Gathered, Request, run
 from ..probes import collective, isolation
 from ..reporters import REPORTERS
 from ..runstore import RunStore
+from ..transport import RunContext
 from ..subnet.plan import load_plan
 from ._common import (BASELINE_HELP, FORMAT_HELP, INVENTORY_DEFAULT, SEVERITIES, check_fail_on, emit_report,
                       err_console, input_errors, pair_outputs, shown)
@@ -98,8 +99,13 @@ def run_collective(
     store = RunStore.create(output)
     store.begin()
 
+    run_id = new_run_id()
     tell = (lambda _line: None) if quiet else (lambda line: err_console.print(shown(line), highlight=False))
-    launches = collective.Collective(values, scale, store.collective_dir, launcher=via, progress=tell)
+    # The probes' idle guard over SSH on every host of each round, besides Slurm's own view of the nodes.
+    link, _fleet = transport.open_fleet("ssh", transport.configure("ssh", inventory_path=inventory),
+                                        RunContext(run_dir=store.root, run_id=run_id, forks=16, host_timeout_s=600.0))
+    launches = collective.Collective(values, scale, store.collective_dir, launcher=via, progress=tell,
+                                     idle=collective.idle_guard(link, inv.hosts))
     group_of = dict(inv.groups_of())
     outcome: dict[str, Any] = {}
 
@@ -121,8 +127,11 @@ def run_collective(
         why = outcome.get("stopped", "in no group of this scale")
         return Gathered(docs, {h: why for h in _hosts if h not in docs})
 
-    judged = run(Request(Delegated(hosts, store.root, collect), base, checks, groups=group_of, reports=("json",),
-                         run_id=new_run_id()))
+    try:
+        judged = run(Request(Delegated(hosts, store.root, collect), base, checks, groups=group_of, reports=("json",),
+                             run_id=run_id))
+    finally:
+        link.close()
     verdict = outcome.get("verdict")
     atomic_write_text(store.collective_path, json.dumps({
         **launches.to_facts(), "stopped": outcome.get("stopped"),
