@@ -322,3 +322,30 @@ def test_the_readmes_expansion_acceptance_run_passes_at_every_scale_as_printed(r
     assert groups == {"expansion-domain": 1, "expansion-domain-ib": 1, "expansion-leaf": 3,
                       "expansion-cross-leaf": 9, "expansion-all": 1}
     assert not rack.cluster.jobs() and not emulators(rack)
+
+
+def test_faults_only_a_collective_finds_an_hca_slow_under_load_and_a_bad_pair_path(rack, tmp_path):
+    """hca-multinode-slow (its HCAs fine alone and to one peer) and path-slow-pair (two trays slow only together):
+    the lab's faults that only a multi-node collective shows, each declaring perf.collective_at_fault. The search
+    through real srun names the tray and the pair, and the check fails exactly those three trays."""
+    from fabricproof.judging.baseline import Baseline
+    from fabricproof.judging.catalog import load
+    from fabricproof.judging.evaluate import evaluate
+    from fabricproof.model import Outcome
+    from fabricproof_lab.emu.faults import FAULTS
+
+    idle(rack)
+    manager.fault_inject(rack.lab.dir, "gb200-0003", "hca-multinode-slow")
+    manager.fault_inject(rack.lab.dir, "gb200-0010", "path-slow-pair")  # with gb200-0011
+    try:
+        run = collective.Collective(values(rack), "domain_ib", tmp_path / "ev", env=rack.cluster.env())
+        verdict = isolation.search(HOSTS, run, collective.search_settings(values(rack), "domain_ib"))
+    finally:
+        idle(rack)
+    assert verdict.hosts == ("gb200-0003",) and verdict.pairs == (("gb200-0010", "gb200-0011"),), verdict.to_facts()
+    assert not verdict.paths and all(la.argv[0] == "srun" for la in run.launches)
+    docs = collective.facts_documents(run, verdict, {})
+    checks = [c for c in load() if c.id in FAULTS["hca-multinode-slow"].catches_collective
+              + FAULTS["path-slow-pair"].catches_collective]
+    report = evaluate(docs, Baseline("b", values(rack)), checks)
+    assert {r.host for r in report.results if r.outcome is Outcome.FAIL} == {"gb200-0003", "gb200-0010", "gb200-0011"}
