@@ -106,6 +106,28 @@ def live_probe(inventory: Inventory, via: str, inv_path: str, probes: Sequence[s
     return probe
 
 
+def live_fabric(inventory: Inventory, via: str, inv_path: str, spec: Any, forks: int = DEFAULT_FORKS):
+    """The fabric gate over a remote transport: each proof reads the hosts' ports (the vantage when none is declared,
+    each host's rail map), then the fabric once from the vantage, into the proof's evidence directory; hosts ->
+    gates.fabric.FabricOutcome."""
+    from ..collect import collect as collect_fleet
+    from ..collectors import COLLECTORS
+    from ..subnet.step import prove
+    from .gates.fabric import verdict
+
+    options = transport.configure(via, inventory_path=inv_path)
+
+    def fabric(hosts: Sequence[str], evidence_dir: Path):
+        run_id = f"fabric-{evidence_dir.parent.name}-{evidence_dir.name}"
+        res = collect_fleet([inventory.hosts[h] for h in hosts], evidence_dir, via=via, options=options,
+                            collectors=[COLLECTORS["ibstat"]], forks=forks, inventory=inv_path, run_id=run_id)
+        proof = prove(spec.plan, list(inventory.hosts.values()), res.facts_by_host, evidence_dir, judged=list(hosts),
+                      via=via, options=options, window_s=spec.window_s, run_id=run_id)
+        return verdict(hosts, proof.findings, "" if proof.diff is not None else proof.error, res.collection_errors)
+
+    return fabric
+
+
 @dataclass(frozen=True)
 class Seams:
     """What a run talks to: collection, playbooks and the clock. Tests replace them; defaults are the real ones."""
@@ -115,6 +137,7 @@ class Seams:
     run_playbook: RunPlaybook | None = None
     clock: Clock | None = None
     probe_factory: Callable[..., Any] | None = None  # (inventory, via, inventory path, probes, forks)
+    fabric_factory: Callable[..., Any] | None = None  # (inventory, via, inventory path, fabric spec, forks)
 
 
 @dataclass
@@ -164,6 +187,7 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
     gate_checks = select_checks(plan.gates.checks, prep.catalog)
     soak_checks = select_checks(plan.soak.checks, prep.catalog) if plan.soak else []
     probes = plan.gates.kinds.get("probes")
+    fabric = plan.gates.kinds.get("fabric")
     factory = seams.collect_factory or live_collect
     collect = factory(prep.inventory, list(gate_checks) + list(soak_checks), via, run_id, prep.inventory_path,
                       forks, plan.gates.host_timeout_s)
@@ -173,7 +197,9 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
                    run_playbook=seams.run_playbook or run_playbook, clock=seams.clock or RealClock(),
                    progress=progress, forks=forks,
                    probe=(seams.probe_factory or live_probe)(prep.inventory, via, prep.inventory_path, probes, forks)
-                   if probes else None)
+                   if probes else None,
+                   fabric=(seams.fabric_factory or live_fabric)(prep.inventory, via, prep.inventory_path, fabric, forks)
+                   if fabric else None)
 
 
 def reservations(runs_dir: Path) -> list[tuple[str, str, list[str]]]:
