@@ -5,7 +5,7 @@ host's facts) and the lines saying what it found."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -29,19 +29,14 @@ FabricWindowOpt = Annotated[float, typer.Option(
     "subnet.switch_errors); 0 reads them once.")]
 
 
-def load(plan_file: str, window_s: float) -> Plan:
-    """The cabling plan and the window, checked before any host is touched (exit 2 with file, line and path)."""
+def load(plan_file: str, window_s: float, groups: Mapping[str, Sequence[str]] | None) -> Plan:
+    """The cabling plan and the window, checked before any host is touched (exit 2 with file, line and path); the
+    inventory's groups serve a rails rule that names one."""
     if not 0 <= window_s <= 3600:
         raise InputError(f"--fabric-window {window_s:g}: give seconds from 0 to 3600")
     from ..subnet.plan import load_plan
 
-    return load_plan(plan_file)
-
-
-def collector_ids() -> list[str]:
-    from ..collectors.subnet import FABRIC_COLLECTORS
-
-    return list(FABRIC_COLLECTORS)
+    return load_plan(plan_file, groups=groups)
 
 
 def lines(proof: step.FabricProof, limit: int = 20) -> list[str]:
@@ -90,8 +85,7 @@ def after_collection(plan: Plan, inventory_hosts: Sequence[Host], via: str, opti
             collectors=collectors)
         if not quiet:
             show(proof)
-        ids = list(collectors) if collectors is not None else collector_ids()
-        return Added(step.merged(result.facts_by_host, proof, ids))
+        return Added(step.merged(result.facts_by_host, proof))
 
     return then
 

@@ -93,9 +93,7 @@ def capture(
     if fabric.subnet is None:
         raise typer.Exit(ExitCode.INCOMPLETE)
     names = [h.name for h in hosts]
-    doc = plan_from(fabric.subnet, names)
-    if name:
-        doc["name"] = name
+    doc = plan_from(fabric.subnet, names, name=name or "captured")
     text = (f"# Captured by `fabricproof fabric capture` from {vantage.host.name} ({run_id}); review every cable "
             "before trusting it.\n" + yaml.safe_dump(doc, sort_keys=False, width=120))
     write_target(output, (text,), mode=0o644, option="--output")  # configuration, committed and shared
@@ -159,10 +157,10 @@ def diff(
     """
     check_fail_on(fail_on)
     pairs = pair_outputs(fmt, [])
-    loaded = _fabric.load(plan, window)
     base = baseline_mod.load(baseline) if baseline else baseline_mod.Baseline("none", {})
     checks = catalog.select(catalog.load(), [SUBNET_FAMILY])
     inventory, inv, hosts, options = _hosts(inventory, limit, via, accept_new_host_keys)
+    loaded = _fabric.load(plan, window, inv.groups)
     check_settings(forks, DEFAULT_HOST_TIMEOUT_S, None, None)
     run_id = new_run_id()
     then = _fabric.after_collection(loaded, list(inv.hosts.values()), via, options, window, quiet, run_id)
@@ -187,10 +185,16 @@ def import_csv(
 
     Example: fabricproof fabric import-csv cabling.csv -o fabric-plan.yaml
     """
-    from ..subnet.plan import load_plan, plan_from_csv
+    from ..subnet.plan import load_plan, parse_csv
 
     check_target(output, "--output")
-    doc = plan_from_csv(csv_file, name=name or csv_file.stem)
+    if not csv_file.is_file():
+        raise InputError(f"{csv_file}: not found")
+    links = parse_csv(csv_file.read_text(encoding="utf-8", errors="replace"), str(csv_file))
+    doc = {"kind": "FabricPlan", "version": 1, "name": name or csv_file.stem,
+           "links": [{"a": lk.a.device, "a_port": lk.a.port, "b": lk.b.device, "b_port": lk.b.port,
+                      **({"width": lk.width} if lk.width else {}), **({"speed": lk.speed} if lk.speed else {})}
+                     for lk in links]}
     text = f"# Imported by `fabricproof fabric import-csv` from {csv_file.name}.\n" + yaml.safe_dump(
         doc, sort_keys=False, width=120)
     write_target(output, (text,), mode=0o644, option="--output")

@@ -103,7 +103,7 @@ def validate(
     probe_ids, probe_settings = probe_options.settings(probes, probe_budget, require_idle, pairing_shuffles, forks)
     if probe_ids and not live:
         raise InputError("--probes runs probes on live hosts: not with --facts or --raw")
-    plan = _fabric.load(fabric_plan, fabric_window) if fabric_plan else None
+    plan = _fabric.load(fabric_plan, fabric_window, inv.groups if inv is not None else None) if fabric_plan else None
     if plan is not None and not live:
         raise InputError("--fabric-plan reads the fabric from a live vantage host: not with --facts or --raw")
 

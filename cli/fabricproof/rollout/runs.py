@@ -112,16 +112,18 @@ def live_fabric(inventory: Inventory, via: str, inv_path: str, spec: Any, forks:
     gates.fabric.FabricOutcome."""
     from ..collect import collect as collect_fleet
     from ..collectors import COLLECTORS
+    from ..subnet.plan import load_plan
     from ..subnet.step import prove
     from .gates.fabric import verdict
 
     options = transport.configure(via, inventory_path=inv_path)
+    plan = load_plan(spec.plan_file, groups=inventory.groups)  # a bad plan: exit 2 before any wave
 
     def fabric(hosts: Sequence[str], evidence_dir: Path):
         run_id = f"fabric-{evidence_dir.parent.name}-{evidence_dir.name}"
         res = collect_fleet([inventory.hosts[h] for h in hosts], evidence_dir, via=via, options=options,
                             collectors=[COLLECTORS["ibstat"]], forks=forks, inventory=inv_path, run_id=run_id)
-        proof = prove(spec.plan, list(inventory.hosts.values()), res.facts_by_host, evidence_dir, judged=list(hosts),
+        proof = prove(plan, list(inventory.hosts.values()), res.facts_by_host, evidence_dir, judged=list(hosts),
                       via=via, options=options, window_s=spec.window_s, run_id=run_id)
         return verdict(hosts, proof.findings, "" if proof.diff is not None else proof.error, res.collection_errors)
 

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..collect.fabric import COUNTERS, COUNTERS_AFTER, FabricRun, collect_fabric
+from ..collect.fabric import TOPOLOGY, FabricRun, collect_fabric
 from ..model import Host
 from ..runstore import RunStore
 from . import hosts as hosts_mod
-from .diff import Diff, Finding, diff
+from .checks import COLLECTOR
+from .diff import Diff, Finding, diff, merge_facts
 from .plan import Plan
 
 
@@ -44,7 +45,7 @@ def prove(plan: Plan, inventory_hosts: Sequence[Host], facts: Mapping[str, Mappi
     run = collect_fabric(vantage.host, run_dir, via=via, options=options, window_s=window_s, run_id=run_id,
                          collectors=collectors)
     if run.subnet is None:
-        return FabricProof(vantage, run, None, run.error or run.errors.get("ibnetdiscover")
+        return FabricProof(vantage, run, None, run.error or run.errors.get(TOPOLOGY)
                            or "the vantage host showed no fabric")
     rails = {h: hosts_mod.rails(facts.get(h)) for h in judged}
     found = diff(plan, run.subnet, hosts=list(judged), rails=rails, counters_before=run.counters_before)
@@ -55,39 +56,32 @@ def prove(plan: Plan, inventory_hosts: Sequence[Host], facts: Mapping[str, Mappi
     return FabricProof(vantage, run, found)
 
 
-def records(proof: FabricProof, collector_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The fabric collectors' records every judged host's facts carry: ok with the evidence, or the error that
-    leaves the subnet.* checks reading them unjudged."""
-    out: dict[str, dict[str, Any]] = {}
+def record(proof: FabricProof) -> dict[str, Any]:
+    """The `subnet` collector's record every judged host's facts carry: ok, citing the topology the diff read, or an
+    error saying why the fabric was not judged (any fabric tool that failed: a counter reading lost would pass
+    subnet.switch_errors unseen), which leaves the subnet.* checks unjudged rather than passed."""
     run = proof.run
-    for cid in collector_ids:
-        if run is None:
-            out[cid] = {"status": "error", "error": proof.error}
-            continue
-        name = COUNTERS_AFTER if cid == COUNTERS and COUNTERS_AFTER in run.results else cid
-        result = run.results.get(name)
-        why = run.errors.get(cid) or (proof.error if proof.diff is None else "")
-        rec: dict[str, Any] = {"status": "error" if why else "ok"}
-        if why:
-            rec["error"] = why
-        if result is not None:
-            rec.update(exit_code=result.exit_code, command=" ".join(result.argv),
-                       duration_s=round(result.duration_s, 3))
-        if name in run.evidence:
-            rec["evidence"] = run.evidence[name]
-        out[cid] = rec
-    return out
+    if proof.diff is None or run is None or run.errors:
+        why = "; ".join(run.errors.values()) if run is not None and run.errors else proof.error
+        return {"status": "error", "error": why or "the fabric was not read"}
+    rec: dict[str, Any] = {"status": "ok"}
+    topology = run.results.get(TOPOLOGY)
+    if topology is not None:
+        rec.update(exit_code=topology.exit_code, command=" ".join(topology.argv),
+                   duration_s=round(topology.duration_s, 3))
+    if TOPOLOGY in run.evidence:
+        rec["evidence"] = run.evidence[TOPOLOGY]
+    return rec
 
 
-def merged(facts: Mapping[str, dict[str, Any]], proof: FabricProof, collector_ids: Sequence[str]
-           ) -> dict[str, dict[str, Any]]:
-    """Each collected host's facts with its `/subnet` fragment and the fabric collectors' records in them."""
+def merged(facts: Mapping[str, dict[str, Any]], proof: FabricProof) -> dict[str, dict[str, Any]]:
+    """Each collected host's facts with its `/subnet` fragment and the `subnet` record in them."""
     fragments = proof.diff.host_facts() if proof.diff is not None else {}
-    recs = records(proof, collector_ids)
+    rec = record(proof)
     out: dict[str, dict[str, Any]] = {}
     for host, doc in facts.items():
-        doc.setdefault("collectors", {}).update({cid: dict(r) for cid, r in recs.items()})
         if host in fragments:
-            doc["subnet"] = fragments[host]
+            merge_facts(doc, fragments[host])
+        doc.setdefault("collectors", {})[COLLECTOR] = dict(rec)
         out[host] = doc
     return out

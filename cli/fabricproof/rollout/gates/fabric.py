@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InputError, Problem
+from ...errors import Problem
 from ...timeutil import parse_duration
 from .. import state as st
 from .. import store
@@ -27,10 +27,10 @@ DEFAULT_WINDOW_S = 5.0
 
 @dataclass(frozen=True)
 class FabricSpec:
-    """The gate's settings: the cabling plan (its file, and as loaded) and the counter window."""
+    """The gate's settings: the cabling plan's file (loaded with the inventory's groups, before any wave) and the
+    counter window."""
 
     plan_file: Path
-    plan: Any  # subnet.plan.Plan
     window_s: float = DEFAULT_WINDOW_S
 
 
@@ -79,21 +79,19 @@ class FabricGate(GateKind):
     after_stage = JOIN
 
     def parse(self, block: Block, problems: list[Problem]) -> FabricSpec | None:
-        """The plan, loaded now (a bad plan stops the rollout before any wave); None: the plan has no fabric gate."""
+        """The plan's file, relative to the rollout plan; None: the plan has no fabric gate. The cabling plan itself
+        is read when the run starts, with the inventory's groups (a rails rule may name one), before any wave."""
         spec = block.spec["gates"].get("fabric")
         if not spec:
             return None
-        from ...subnet.plan import load_plan
-
         path = Path(spec["plan"])
         if not path.is_absolute():
             path = Path(block.doc.file).resolve().parent / path
-        try:
-            plan = load_plan(str(path))
-        except InputError as exc:
-            problems.append(block.problem(("spec", "gates", "fabric", "plan"), f"{path}: {exc}"))
+        if not path.is_file():
+            problems.append(block.problem(("spec", "gates", "fabric", "plan"), f"cabling plan {spec['plan']!r} not "
+                                          f"found ({path})"))
             return None
-        return FabricSpec(path, plan, parse_duration(spec.get("window", DEFAULT_WINDOW_S)))
+        return FabricSpec(path, parse_duration(spec.get("window", DEFAULT_WINDOW_S)))
 
     def describe(self, spec: Any) -> dict[str, Any]:
         return {"fabric_plan": str(spec.plan_file), "fabric_window_s": spec.window_s}
