@@ -49,6 +49,9 @@ class Validate:
     fail_on: str = "critical"
     retry_interval_s: int = 10
     timeout_s: int = 0
+    fabric_plan: Path | None = None  # each attempt also diffs the fabric against this cabling plan
+    fabric_window_s: float = 5.0
+    probes: tuple[str, ...] = ()  # and runs these probes on the step's hosts
 
 
 @dataclass(frozen=True)
@@ -134,9 +137,20 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
             for j, pat in enumerate(v.get("checks") or ()):
                 if not catalog_matches(pat, catalog):
                     problems.append(doc.problem(at + ("validate", "checks", j), f"{pat!r} matches no check id or family"))
+            fpath = (base / v["fabric_plan"]).resolve() if "fabric_plan" in v else None
+            if fpath is not None and not fpath.is_file():
+                problems.append(doc.problem(at + ("validate", "fabric_plan"),
+                                            f"cabling plan {v['fabric_plan']!r} not found"))
+            from ..probes.spec import PROBES
+
+            for j, pid in enumerate(v.get("probes") or ()):
+                if pid not in PROBES:
+                    problems.append(doc.problem(at + ("validate", "probes", j), f"unknown probe {pid!r}; probes: "
+                                                f"{', '.join(PROBES)}"))
             steps.append(Step(**common, validate=Validate(
                 bpath, tuple(v.get("checks") or ()), v.get("fail_on", "critical"),
-                parse_duration(v.get("retry_interval", 10)), parse_duration(v.get("timeout", 0)))))
+                parse_duration(v.get("retry_interval", 10)), parse_duration(v.get("timeout", 0)), fpath,
+                parse_duration(v.get("fabric_window", 5)), tuple(v.get("probes") or ()))))
         elif kind == "rollback":
             steps.append(Step(**common, run=s["rollback"]["run"]))
         elif kind == "wait":
@@ -292,6 +306,8 @@ class RunbookRun:
         base = baseline_mod.load(v.baseline)
         collect = (self.s.collect_factory or _default_collect)(self.s.inventory, checks, "ssh", self.run_id,
                                                                 self.s.inventory_path)
+        if v.probes or v.fabric_plan is not None:
+            collect = _after(collect, self.s.inventory, "ssh", self.s.inventory_path, v, base)
         out = RolloutStore(self.dir).runbook_step_dir(step.index + 1, _slug(step.name))
 
         def attempt(n: int) -> Proof:
@@ -405,6 +421,22 @@ def _default_collect(inventory: Inventory, checks: Sequence[Check], via: str, ru
     from .runs import live_collect
 
     return live_collect(inventory, checks, via, run_id, inv_path)
+
+
+def _after(collect: Collect, inventory: Inventory, via: str, inv_path: str, v: Validate,
+           base: baseline_mod.Baseline) -> Collect:
+    """A validate step's collection followed by its probes and its fabric diff (the two steps validate --probes and
+    --fabric-plan add), so its checks judge both."""
+    from .runs import fabric_after, probes_after
+
+    if v.probes:
+        collect = probes_after(collect, inventory, via, inv_path, v.probes, base)
+    if v.fabric_plan is not None:
+        from ..subnet.plan import load_plan
+
+        collect = fabric_after(collect, inventory, via, inv_path, load_plan(v.fabric_plan, groups=inventory.groups),
+                               v.fabric_window_s)
+    return collect
 
 
 def bundle(run_dir: Path, related: Sequence[Path] = ()) -> Path:

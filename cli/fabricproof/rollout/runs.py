@@ -130,6 +130,46 @@ def live_fabric(inventory: Inventory, via: str, inv_path: str, spec: Any, forks:
     return fabric
 
 
+def probes_after(collect: Collect, inventory: Inventory, via: str, inv_path: str, probes: Sequence[str],
+                 baseline: baseline_mod.Baseline) -> Collect:
+    """A collection followed by the probes on the hosts it collected (only idle ones), their facts merged in (into
+    the proof's evidence directory, probes/); a host the probes could not reach is not collected."""
+    from ..probes.runner import ProbeSettings, merged, run_probes
+    from ..runstore import RunStore
+
+    options = transport.configure(via, inventory_path=inv_path)
+
+    def wrapped(hosts: Sequence[str], evidence_dir: Path) -> Collected:
+        got = collect(hosts, evidence_dir)
+        if not got.facts:
+            return got
+        run = run_probes([inventory.hosts[h] for h in got.facts], RunStore(evidence_dir).probes_root, list(probes),
+                         values=lambda h: baseline.for_groups(h.groups), facts=got.facts, via=via, options=options,
+                         settings=ProbeSettings())
+        return Collected(merged(got.facts, run), {**got.errors, **{h: f"probes: {e}" for h, e in run.errors.items()}})
+
+    return wrapped
+
+
+def fabric_after(collect: Collect, inventory: Inventory, via: str, inv_path: str, plan: Any,
+                 window_s: float) -> Collect:
+    """A collection followed by the fabric step: the fabric read once from the vantage into the proof's evidence
+    directory (fabric/), diffed against `plan`, each collected host's /subnet facts merged in."""
+    from ..subnet.step import merged, prove
+
+    options = transport.configure(via, inventory_path=inv_path)
+
+    def wrapped(hosts: Sequence[str], evidence_dir: Path) -> Collected:
+        got = collect(hosts, evidence_dir)
+        if not got.facts:
+            return got
+        proof = prove(plan, list(inventory.hosts.values()), got.facts, evidence_dir, judged=list(got.facts), via=via,
+                      options=options, window_s=window_s, run_id=f"fabric-{evidence_dir.name}")
+        return Collected(merged(got.facts, proof), got.errors)
+
+    return wrapped
+
+
 @dataclass(frozen=True)
 class Seams:
     """What a run talks to: collection, playbooks and the clock. Tests replace them; defaults are the real ones."""
