@@ -35,6 +35,7 @@ class FabricCollector(Protocol):
     parse: Callable[[str], Subnet]
     typical_s: float
     timeout_s: float
+    ok_exit_codes: tuple[int, ...]
 
 
 @dataclass
@@ -52,10 +53,10 @@ class FabricRun:
     error: str = ""
 
 
-def _registry() -> Mapping[str, FabricCollector]:
-    from ..collectors.subnet import FABRIC_COLLECTORS
+def _registry() -> tuple[Mapping[str, FabricCollector], Callable[[Mapping[str, str]], Subnet]]:
+    from ..collectors.subnet import FABRIC_COLLECTORS, collect_views
 
-    return FABRIC_COLLECTORS
+    return FABRIC_COLLECTORS, collect_views
 
 
 def _run(fleet: transport.FleetRunner, host: Host, commands: Sequence[Command]) -> list[CommandResult] | HostError:
@@ -64,26 +65,29 @@ def _run(fleet: transport.FleetRunner, host: Host, commands: Sequence[Command]) 
     return outcome[0] if outcome else HostError(transport.ErrorKind.FAILED, f"{host.name}: no outcome")
 
 
-def _failure(result: CommandResult) -> str | None:
+def _failure(result: CommandResult, ok_exit_codes: Sequence[int]) -> str | None:
     """Why a fabric tool's output is no reading of the fabric (not run, cut off, failed), else None."""
     why = not_run_reason(result.exit_code, result.stdout)
     if why is not None:
         return f"not run: {why}"
     if result.error:
         return result.error
-    if result.exit_code != 0:
+    if result.exit_code not in ok_exit_codes:
         last = next((ln.strip() for ln in reversed(result.stderr.splitlines()) if ln.strip()), "")
         return f"exit {result.exit_code}" + (f": {last[:200]}" if last else "")
     return None
 
 
 def collect_fabric(vantage: Host, run_dir: Path, *, via: str = "ssh", options: Any = None,
-                   window_s: float = DEFAULT_WINDOW_S, collectors: Mapping[str, FabricCollector] | None = None,
-                   run_id: str = "") -> FabricRun:
+                   window_s: float = DEFAULT_WINDOW_S, run_id: str = "",
+                   registry: tuple[Mapping[str, FabricCollector], Callable[[Mapping[str, str]], Subnet]] | None = None
+                   ) -> FabricRun:
     """Run the fabric collectors on `vantage` over `via`, once; with a window, the counters again `window_s` later.
     Evidence goes to RUNDIR/fabric/raw/<vantage>/, the parsed fabric to RUNDIR/fabric/fabric.json. A host that
-    cannot be reached or a tool that fails is recorded in the FabricRun, never raised: the run goes on."""
-    found = dict(collectors if collectors is not None else _registry())
+    cannot be reached or a tool that fails is recorded in the FabricRun, never raised: the run goes on.
+    `registry`: the collectors and how their outputs merge into one Subnet (collectors.subnet's by default)."""
+    collectors, views_of = registry or _registry()
+    found = dict(collectors)
     store = RunStore.create(RunStore(run_dir).fabric_root)
     store.begin()
     ctx = RunContext(run_dir=store.root, run_id=run_id or "fabric", forks=1,
@@ -112,23 +116,37 @@ def collect_fabric(vantage: Host, run_dir: Path, *, via: str = "ssh", options: A
     refs = store.write_evidence(vantage.name, results)
     run.results = results
     run.evidence = {name: f"{FABRIC_DIR}/{ref}" for name, ref in refs.items()}
-    views: dict[str, Subnet] = {}
+    texts: dict[str, str] = {}
     for name, result in results.items():
         cid = COUNTERS if name == COUNTERS_AFTER else name
-        why = _failure(result)
+        why = _failure(result, found[cid].ok_exit_codes)
         if why is None:
-            try:
-                views[name] = found[cid].parse(result.stdout)
-            except ParseError as exc:
-                why = f"unreadable output: {exc}"
-        if why is not None:
+            texts[name] = result.stdout
+        else:
             run.errors.setdefault(cid, f"{cid} on {vantage.name}: {why}")
-    if TOPOLOGY in views:
-        after = views.pop(COUNTERS_AFTER, None)
-        before = views.pop(COUNTERS, None) if after is not None else None
-        run.subnet = merge([v for k, v in views.items() if k != COUNTERS_AFTER] + ([after] if after else []))
+    before = texts.pop(COUNTERS, None) if COUNTERS_AFTER in results else None
+    if COUNTERS_AFTER in texts:
+        texts[COUNTERS] = texts.pop(COUNTERS_AFTER)  # the counters as they stand after the window
+    try:
+        run.subnet = views_of(texts) if TOPOLOGY in texts else None
+        run.counters_before = found[COUNTERS].parse(before) if before is not None and COUNTERS in texts else None
+    except ParseError:
+        # Which output is unreadable: each parsed alone, the unreadable ones left out of the merge.
+        for cid in list(texts):
+            try:
+                found[cid].parse(texts[cid])
+            except ParseError as exc:
+                run.errors.setdefault(cid, f"{cid} on {vantage.name}: unreadable output: {exc}")
+                del texts[cid]
         if before is not None:
-            run.counters_before = before
+            try:
+                run.counters_before = found[COUNTERS].parse(before)
+            except ParseError as exc:
+                run.errors.setdefault(COUNTERS, f"{COUNTERS} on {vantage.name}: unreadable output: {exc}")
+        try:
+            run.subnet = views_of(texts) if TOPOLOGY in texts else None
+        except ParseError as exc:  # each output reads alone, not together (a link naming a node nowhere else)
+            run.errors.setdefault(TOPOLOGY, f"the fabric tools' outputs on {vantage.name} disagree: {exc}")
     store.write_fabric(document(run))
     store.sync()
     return run

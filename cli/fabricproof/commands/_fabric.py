@@ -68,7 +68,7 @@ def show(proof: step.FabricProof) -> None:
 
 
 def after_collection(plan: Plan, inventory_hosts: Sequence[Host], via: str, options: Any, window_s: float,
-                     quiet: bool, run_id: str = "", collectors: Any = None
+                     quiet: bool, run_id: str = ""
                      ) -> Callable[[CollectResult], Added]:
     """The fabric as the pipeline's step after a collection: read from the vantage (declared, or the first collected
     host with an Active InfiniBand port), diffed against the plan, and every collected host's facts given its
@@ -81,11 +81,12 @@ def after_collection(plan: Plan, inventory_hosts: Sequence[Host], via: str, opti
         if not result.facts_by_host:
             return Added(result.facts_by_host)
         proof = step.prove(plan, inventory_hosts, result.facts_by_host, result.run_dir, judged=list(
-            result.facts_by_host), via=via, options=options, window_s=window_s, run_id=run_id or result.run_id,
-            collectors=collectors)
+            result.facts_by_host), via=via, options=options, window_s=window_s, run_id=run_id or result.run_id)
         if not quiet:
             show(proof)
-        return Added(step.merged(result.facts_by_host, proof))
+        drawn = step.view(proof)
+        return Added(step.merged(result.facts_by_host, proof),
+                     finish=lambda report: dataclasses.replace(report, fabric=drawn))
 
     return then
 

@@ -35,7 +35,7 @@ class FabricProof:
 
 def prove(plan: Plan, inventory_hosts: Sequence[Host], facts: Mapping[str, Mapping[str, Any]], run_dir: Path, *,
           judged: Sequence[str], via: str = "ssh", options: Any = None, window_s: float, run_id: str = "",
-          collectors: Mapping[str, Any] | None = None) -> FabricProof:
+          registry: Any = None) -> FabricProof:
     """Read the fabric from the vantage among `inventory_hosts` (its choice may rest on the collected `facts`) into
     RUNDIR/fabric, and diff it against `plan` for the `judged` hosts (the findings name them; each host's rail map
     comes from its facts)."""
@@ -43,7 +43,7 @@ def prove(plan: Plan, inventory_hosts: Sequence[Host], facts: Mapping[str, Mappi
     if vantage.host is None:
         return FabricProof(vantage, None, None, vantage.why)
     run = collect_fabric(vantage.host, run_dir, via=via, options=options, window_s=window_s, run_id=run_id,
-                         collectors=collectors)
+                         registry=registry)
     if run.subnet is None:
         return FabricProof(vantage, run, None, run.error or run.errors.get(TOPOLOGY)
                            or "the vantage host showed no fabric")
@@ -54,6 +54,15 @@ def prove(plan: Plan, inventory_hosts: Sequence[Host], facts: Mapping[str, Mappi
     doc["findings"] = [dataclasses.asdict(f) for f in found.findings]
     store.write_fabric(doc)
     return FabricProof(vantage, run, found)
+
+
+def view(proof: FabricProof) -> dict[str, Any] | None:
+    """What the HTML report draws of the fabric (Report.fabric): the fabric, the findings, the switches' roles from
+    the plan; None when the fabric was not judged."""
+    if proof.diff is None or proof.run is None or proof.run.subnet is None:
+        return None
+    plan = proof.diff.plan
+    return {"subnet": proof.run.subnet, "findings": proof.findings, "roles": plan.roles(), "plan": plan}
 
 
 def record(proof: FabricProof) -> dict[str, Any]:
