@@ -47,8 +47,10 @@ def lines(proof: step.FabricProof, limit: int = 20) -> list[str]:
     run = proof.run
     if run is not None and run.subnet is not None:
         s = run.subnet
-        out[0] += (f": {sum(1 for _ in s.switches())} switches, {sum(1 for _ in s.cas())} CAs, {len(s.links)} cables "
-                   f"up, {len(s.idle_ports)} idle ports")
+        cas = {n.guid for n in s.cas()}
+        down = sum(1 for p in s.idle_ports if p.end.guid in cas)
+        out[0] += (f": {sum(1 for _ in s.switches())} switches, {len(cas)} CAs, {len(s.links)} cables up"
+                   + (f", {down} HCA port(s) down" if down else ""))
     for cid, why in (run.errors.items() if run is not None else ()):
         out.append(f"fabric: {cid}: {why}")
     if proof.diff is None:
@@ -80,8 +82,8 @@ def after_collection(plan: Plan, inventory_hosts: Sequence[Host], via: str, opti
     def then(result: CollectResult) -> Added:
         if not result.facts_by_host:
             return Added(result.facts_by_host)
-        proof = step.prove(plan, inventory_hosts, result.facts_by_host, result.run_dir, judged=list(
-            result.facts_by_host), via=via, options=options, window_s=window_s, run_id=run_id or result.run_id)
+        proof = step.prove(plan, inventory_hosts, result.facts_by_host, result.run_dir, via=via, options=options,
+                           window_s=window_s, run_id=run_id or result.run_id)
         if not quiet:
             show(proof)
         drawn = step.view(proof)

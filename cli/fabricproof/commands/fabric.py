@@ -119,8 +119,11 @@ def review(subnet, hosts: list[str]) -> list[str]:
     if strangers:
         out.append(f"  {len(strangers)} CA description(s) name no host of the inventory (not planned by host): "
                    + ", ".join(strangers[:10]) + (" ..." if len(strangers) > 10 else ""))
-    if subnet.idle_ports:
-        out.append(f"  {len(subnet.idle_ports)} port(s) down or polling: a cable missing now is missing from the plan")
+    # A switch port without a cable is normal (a 64-port leaf with 40 cabled); an HCA port down is a cable missing.
+    cas = {n.guid for n in subnet.cas()}
+    down = [p for p in subnet.idle_ports if p.end.guid in cas]
+    if down:
+        out.append(f"  {len(down)} HCA port(s) down or polling: a cable missing now is missing from the plan")
     slow = [lk for lk in subnet.links if (lk.could_width and width_rank(lk.width) < width_rank(lk.could_width))
             or (lk.could_speed and speed_rank(lk.speed) < speed_rank(lk.could_speed))]
     if slow:

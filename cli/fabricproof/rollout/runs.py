@@ -123,7 +123,7 @@ def live_fabric(inventory: Inventory, via: str, inv_path: str, spec: Any, forks:
         run_id = f"fabric-{evidence_dir.parent.name}-{evidence_dir.name}"
         res = collect_fleet([inventory.hosts[h] for h in hosts], evidence_dir, via=via, options=options,
                             collectors=[COLLECTORS["ibstat"]], forks=forks, inventory=inv_path, run_id=run_id)
-        proof = prove(plan, list(inventory.hosts.values()), res.facts_by_host, evidence_dir, judged=list(hosts),
+        proof = prove(plan, list(inventory.hosts.values()), res.facts_by_host, evidence_dir,
                       via=via, options=options, window_s=spec.window_s, run_id=run_id)
         return verdict(hosts, proof.findings, "" if proof.diff is not None else proof.error, res.collection_errors)
 
@@ -163,7 +163,7 @@ def fabric_after(collect: Collect, inventory: Inventory, via: str, inv_path: str
         got = collect(hosts, evidence_dir)
         if not got.facts:
             return got
-        proof = prove(plan, list(inventory.hosts.values()), got.facts, evidence_dir, judged=list(got.facts), via=via,
+        proof = prove(plan, list(inventory.hosts.values()), got.facts, evidence_dir, via=via,
                       options=options, window_s=window_s, run_id=f"fabric-{evidence_dir.name}")
         return Collected(merged(got.facts, proof), got.errors)
 

@@ -34,11 +34,11 @@ class FabricProof:
 
 
 def prove(plan: Plan, inventory_hosts: Sequence[Host], facts: Mapping[str, Mapping[str, Any]], run_dir: Path, *,
-          judged: Sequence[str], via: str = "ssh", options: Any = None, window_s: float, run_id: str = "",
-          registry: Any = None) -> FabricProof:
+          via: str = "ssh", options: Any = None, window_s: float, run_id: str = "", registry: Any = None) -> FabricProof:
     """Read the fabric from the vantage among `inventory_hosts` (its choice may rest on the collected `facts`) into
-    RUNDIR/fabric, and diff it against `plan` for the `judged` hosts (the findings name them; each host's rail map
-    comes from its facts)."""
+    RUNDIR/fabric, and diff it against `plan`. Every inventory host is named in the diff, collected or not, so a
+    finding names the hosts it affects even when only some were collected (a wave, a --limit); each collected
+    host's rail map comes from its facts."""
     vantage = hosts_mod.choose(inventory_hosts, facts)
     if vantage.host is None:
         return FabricProof(vantage, None, None, vantage.why)
@@ -47,8 +47,9 @@ def prove(plan: Plan, inventory_hosts: Sequence[Host], facts: Mapping[str, Mappi
     if run.subnet is None:
         return FabricProof(vantage, run, None, run.error or run.errors.get(TOPOLOGY)
                            or "the vantage host showed no fabric")
-    rails = {h: hosts_mod.rails(facts.get(h)) for h in judged}
-    found = diff(plan, run.subnet, hosts=list(judged), rails=rails, counters_before=run.counters_before)
+    rails = {h: hosts_mod.rails(doc) for h, doc in facts.items()}
+    found = diff(plan, run.subnet, hosts=[h.name for h in inventory_hosts], rails=rails,
+                 counters_before=run.counters_before)
     store = RunStore(RunStore(run_dir).fabric_root)
     doc = store.fabric() or {}
     doc["findings"] = [dataclasses.asdict(f) for f in found.findings]
