@@ -12,6 +12,8 @@ from pathlib import Path
 
 from fabricproof_lab import manager, nodestore, procs, sshd
 from fabricproof_lab import state as lab_state
+from fabricproof_lab.fabric import sim
+from fabricproof_lab.fabric.sim import FabricState
 
 
 def lab_skip_reason() -> str | None:
@@ -35,6 +37,7 @@ class LabFactory:
 
     roots: list[Path] = field(default_factory=list)
     pids: dict[int, str] = field(default_factory=dict)  # pid -> its sshd config path
+    sim_pids: dict[int, str] = field(default_factory=dict)  # pid of an ibsim or opensm -> its fabric dir
 
     def new_dir(self) -> Path:
         root = _lab_tmpdir()
@@ -42,9 +45,10 @@ class LabFactory:
         return root / "lab"
 
     def up(self, directory: Path, nodes: int, profile: str, port: int | None = None,
-           node_store: str = "auto", latency_profile: str = "off") -> manager.LabStatus:
+           node_store: str = "auto", latency_profile: str = "off", fabric: bool = False) -> manager.LabStatus:
         try:
-            return manager.up(directory, nodes, profile, port, node_store=node_store, latency_profile=latency_profile)
+            return manager.up(directory, nodes, profile, port, node_store=node_store, latency_profile=latency_profile,
+                              fabric=fabric)
         finally:
             self.track(directory)
 
@@ -53,6 +57,9 @@ class LabFactory:
         for g in lab.sshd if lab else []:
             if g.pid is not None:
                 self.pids[g.pid] = g.config
+        fabric = FabricState.from_dict(lab.fabric) if lab and lab.fabric else None
+        for pid in fabric.pids() if fabric else []:
+            self.sim_pids[pid] = fabric.dir
 
     def teardown(self) -> list[str]:
         problems: list[str] = []
@@ -73,6 +80,10 @@ class LabFactory:
                 for p in left:
                     os.kill(p, signal.SIGKILL)
                 procs.terminate(left, timeout_s=2)
+        for pid, fabric_dir in self.sim_pids.items():
+            if any(procs.is_process_of(pid, exe, fabric_dir) for exe in (sim.IBSIM, sim.OPENSM)):
+                problems.append(f"fabric simulator {pid} ({fabric_dir}) outlived lab down; killing it")
+                procs.terminate([pid], timeout_s=2)
         for root in self.roots:
             shutil.rmtree(root, ignore_errors=True)
         return problems

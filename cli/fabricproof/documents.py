@@ -144,18 +144,18 @@ def _syntax_problem(exc: yaml.YAMLError, text: str, file: str) -> Problem:
     return Problem(f"YAML syntax error: {reason}" + (f" {where}" if where else ""), file, line)
 
 
-def parse_yaml(text: str, file: str) -> Document:
+def parse_yaml(text: str, file: str, max_values: int = MAX_VALUES) -> Document:
     """The document and the line of every path in it, from one parse: the data is built from the nodes composed
     for the lines (parsing the text again took ~40% of loading the catalog, which every check --local does)."""
     _check_bounds(text, file)
     loader = _LineLoader(text)
     try:
-        return _from_nodes(loader, text, file)
+        return _from_nodes(loader, text, file, max_values)
     finally:
         loader.dispose()
 
 
-def _from_nodes(loader: Any, text: str, file: str) -> Document:
+def _from_nodes(loader: Any, text: str, file: str, max_values: int = MAX_VALUES) -> Document:
     try:
         node = loader.get_single_node()
     except yaml.YAMLError as exc:
@@ -163,9 +163,9 @@ def _from_nodes(loader: Any, text: str, file: str) -> Document:
     if node is None:
         raise InputError(Problem("the document is empty", file, 1))
     values, depth = _expansion(node)
-    if values > MAX_VALUES:
+    if values > max_values:
         raise InputError(Problem(f"the document expands to {values:,} values (YAML anchors and aliases), more than "
-                                 f"the {MAX_VALUES:,} a fabricproof document may hold", file))
+                                 f"the {max_values:,} a fabricproof document may hold", file))
     if depth > MAX_DEPTH:
         raise InputError(Problem(f"collections nest deeper than {MAX_DEPTH} levels", file))
     lines: dict[Path_, int] = {}
@@ -227,8 +227,8 @@ def regular_file(path: Path, why: str) -> None:
         raise InputError(Problem(f"is {kind}, not a regular file: {why}", str(path)))
 
 
-def load_yaml(path: Path) -> Document:
-    return parse_yaml(read_text(path), str(path))
+def load_yaml(path: Path, max_values: int = MAX_VALUES) -> Document:
+    return parse_yaml(read_text(path), str(path), max_values)
 
 
 class _DuplicateKey(ValueError):

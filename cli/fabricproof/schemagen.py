@@ -20,6 +20,7 @@ from .judging.pointer import split_pointer
 from .reporters import REPORTERS
 from .rollout.gates import plan_schemas
 from .rollout.plan import POLICIES
+from .subnet.model import SPEEDS, WIDTHS
 
 COMMAND = "python -m fabricproof.schemagen"
 FACTS = "facts.schema.json"
@@ -82,6 +83,10 @@ VOCABULARIES: dict[str, Vocabulary] = {
                             "the hosts.", lambda: list(transport.TRANSPORTS)),
     "failure_policy": Vocabulary("fabricproof.rollout.plan.POLICIES", "What a rollout does when a wave fails.",
                                  lambda: list(POLICIES)),
+    "link_width": Vocabulary("fabricproof.subnet.model.WIDTHS", "An InfiniBand link width, narrowest first.",
+                             lambda: list(WIDTHS)),
+    "link_speed": Vocabulary("fabricproof.subnet.model.SPEEDS", "An InfiniBand link speed, slowest first.",
+                             lambda: list(SPEEDS)),
     "kernel_module": _from_facts("/driver/kernel_module", "NVIDIA kernel module flavour."),
     "persistence_mode": _from_facts("/gpu/gpus/*/persistence_mode", "GPU persistence mode."),
     "ecc_mode": _from_facts("/gpu/gpus/*/ecc_mode", "GPU ECC mode."),
@@ -94,6 +99,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
 USES: dict[str, tuple[str, ...]] = {
     "baseline.schema.json": ("platform", "persistence_mode", "ecc_mode", "throttle_reason", "kernel_module",
                              "iommu_mode"),
+    "fabricplan.schema.json": ("link_width", "link_speed"),
     "check.schema.json": ("family", "severity", "action", "scope", "platform", "operator", "value_operator",
                           "comparison_operator", "operator_taking_expected", "fleet_operator"),
     "report.schema.json": ("outcome", "severity", "action"),

@@ -130,6 +130,21 @@ _TOOLS = (
 #: key -> Tool, in the collectors' order.
 TOOLS: dict[str, Tool] = {t.key: t for t in _TOOLS}
 
+_SIM = ("measured on this machine against ibsim + opensm with the 2,728-node director dump of the corpus (8,723 "
+        "links): {} s wall; the simulator answers MADs at memory speed, a real fabric slower")
+_REAL = ("estimate: a real fabric of that size answers slower than the simulator, and 10,000-node fabrics have "
+         "several times its ports")
+#: The fabric-scope invocations (collectors.subnet): run once per run on the vantage host, never per host, so they
+#: are not in TOOLS, whose records are per-host collectors the lab's nodes answer.
+_FABRIC_TOOLS = (
+    Tool("ibnetdiscover", ("ibnetdiscover",), Duration(2.0, _SIM.format("1.95"), 60.0, _REAL)),
+    Tool("iblinkinfo", ("iblinkinfo",), Duration(3.5, _SIM.format("3.43"), 90.0, _REAL)),
+    # it exits 1 when it prints errors (collectors.subnet accepts that status)
+    Tool("ibqueryerrors", ("ibqueryerrors",), Duration(3.5, _SIM.format("3.49") + " (one PMA query per port)",
+                                                       120.0, _REAL)),
+)
+FABRIC_TOOLS: dict[str, Tool] = {t.key: t for t in _FABRIC_TOOLS}
+
 
 def argv(key: str) -> tuple[str, ...]:
     """The argv of the tool invocation `key` (a collector's own id)."""

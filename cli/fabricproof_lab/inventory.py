@@ -19,8 +19,12 @@ def ssh_common_args(known_hosts: Path) -> str:
     return f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
 
 
+#: The host var that names the host fabric-scope collectors run on (issue 21): the lab's first node, when it has a fabric.
+VANTAGE_VAR = "fabricproof_fabric_vantage"
+
+
 def render_inventory(hosts: Sequence[LabHost], *, port: int, user: str, client_key: Path,
-                     known_hosts: Path) -> dict[str, Any]:
+                     known_hosts: Path, vantage: str | None = None) -> dict[str, Any]:
     """The inventory as data: group `lab` (all hosts, connection vars), one group per profile and,
     for racked profiles (GB200), one group per rack. Host vars: address, profile, data address, rack.
 
@@ -33,6 +37,8 @@ def render_inventory(hosts: Sequence[LabHost], *, port: int, user: str, client_k
         # the emulated perftest server listens there).
         hostvars: dict[str, Any] = {"ansible_host": host.address, "fabricproof_lab_profile": host.profile,
                                     "fabricproof_data_address": host.address}
+        if host.name == vantage:
+            hostvars[VANTAGE_VAR] = True
         if host.rack is not None:
             hostvars["rack"] = host.rack
             by_rack.setdefault(host.rack, {})[host.name] = None

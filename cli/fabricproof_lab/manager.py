@@ -15,9 +15,12 @@ from typing import Any
 from fabricproof.fsutil import atomic_write_text
 from . import emu, latency, netstat, nodestore, procs, sshd
 from . import state as lab_state
+from .emu.faults import FAULTS as EMU_FAULTS
 from .emu.faults import FaultError
 from .emu.store import StateError
 from .errors import LabError
+from .fabric import runtime as fabric_runtime
+from .fabric.sim import FabricState
 from .inventory import (
     dump_inventory,
     render_inventory,
@@ -120,6 +123,8 @@ class LabStatus:
             "last_host": {"name": lab.hosts[-1].name, "address": lab.hosts[-1].address},
             "started": lab.started,
             "stopped": lab.stopped,
+            "fabric": fabric_runtime.describe(FabricState.from_dict(lab.fabric), lab.hosts, layout.root)
+            if lab.fabric else None,
             "sshd": {"total": len(self.groups), "alive": alive, "dead": len(self.groups) - alive,
                      "processes": [g.as_dict() for g in self.groups]},
         })
@@ -157,13 +162,15 @@ def status(directory: Path) -> LabStatus:
 # -------------------------------------------------------------------------------------------- up
 
 
-def _write_client_files(layout: LabLayout, hosts: list[LabHost], port: int, user: LabUser) -> None:
+def _write_client_files(layout: LabLayout, hosts: list[LabHost], port: int, user: LabUser, fabric: bool) -> None:
     host_pub = sshd.public_key(layout.host_key)
     # sshd reads AuthorizedKeysFile as the target user, so it must be world-readable.
     atomic_write_text(layout.authorized_keys, layout.client_key.with_suffix(".pub").read_text(), mode=0o644)
     atomic_write_text(layout.known_hosts, render_known_hosts(hosts, port, host_pub), mode=0o644)
     common = {"port": port, "user": user.name, "client_key": layout.client_key, "known_hosts": layout.known_hosts}
-    atomic_write_text(layout.inventory, dump_inventory(render_inventory(hosts, **common), layout.root), mode=0o644)
+    vantage = hosts[0].name if fabric else None
+    atomic_write_text(layout.inventory, dump_inventory(render_inventory(hosts, vantage=vantage, **common), layout.root),
+                      mode=0o644)
     atomic_write_text(layout.ssh_config, render_ssh_config(hosts, **common), mode=0o644)
 
 
@@ -264,13 +271,15 @@ def _start_groups(groups: list[SshdGroup], port: int) -> None:
 
 
 def up(directory: Path, nodes: int, profile: str, port: int | None = None, node_store: str = "auto",
-       progress: Progress = _quiet, latency_profile: str = latency.OFF) -> LabStatus:
+       progress: Progress = _quiet, latency_profile: str = latency.OFF, fabric: bool = False) -> LabStatus:
     """Start a lab, or reuse the running one of the same shape; repair sshd that died.
 
     node_store: where new node trees go: `tmpfs`, `disk` (inside the lab dir), or `auto` (tmpfs
     when it has room). Existing nodes of the same shape are kept where they are.
     latency_profile: how long the emulated tools take to answer (lab/latency.py); a running lab takes a new one
     without a restart.
+    fabric: cable the nodes' InfiniBand HCAs to a generated rail-optimised fabric (fabricproof_lab.fabric), run by
+    ibsim with opensm as its SM; the fabric-scope tools of the nodes are then the real infiniband-diags.
     """
     require_root("up")
     sshd.require_sshd()
@@ -283,6 +292,8 @@ def up(directory: Path, nodes: int, profile: str, port: int | None = None, node_
     if node_store not in nodestore.KINDS:
         raise LabError(f"--node-store {node_store!r}: choose {', '.join(nodestore.KINDS)}")
     latency.check(latency_profile)
+    if fabric:
+        fabric_runtime.sim.require_tools()
     layout = LabLayout.at(directory)
     sshd.assert_safe_path(layout.root)
     user = ensure_user(LAB_HOME)
@@ -290,20 +301,25 @@ def up(directory: Path, nodes: int, profile: str, port: int | None = None, node_
     _make_dir(layout.root)
     require_traversable(layout.root, user)
     with _locked(layout):
-        return _up_locked(layout, nodes, profile, port, node_store, user, progress, latency_profile)
+        return _up_locked(layout, nodes, profile, port, node_store, user, progress, latency_profile, fabric)
 
 
 def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, node_store: str, user: LabUser,
-               progress: Progress, latency_profile: str) -> LabStatus:
+               progress: Progress, latency_profile: str, fabric: bool = False) -> LabStatus:
     t0 = time.monotonic()
     previous = lab_state.load(layout.state)
     current = status(layout.root) if previous else None
     if previous and current and current.state in (RUNNING, DEGRADED):
-        if previous.shape != (nodes, profile) or (port is not None and port != previous.port):
-            raise LabError(f"a lab of {previous.nodes} {previous.profile} node(s) on port {previous.port} is running "
+        if previous.shape != (nodes, profile) or (port is not None and port != previous.port) \
+                or bool(previous.fabric) != fabric:
+            with_fabric = " with an InfiniBand fabric" if previous.fabric else ""
+            raise LabError(f"a lab of {previous.nodes} {previous.profile} node(s){with_fabric} on port {previous.port} "
+                           f"is running "
                            f"in {layout.root}; run `fabricproof lab down --dir {layout.root}` first, "
                            f"or use another --dir")
         if current.state == RUNNING:
+            if previous.fabric and _fabric_running(layout, previous, user):
+                progress("lab fabric: ibsim and opensm started again")
             if previous.latency != latency_profile:
                 emu.install(layout.root, latency.delays(latency_profile))  # the tools only: sessions pick them up
                 previous.latency = latency_profile
@@ -324,7 +340,7 @@ def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, no
         _make_dir(directory)
     sshd.ensure_key(layout.host_key, "fabricproof-lab-host")
     sshd.ensure_key(layout.client_key, "fabricproof-lab-client")
-    _write_client_files(layout, hosts, port, user)
+    _write_client_files(layout, hosts, port, user, fabric)
     if reuse_nodes:
         progress(f"keeping the {nodes} existing node(s) and their state")
     else:
@@ -335,22 +351,59 @@ def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, no
     emu.install(layout.root, latency.delays(latency_profile))
     if not reuse_nodes:
         _create_nodes(layout, hosts, user, progress)
+    fstate = _cable(layout, hosts, user, fabric, previous if reuse_nodes else None)
 
     groups = repair.sshd if repair else _sshd_groups(layout, hosts)
     _write_sshd_configs(layout, groups, port, user)
     sshd.ensure_privsep_dir()
     lab = LabState(dir=str(layout.root), profile=profile, nodes=nodes, port=port, user=user.name, hosts=hosts,
                    sshd=groups, node_store=str(layout.nodes.resolve()), latency=latency_profile,
+                   fabric=fstate.as_dict() if fstate else None,
                    created=previous.created if reuse_nodes and previous else lab_state.now())
     try:
         _start_groups(groups, port)
+        if fstate is not None:
+            started = time.monotonic()
+            fabric_runtime.ensure_running(fstate)
+            progress(f"lab fabric: ibsim and opensm up in {time.monotonic() - started:.1f} s, plan "
+                     f"{layout.root / 'fabric-plan.yaml'}")
     finally:
-        # Saved even when a start failed: lab.json must always name every sshd that may be running.
+        # Saved even when a start failed: lab.json must always name every sshd (and simulator) that may be running.
         lab.started = lab_state.now() if any(g.pid for g in groups) else None
+        lab.fabric = fstate.as_dict() if fstate else None
         lab_state.save(layout.state, lab)
     progress(f"lab up: {nodes} {profile} node(s) on {hosts[0].address}..{hosts[-1].address} port {port}, "
              f"{len(groups)} sshd, tool latency {latency_profile}, in {time.monotonic() - t0:.1f} s")
     return status(layout.root)
+
+
+def _cable(layout: LabLayout, hosts: list[LabHost], user: LabUser, fabric: bool,
+           previous: LabState | None) -> FabricState | None:
+    """The fabric's state (a reused lab keeps its fabric faults) with every node cabled to it, its plan written and
+    its directory ready; None, with the nodes taken off any fabric they had, when the lab has none."""
+    if not fabric:
+        if previous is not None and previous.fabric:
+            fabric_runtime.cable_nodes(layout.root, None, hosts)
+        return None
+    fstate = FabricState.from_dict(previous.fabric) if previous is not None and previous.fabric else \
+        fabric_runtime.new_state(layout.root)
+    fabric_runtime.healthy(fstate, hosts)  # a shape the fabric cannot take is refused before anything changes
+    fabric_runtime.cable_nodes(layout.root, fstate, hosts)
+    for host in hosts:
+        _chown_dirs(layout.node_dir(host.address), user)
+    fabric_runtime.prepare(layout.root, fstate, hosts, (user.uid, user.gid))
+    return fstate
+
+
+def _fabric_running(layout: LabLayout, lab: LabState, user: LabUser) -> bool:
+    """Start a running lab's ibsim and opensm again if they died; True when they had to be."""
+    fstate = FabricState.from_dict(lab.fabric or {})
+    fabric_runtime.prepare(layout.root, fstate, lab.hosts, (user.uid, user.gid))
+    try:
+        return fabric_runtime.ensure_running(fstate)
+    finally:
+        lab.fabric = fstate.as_dict()
+        lab_state.save(layout.state, lab)
 
 
 # ------------------------------------------------------------------------------------------ down
@@ -374,10 +427,15 @@ def down(directory: Path, purge: bool = False, timeout_s: float = 5.0) -> DownRe
             raise LabError(f"{layout.root} holds no lab (no lab.json); not removing it")
         return DownReport(layout=layout, stopped_pids=(), purged=False, had_lab=False)
     ours = [g.pid for g in lab.sshd if g.pid is not None and sshd.is_lab_sshd(g.pid, Path(g.config))]
-    if ours:
+    fstate = FabricState.from_dict(lab.fabric) if lab.fabric else None
+    sim_pids = [p for p, ok in zip(fstate.pids(), _alive_pids(fstate), strict=True) if ok] if fstate else []
+    if ours or sim_pids:
         require_root("down")
     with _locked(layout):
-        survivors = procs.terminate_tree(ours, timeout_s)
+        survivors = fabric_runtime.stop(fstate) if fstate else []
+        if fstate:
+            lab.fabric = fstate.as_dict()
+        survivors += procs.terminate_tree(ours, timeout_s)
         if survivors:
             raise LabError(f"processes {survivors} of the lab in {layout.root} did not exit after SIGKILL",
                            exit_code=1)
@@ -393,7 +451,13 @@ def down(directory: Path, purge: bool = False, timeout_s: float = 5.0) -> DownRe
     if purge:
         nodestore.remove_nodes(layout.nodes)
         shutil.rmtree(layout.root)
-    return DownReport(layout=layout, stopped_pids=tuple(ours), purged=purge, had_lab=True)
+    return DownReport(layout=layout, stopped_pids=tuple(sim_pids + ours), purged=purge, had_lab=True)
+
+
+def _alive_pids(fstate: FabricState) -> list[bool]:
+    running = fabric_runtime.sim.alive(fstate)
+    return [running[name] for name, pid in (("opensm", fstate.opensm_pid), ("ibsim", fstate.ibsim_pid))
+            if pid is not None]
 
 
 # ---------------------------------------------------------------------------------------- faults
@@ -434,10 +498,27 @@ def fault_inject(directory: Path, host: str, fault: str) -> LabHost:
     layout = LabLayout.at(directory)
     _require_fault(fault)
     lab, target = _lab_host(layout, host)
+    fabric_fault = EMU_FAULTS[fault].kind == "fabric"
+    if fabric_fault and not lab.fabric:
+        raise LabError(f"fault {fault!r} changes the lab's InfiniBand fabric, and the lab in {layout.root} has none; "
+                       f"start it with `fabricproof lab up --fabric`")
     with _locked(layout), _emu_errors(target):
         emu.inject(layout.root, target.address, fault)
-        _chown_dirs(layout.node_dir(target.address), _lab_user(lab))
+        user = _lab_user(lab)
+        _chown_dirs(layout.node_dir(target.address), user)
+        if fabric_fault:
+            _change_fabric(layout, lab, user, lambda fs: fabric_runtime.inject(fs, lab.hosts, target, fault,
+                                                                                (user.uid, user.gid)))
     return target
+
+
+def _change_fabric(layout: LabLayout, lab: LabState, user: LabUser, change: Callable[[FabricState], str]) -> None:
+    fstate = FabricState.from_dict(lab.fabric or {})
+    try:
+        change(fstate)
+    finally:
+        lab.fabric = fstate.as_dict()
+        lab_state.save(layout.state, lab)
 
 
 def fault_clear(directory: Path, host: str, fault: str | None = None) -> LabHost:
@@ -447,8 +528,13 @@ def fault_clear(directory: Path, host: str, fault: str | None = None) -> LabHost
         _require_fault(fault)
     lab, target = _lab_host(layout, host)
     with _locked(layout), _emu_errors(target):
-        emu.clear(layout.root, target.address, fault)
-        _chown_dirs(layout.node_dir(target.address), _lab_user(lab))
+        cleared = emu.clear(layout.root, target.address, fault)
+        user = _lab_user(lab)
+        _chown_dirs(layout.node_dir(target.address), user)
+        names = [n for n in cleared if EMU_FAULTS[n].kind == "fabric"]
+        if lab.fabric and names:
+            _change_fabric(layout, lab, user, lambda fs: fabric_runtime.clear(fs, lab.hosts, target, names,
+                                                                               (user.uid, user.gid)))
     return target
 
 

@@ -77,15 +77,17 @@ def is_process_of(pid: int, executable: Path, marker: str) -> bool:
     return exe == str(executable) and marker in line
 
 
-def spawn_detached(argv: Sequence[str], log: Path, env: dict[str, str]) -> int:
-    """Start `argv` in its own session with stdin from /dev/null and stdout+stderr appended to `log`.
+def spawn_detached(argv: Sequence[str], log: Path, env: dict[str, str], stdin: str = "/dev/null",
+                   stdin_flags: int = os.O_RDONLY) -> int:
+    """Start `argv` in its own session with stdin from `stdin` (/dev/null; a FIFO it holds open read-write to read
+    commands from) and stdout+stderr appended to `log`.
 
     posix_spawn rather than subprocess.Popen: the process must outlive the `lab up` command that
     starts it, and a Popen object dropped while its child runs warns and keeps a reference around.
     setsid keeps a terminal's hangup or Ctrl-C away from the lab.
     """
     actions = [
-        (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 0, stdin, stdin_flags, 0),
         (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640),
         (os.POSIX_SPAWN_DUP2, 1, 2),
     ]

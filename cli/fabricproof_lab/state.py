@@ -50,6 +50,7 @@ class LabState:
     sshd: list[SshdGroup]
     node_store: str | None = None  # where <lab>/nodes really is (a tmpfs store or the lab dir itself)
     latency: str = "off"  # the tools' latency profile (lab/latency.py)
+    fabric: dict[str, Any] | None = None  # the InfiniBand fabric (fabric.sim.FabricState), when the lab has one
     created: str = field(default_factory=now)
     started: str | None = None
     stopped: str | None = None
@@ -71,6 +72,7 @@ class LabState:
         return {"version": FORMAT_VERSION, "dir": self.dir, "profile": self.profile, "nodes": self.nodes,
                 "port": self.port, "user": self.user, "created": self.created, "started": self.started,
                 "stopped": self.stopped, "node_store": self.node_store, "latency": self.latency,
+                "fabric": self.fabric,
                 "sshd": [g.as_dict() for g in self.sshd],
                 "hosts": [h.as_dict() for h in self.hosts]}
 
@@ -81,7 +83,7 @@ class LabState:
         return cls(dir=str(data["dir"]), profile=str(data["profile"]), nodes=int(data["nodes"]),
                    port=int(data["port"]), user=str(data["user"]), created=str(data["created"]),
                    started=data.get("started"), stopped=data.get("stopped"), node_store=data.get("node_store"),
-                   latency=str(data.get("latency", "off")),
+                   latency=str(data.get("latency", "off")), fabric=data.get("fabric"),
                    sshd=[SshdGroup.from_dict(g) for g in data["sshd"]],
                    hosts=[LabHost.from_dict(h) for h in data["hosts"]])
 

@@ -60,7 +60,7 @@ def _baseline_has(dotted: str) -> bool:
 def test_catalog_is_large_enough_and_covers_every_family():
     assert len(CHECKS) >= 40
     families = Counter(c.family for c in CHECKS)
-    assert set(families) == {"fm", "fabric", "nvlink", "nvswitch", "ib", "rdma", "pcie", "gpu", "perf"}, families
+    assert set(families) == {"fm", "fabric", "nvlink", "nvswitch", "ib", "rdma", "pcie", "gpu", "perf", "subnet"}, families
 
 
 def test_every_check_file_is_schema_valid_and_ids_unique():

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from fabricproof.collectors import COLLECTORS
 from fabricproof.collectors.base import ParseError
+from fabricproof.collectors.subnet import FABRIC_COLLECTORS
 
 from .contract import assert_valid
 
@@ -17,6 +18,9 @@ EXTRA = Path(__file__).resolve().parents[1] / "corpus-extra"
 READERS = {"kernel-log": "kernel_log", "perftest": "ib_pair_bw", "nvbandwidth": "nvbandwidth", "ibstat": "ibstat",
            "mlxlink": "mlxlink", "dcgmi": "dcgm_diag", "nccl-tests": "nccl_all_reduce",
            "nvidia-smi-nvlink": "nvlink_status"}
+#: ib-fabric files are read by the fabric-scope collector of the tool their name starts with (collectors.subnet)
+FABRIC_READERS = {"ibnetdiscover": "ibnetdiscover", "iblinkinfo": "iblinkinfo", "ibqueryerrors": "ibqueryerrors",
+                  "sminfo": "sminfo_fabric"}
 #: "family/name" -> the ParseError a file must give (a failed run, or a layout that must never be merged)
 FAILURES: dict[str, str] = {}
 
@@ -30,6 +34,9 @@ def read(rel: str) -> str:
 
 
 def parse(rel: str) -> dict:
+    family, name = rel.split("/")
+    if family == "ib-fabric":
+        return FABRIC_COLLECTORS[FABRIC_READERS[name.split("-")[0]]].parse(read(rel)).to_dict()
     collector = COLLECTORS[READERS[rel.split("/")[0]]]
     fragment = collector.parse(read(rel))
     assert_valid(collector.schema, fragment)
@@ -40,7 +47,7 @@ def test_every_file_has_its_provenance_row_and_a_reader() -> None:
     provenance = (EXTRA / "PROVENANCE.md").read_text(encoding="utf-8")
     rows = set(re.findall(r"^\| ([^|\s]+/[^|\s]+) \|", provenance, re.MULTILINE))
     assert rows == set(_files())
-    assert {rel.split("/")[0] for rel in _files()} <= READERS.keys()
+    assert {rel.split("/")[0] for rel in _files()} <= READERS.keys() | {"ib-fabric"}
 
 
 @pytest.mark.parametrize("rel", _files())

@@ -30,6 +30,9 @@ CHECKS = catalog.load()
 # exec); tests/transport/test_ssh_lab.py proves that fault, so the matrix leaves it out to keep the suite short. A
 # flooding tool prints 300 MiB per node: tests/transport/test_flood_lab.py proves it.
 SKIPPED_FAULTS = {"tool-hangs", "tool-floods"}
+# Fabric faults need a lab with an InfiniBand fabric (`lab up --fabric`): tests/lab/test_lab_fabric.py proves what
+# each does to the real tools' output, and the fabric diff's matrix proves the checks they name.
+SKIPPED_KINDS = {"fabric"}
 
 
 def _reads(check) -> set[str]:
@@ -40,7 +43,8 @@ def _reads(check) -> set[str]:
 
 
 def _faults_for(profile: str) -> list[dict]:
-    return [f for f in manager.faults() if profile in f["profiles"] and f["name"] not in SKIPPED_FAULTS]
+    return [f for f in manager.faults() if profile in f["profiles"] and f["name"] not in SKIPPED_FAULTS
+            and f["kind"] not in SKIPPED_KINDS]
 
 
 def _prove(lab_dir: Path, run_dir: Path, only: set[str] | None = None, kept: dict | None = None):

@@ -14,6 +14,7 @@ from fabricproof.collectors import COLLECTORS, ParseError
 from fabricproof.judging import catalog
 from fabricproof_lab.emu import api, faults, model, outputs
 from fabricproof_lab.emu.faults import FAULTS, FaultError
+from fabricproof_lab.emu.faults import subnet
 from fabricproof_lab.emu.faults.nvlink import ERROR_STEP
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,6 +62,13 @@ EFFECTS = {
     # probe-only and idle-state faults: the collectors' outputs stay healthy (test_emu_probes.py proves their effect)
     "gpu-busy": set(), "slurm-job": set(), "nvlink-degraded": set(), "hca-degraded": set(),
     "pcie-x8": {"nvidia_smi_q", "nvidia_smi_query_gpu", "lspci_vvv"},
+    # fabric faults change the lab's ibsim fabric (tests/lab/test_lab_fabric.py); the node's own outputs change only
+    # where its port does
+    "subnet-rails-swapped": set(), "subnet-hca-wrong-port": set(), "subnet-uplink-missing": set(),
+    "subnet-link-1x": {"ibstat", "ibstatus", "root:sys/class/infiniband/mlx5_3/ports/1/rate"},
+    "subnet-link-slow": {"ibstat", "ibstatus", "root:sys/class/infiniband/mlx5_1/ports/1/rate"},
+    "subnet-switch-errors": set(), "subnet-extra-link": set(), "subnet-duplicate-desc": set(),
+    "subnet-hca-unplugged": {"ibstat", "ibv_devinfo", "root:sys/class/infiniband/mlx5_2/ports/1/state"},
 }
 # Outputs that carry the lab clock or boot logs: they move on every event and are not compared.
 CLOCKED = re.compile(r'^(Timestamp|\s*<timestamp>|\s*"timestamp")')
@@ -84,7 +92,7 @@ def test_catalog_is_large_stable_and_names_real_checks() -> None:
     check_ids = {re.search(r"^id: (\S+)$", p.read_text(), re.M).group(1) for p in (REPO / "checks").rglob("*.yaml")}
     for name, fault in FAULTS.items():
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", name) and fault.name == name
-        assert fault.description and fault.kind in ("overlay", "state", "trigger")
+        assert fault.description and fault.kind in ("overlay", "state", "trigger", "fabric")
         assert set(fault.profiles) <= {"dgx-a100", "dgx-h100", "hgx-h200", "gb200-nvl72"}
         used = set(fault.catches) | set(fault.catches_over_time) | set(fault.catches_fleet)
         for p in fault.profiles:
@@ -93,8 +101,12 @@ def test_catalog_is_large_stable_and_names_real_checks() -> None:
         probes = set(fault.catches_probes).union(*(fault.catches_probes_for(p) for p in fault.profiles))
         assert probes <= check_ids and all(c.startswith("perf.") for c in probes), (name, sorted(probes))
         assert not (fault.blocks_probes and probes), name  # a node that is not idle is skipped, never measured
+        # A fabric fault names the subnet checks of issue 21's diff (checks/subnet/, once they are in the catalog).
+        assert bool(fault.catches_subnet) == (fault.kind == "fabric"), name
+        subnet_ids = {c for c in check_ids if c.startswith("subnet.")} or set(subnet.SUBNET_CHECKS)
+        assert set(fault.catches_subnet) <= subnet_ids, (name, sorted(set(fault.catches_subnet) - subnet_ids))
         doc = json.loads(json.dumps(fault.to_dict()))
-        assert {"name", "description", "catches", "catches_over_time"} <= doc.keys()
+        assert {"name", "description", "catches", "catches_over_time", "catches_subnet"} <= doc.keys()
     assert set(EFFECTS) == set(FAULTS), "every fault needs an expected effect in this test"
 
 
@@ -112,7 +124,9 @@ def test_the_catalog_is_one_module_per_family_like_the_checks() -> None:
         for fault in module.FAULTS:
             caught = set(fault.catches) | set(fault.catches_over_time) | set(fault.catches_fleet)
             caught = caught.union(*(fault.catches_for(p) for p in fault.profiles))
-            if family == "perf":
+            if family == "subnet":  # what the fabric diff finds; the node's own view may fail ib.* checks besides
+                assert fault.kind == "fabric" and {c.split(".")[0] for c in fault.catches_subnet} == {"subnet"}
+            elif family == "perf":
                 assert fault.catches_probes or fault.blocks_probes, fault.name
             elif family == "tool":
                 assert fault.breaks and not caught, fault.name

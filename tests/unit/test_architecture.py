@@ -21,6 +21,9 @@ LAYERS: dict[str, int] = {
     "judging.pointer": 0, "platforms": 0, "actions": 0, "words": 0, "judging.drift": 0, "redact": 0, "textsafe": 0,
     "tools": 0, "xids": 0,  # the Xid policy defaults (plain data)
     "subnet": 0, "subnet.model": 0,  # the InfiniBand fabric between nodes as one vantage point sees it (plain data)
+    "subnet.checks": 0, "subnet.names": 1,  # the subnet.* check ids; how operators name fabric ports
+    "subnet.capture": 2,  # a plan document from a fabric as it is
+    "subnet.plan": 2, "subnet.diff": 3,  # the cabling plan (reads documents); the fabric against it
     # the probes package: pure specs, figures, pairing and scripts; the guard speaks the collectors' not-run words;
     # the runner is a collection of its own; the options read into its settings
     "probes": 0, "probes.spec": 0, "probes.figures": 0, "probes.pairing": 0, "probes.rendezvous": 0,
@@ -315,5 +318,6 @@ def test_the_tools_vocabulary_alone_spells_tool_argvs_and_durations():
         if cid in tools.TOOLS:
             assert c.tool_argv == tools.TOOLS[cid].argv, f"{cid} runs another tool's argv than its own record"
         else:
-            assert c.tool_argv[0] == "sh" or c.loads_fabric, f"{cid}: give its tool a record in tools.TOOLS"
+            assert c.fabric_scope or c.tool_argv[0] == "sh" or c.loads_fabric, \
+                f"{cid}: give its tool a record in tools.TOOLS"
     assert set(tools.TOOLS) <= set(COLLECTORS), "a tool record names no collector"

@@ -51,6 +51,9 @@ def select_collectors(patterns: Sequence[str] | None = None) -> list[Collector]:
             # its host's own argv), never as a plain collector on a node that may be doing work.
             raise InputError(f"--collectors {term!r} is a probe: run it with `validate --probes {term}` (or "
                              f"`check --local --probes {term}`), which runs it only on idle nodes")
+        if term in COLLECTORS and COLLECTORS[term].fabric_scope:
+            raise InputError(f"--collectors {term!r} is the fabric plan's diff, made once on the vantage host: give "
+                             "the plan with `validate --fabric-plan PLAN`")
         if term in COLLECTORS:
             chosen[term] = COLLECTORS[term]
             continue

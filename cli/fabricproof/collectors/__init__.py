@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from .. import tools
-from . import pcie, topo
+from . import fabric_plan, pcie, topo
 from .base import Collector, ParseError
 from .fm import config as fm_config
 from .fm import log as fm_log
@@ -54,6 +54,7 @@ _MODULES = (
     ibstat, ibstatus, ibv_devinfo, ibdev2netdev, sysfs_counters, ofed_info, show_gids, rdma_link, sminfo, perfquery,
     mlxfwmanager, flint, mlxlink,
     nccl_tests, nvbandwidth, perftest, dcgmi,
+    fabric_plan,
 )
 
 

@@ -113,6 +113,9 @@ class Collector:
     platforms: tuple[str, ...] = PLATFORMS
     default: bool = True  # part of the standard collection set
     loads_fabric: bool = False  # a probe: it loads GPUs and links (NCCL, nvbandwidth, perftest), so never by default
+    #: Its facts come from the fabric's diff against its plan on the vantage host (`/subnet`), never from a command on
+    #: this host: it is not collected, and its checks apply only where a plan was diffed.
+    fabric_scope: bool = False
     ok_exit_codes: tuple[int, ...] = (0,)
     timeout_s: float = 30.0  # the registry sets it from its tool's duration (tools.TOOLS), when it runs one
     corpus: tuple[str, ...] = field(default=())  # ../shared/corpus families this parser reads

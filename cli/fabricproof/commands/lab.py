@@ -81,6 +81,11 @@ def up(
         "--latency", help="How long the emulated tools take to answer: off (milliseconds) or realistic (what each "
                           "tool takes on a real 8-GPU node, slept: `nvidia-smi -q` 0.6 s, `nvfwupd show_version` "
                           "20 s...; sources in fabricproof/tools.py). A running lab takes a new value in place.")] = "off",
+    fabric: Annotated[bool, typer.Option(
+        "--fabric", help="Cable the nodes' InfiniBand HCAs to a generated rail-optimised fabric (a leaf per rail per "
+                         "4 nodes, 2 spines), simulated by ibsim with opensm as its SM, and write its plan to "
+                         "<dir>/fabric-plan.yaml: ibnetdiscover, iblinkinfo, ibqueryerrors (and sminfo on the first "
+                         "node, the inventory's fabric vantage) are then the real tools.")] = False,
     fmt: FormatOption = "text",
 ) -> None:
     """Start a lab (or reuse the running one of the same shape) and print its inventory path.
@@ -92,7 +97,7 @@ def up(
     """
     _check_format(fmt)
     status = manager.up(_lab_dir(directory), nodes, profile, port, node_store=node_store, progress=_progress,
-                        latency_profile=latency)
+                        latency_profile=latency, fabric=fabric)
     if fmt == "json":
         typer.echo(json.dumps(status.as_dict(), indent=2))
     else:
@@ -131,6 +136,13 @@ def _print_status(doc: dict[str, Any]) -> None:
     _say(f"  sshd       {sshd['alive']} of {sshd['total']} alive")
     _say(f"  inventory  {shown(doc['inventory'])}")
     _say(f"  ssh        ssh -F {shown(doc['ssh_config'])} {doc['first_host']['name']} nvidia-smi -L")
+    fabric = doc.get("fabric")
+    if fabric:
+        state = "running" if fabric["ibsim"]["alive"] and fabric["opensm"]["alive"] else "[red]not running[/]"
+        _say(f"  fabric     {fabric['leaves']} leaves, {fabric['spines']} spines, {fabric['cas']} HCAs, "
+             f"{fabric['cables']} cables at {fabric['speed']} (ibsim runs {fabric['simulated_speed']}): {state} "
+             f"(ibsim {fabric['ibsim']['pid']}, opensm {fabric['opensm']['pid']}); vantage {fabric['vantage']}, "
+             f"plan {shown(fabric['plan'])}")
     for proc in sshd["processes"]:
         if doc["state"] != manager.STOPPED and (not proc["alive"] or proc["listening"] != proc["addresses"]):
             what = "dead" if not proc["alive"] else f"listening on {proc['listening']} of {proc['addresses']} addresses"

@@ -15,7 +15,7 @@ from ..model import Scope, Severity
 from ..paths import checks_dir
 
 #: The check families, one folder of checks/ each.
-FAMILIES = ("fm", "fabric", "nvlink", "nvswitch", "ib", "rdma", "pcie", "gpu", "perf")
+FAMILIES = ("fm", "fabric", "nvlink", "nvswitch", "ib", "rdma", "pcie", "gpu", "perf", "subnet")
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Check:
     description: str = ""
     source: str = ""
     finding: str = ""  # how one failing item reads after its name, e.g. "{value} of {expected} links active"
-    probe: bool = False  # its collector loads the fabric: it applies only where that probe was run
+    probe: bool = False  # its collector is a probe or the fabric plan's diff: it applies only where that ran
     action: str = ""  # what its failure calls for (actions.ACTIONS); check.schema.json requires it of every check
 
     @property
@@ -114,8 +114,8 @@ def _check_from(doc: documents.Document, collectors: dict[str, Any] | None) -> C
             raise InputError(doc.problem(("collector",), f"unknown collector {check.collector!r}"))
         if not (check.fact == col.provides or check.fact.startswith(col.provides + "/")):
             raise InputError(doc.problem(("fact",), f"fact {check.fact} is not provided by collector {check.collector} (it provides {col.provides})"))
-        if getattr(col, "loads_fabric", False):
-            check = dataclasses.replace(check, probe=True)
+        if getattr(col, "loads_fabric", False) or getattr(col, "fabric_scope", False):
+            check = dataclasses.replace(check, probe=True)  # opt-in: judged only where it ran
     expected_name = Path(doc.file).stem
     if expected_name != check.id:
         raise InputError(doc.problem(("id",), f"check id {check.id!r} must match its file name {expected_name!r}"))

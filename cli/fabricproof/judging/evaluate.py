@@ -130,6 +130,8 @@ def _noted(facts: Facts, check: Check, reason: str) -> str:
 def _collector_problem(facts: Facts, check: Check) -> tuple[Outcome, str] | None:
     run = facts.get("collectors", {}).get(check.collector)
     if run is None and check.probe:  # probes are opt-in: a collection without this one proves nothing either way
+        if check.family == "subnet":  # so is the fabric plan: the subnet.* checks judge its diff
+            return Outcome.SKIP, "no fabric plan was diffed for this host (--fabric-plan)"
         return Outcome.SKIP, f"probe {check.collector} was not run on this host"
     if run is None:
         return Outcome.UNKNOWN, f"collector {check.collector} did not run on this host"

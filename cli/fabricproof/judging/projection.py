@@ -119,7 +119,8 @@ def collectors_read(checks: Iterable[Check], collectors: Mapping[str, Any]) -> l
     wanted: set[str] = set()
     read: set[tuple[str, ...]] = set()
     for check in checks:
-        wanted.add(check.collector)
+        if not getattr(collectors.get(check.collector), "fabric_scope", False):  # the plan diff runs on no host
+            wanted.add(check.collector)
         read.update(segs for segs in pointers(check) if segs[:1] != ("collectors",))
     for cid, col in collectors.items():
         if cid in wanted or not getattr(col, "default", False):

@@ -157,20 +157,23 @@ def merge(views: Iterable[Subnet]) -> Subnet:
     """One Subnet from several tools' views of the same fabric (ibnetdiscover's topology, iblinkinfo's idle ports and
     'could be' hints, sminfo, the counters): later views add what earlier ones lacked, never replace it."""
     out = Subnet()
+    at: dict[End, int] = {}  # each cable's place in out.links, by both its ends: one pass, however many hints
     for view in views:
         for guid, node in view.nodes.items():
             out.nodes.setdefault(guid, node)
         for link in view.links:
-            known = out.link_at(link.a)
-            if known is None:
-                out.add_link(link)
-            elif known.b == link.b and (known.could_width is None and link.could_width is not None
-                                        or known.could_speed is None and link.could_speed is not None):
-                i = out.links.index(known)
+            i = at.get(link.a)
+            if i is None:
+                if link.b not in at:
+                    at[link.a] = at[link.b] = len(out.links)
+                    out.links.append(link)
+                continue
+            known = out.links[i]
+            if known.b == link.b and (known.could_width is None and link.could_width is not None
+                                      or known.could_speed is None and link.could_speed is not None):
                 out.links[i] = Link(known.a, known.b, known.width or link.width, known.speed or link.speed,
                                     known.state, known.could_width or link.could_width,
                                     known.could_speed or link.could_speed)
-                out._by_end = {}
         seen = {p.end for p in out.idle_ports}
         out.idle_ports.extend(p for p in view.idle_ports if p.end not in seen)
         out.sms.extend(s for s in view.sms if s not in out.sms)

@@ -22,7 +22,9 @@ PYTHON_TOOLS = ("apt-get", "apt", "dpkg-query", "dpkg", "reboot", "poweroff", "s
                 "mlxfwreset", "mlxlink", "setpci", "scontrol", "flint", "mstflint", "ibv_devices",
                 # load probes: every run computes its figures (and perftest rendezvous over TCP)
                 "all_reduce_perf", "all_gather_perf", "alltoall_perf", "nvbandwidth", "ib_write_bw", "ib_write_lat",
-                "dcgmi")
+                "dcgmi",
+                # fabric scope: the real infiniband-diags against the lab's ibsim (simtools)
+                "ibnetdiscover", "iblinkinfo", "ibqueryerrors")
 
 #: Host files the lab's `cat` and `tail` read from the node's fake root instead of this machine.
 MAPPED_PATHS = tuple("/" + p for p in ROOT_FILES)
@@ -243,6 +245,14 @@ def clear(labdir: Path | str, address: str, name: str | None = None) -> list[str
     """Clear one fault (or every fault) of a node and restore its healthy state; returns what was cleared."""
     with transaction(node_path(labdir, address)) as node:
         return faults.clear(node, name)
+
+
+def attach_fabric(labdir: Path | str, address: str, attachment: dict | None) -> None:
+    """Cable a node to the lab's InfiniBand fabric (model.attach_fabric), or take it off."""
+    from .model import attach_fabric as attach
+
+    with transaction(node_path(labdir, address)) as node:
+        attach(node, attachment)
 
 
 def active_faults(labdir: Path | str, address: str) -> list[str]:

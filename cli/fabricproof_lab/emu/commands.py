@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import firmware, hosttools, ibtools, nvsmi, packages, probetools, services
+from . import firmware, hosttools, ibtools, nvsmi, packages, probetools, services, simtools
 from .tooling import Abort, Handler, HangRequested, Result
 
 HANDLERS: dict[str, Handler] = {
@@ -40,6 +40,8 @@ HANDLERS: dict[str, Handler] = {
     "ib_write_bw": probetools.perftest("ib_write_bw"),
     "ib_write_lat": probetools.perftest("ib_write_lat"),
     "dcgmi": probetools.dcgmi,
+    # fabric scope (issue 21): Debian's real infiniband-diags against the lab's ibsim, where the lab has a fabric
+    **simtools.HANDLERS,
 }
 
 

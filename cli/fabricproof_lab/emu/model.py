@@ -50,6 +50,21 @@ def _node_guid(prefix: str, index: int, hca: int) -> str:
     return f"{prefix}{index & 0xFFFF:04x}{hca:02x}"
 
 
+def ib_base_lid(index: int, n: int) -> int:
+    """The LID the lab's subnet gives HCA n of the node of this index (unique up to ~3,000 nodes)."""
+    return (index * 16 + n + 2) % 49150 + 1
+
+
+def compute_hca_identities(profile_name: str, index: int) -> list[tuple[str, int, str, int]]:
+    """(name, rail, node GUID, LID) of each compute HCA of a node, as new_node gives them: what the lab's
+    InfiniBand fabric (fabricproof_lab.fabric) cables."""
+    spec = PROFILES[profile_name]["hcas"]["compute"]
+    if spec["link_layer"] != "InfiniBand":
+        return []
+    return [(f"mlx5_{j}", j, _node_guid(spec["guid_prefix"], index, j), ib_base_lid(index, j))
+            for j in range(spec["count"])]
+
+
 def _nvlink(gbps: float) -> dict[str, Any]:
     return {"active": True, "gbps": gbps, "replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0}
 
@@ -152,7 +167,7 @@ def _hca_records(profile: dict, index: int) -> list[dict[str, Any]]:
                             "rate": spec["rate"],
                             "width": spec["width"],
                             "link_layer": spec["link_layer"],
-                            "base_lid": (index * 16 + n + 2) % 49150 + 1 if is_ib else 0,
+                            "base_lid": ib_base_lid(index, n) if is_ib else 0,
                             "sm_lid": 1 if is_ib else 0,
                             "port_guid": guid,
                             "active_mtu": 4096,
@@ -298,6 +313,18 @@ def new_node(profile_name: str, index: int, rack: int | None, hostname: str, add
     }
     _boot_logs(node)
     return node
+
+
+def attach_fabric(node: Node, attachment: dict[str, Any] | None) -> None:
+    """Cable the node's InfiniBand compute HCAs to the lab's fabric (or take them off it). `attachment` is what the
+    node's fabric-scope tools need (emu.simtools): ibsim's socket name, the CA they attach at, the fabric directory,
+    whether speeds run one generation down, whether this is the vantage node. ibsim gives a CA port the node GUID
+    plus one, so the node's ibstat shows that port GUID too (the two views of one port agree)."""
+    node["fabric"] = attachment
+    for hca in node["hcas"]:
+        port = hca["ports"][0]
+        if hca["role"] == "compute" and port["link_layer"] == "InfiniBand":
+            port["port_guid"] = f"{int(hca['node_guid'], 16) + 1:016x}" if attachment else hca["node_guid"]
 
 
 def _service(active: str, enabled: str) -> dict[str, Any]:

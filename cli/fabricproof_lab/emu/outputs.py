@@ -54,6 +54,9 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 )
 
 _BY_ARGS = {(tool, args): key for tool, args, key in COMMANDS}
+#: Fabric-scope tools: never pre-rendered, the real ones answer on a node cabled to the lab's fabric (simtools).
+#: sminfo reads the node's own port everywhere else, and the real fabric on its vantage node.
+FABRIC_TOOLS = ("ibnetdiscover", "iblinkinfo", "ibqueryerrors")
 #: Faults whose NVLink error counters grow on every read (the output is rendered per call, not pre-rendered).
 GROWING_NVLINK_FAULTS = {"nvlink-errors-growing", "nvlink5-errors-growing"}
 KEY_TOOL = {key: tool for tool, _args, key in COMMANDS}
@@ -117,6 +120,8 @@ def render_key(view: Node, key: str) -> Out:
         return Out(render_ib.render_mlxlink(view, hca)) if hca is not None else Out(special="absent")
     if key == "nvswitch_firmware" and not view.get("nvfwupd_config", True):
         return Out("", f"Error: config file {tools.NVFWUPD_CONFIG} not found\n", 1)  # as firmware.nvfwupd says
+    if tool in FABRIC_TOOLS or (tool == "sminfo" and (view.get("fabric") or {}).get("vantage")):
+        return Out(special="absent")
     if key == "sminfo":
         stdout, stderr, rc = render_ib.render_sminfo(view)
         return Out(stdout, stderr, rc)

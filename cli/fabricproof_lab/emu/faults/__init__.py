@@ -1,17 +1,21 @@
 """The fault catalog: named, stable faults a lab node can carry, and the checks that must catch each.
 
-Three kinds of fault:
+Four kinds of fault:
 * overlay: the stored state stays healthy; every render applies the fault to a copy (hardware that
   stays broken until the fault is cleared: a dead link, a degraded port);
 * state: injecting changes the stored state the way the real failure would (a package at the wrong
   version, a service that died, a module unloaded), so the real remediation (apt-get, systemctl,
   modprobe, setpci, a firmware burn) fixes it; clearing restores the healthy value;
-* trigger: arms a behaviour of a mutating tool (upgrade-breaks-fm), consumed when it fires.
+* trigger: arms a behaviour of a mutating tool (upgrade-breaks-fm), consumed when it fires;
+* fabric: changes the lab's InfiniBand fabric (a cable moved, missing, narrow or slow; switch-port counters that
+  grow; a duplicate node description), applied by the lab runtime to ibsim (fabricproof_lab.fabric.edits); its
+  overlay is what the node itself then shows (a slower link lowers its ibstat rate). Needs `lab up --fabric`.
 
 `catches` lists exactly the host checks that fail on one snapshot of a node with the fault against its
 profile's baseline, on every profile the fault applies to; `catches_by_profile` gives the exact list per
 profile where it differs (fabric checks do not exist on A100). `catches_over_time` are the counter-delta
-checks (two snapshots). `catches_fleet` are the fleet checks that fail once the faulty node is compared
+checks (two snapshots). `catches_subnet` (fabric faults) are the subnet.* checks that fail on the host once
+the fabric is diffed against the lab's fabric-plan.yaml. `catches_fleet` are the fleet checks that fail once the faulty node is compared
 with healthy peers. `breaks` names collectors whose command hangs or prints garbage. `catches_probes` are the
 perf.* checks (probes: NCCL, nvbandwidth, perftest, DCGM) that fail on the node once the probes run on it: a fault
 with no `catches` but some `catches_probes` is one only a load test finds. `blocks_probes` marks a node that is
@@ -22,11 +26,11 @@ from __future__ import annotations
 
 from .. import model
 from ..model import Node
-from . import fabric, fm, gpu, ib, nvlink, nvswitch, pcie, perf, rdma, tool
+from . import fabric, fm, gpu, ib, nvlink, nvswitch, pcie, perf, rdma, subnet, tool
 from .base import Fault
 
 #: The families, in the order `lab fault list` shows them.
-FAMILIES = (fm, fabric, nvlink, nvswitch, ib, rdma, pcie, gpu, perf, tool)
+FAMILIES = (fm, fabric, nvlink, nvswitch, ib, rdma, pcie, gpu, perf, subnet, tool)
 #: Every fault by name.
 FAULTS: dict[str, Fault] = {f.name: f for family in FAMILIES for f in family.FAULTS}
 
@@ -73,7 +77,7 @@ def clear(node: Node, name: str | None = None) -> list[str]:
 
 def view(node: Node) -> Node:
     """The node as the tools show it: a copy with every overlay fault applied (the node itself when none is)."""
-    overlays = [FAULTS[n] for n in sorted(node["faults"]) if n in FAULTS and FAULTS[n].kind == "overlay"
+    overlays = [FAULTS[n] for n in sorted(node["faults"]) if n in FAULTS and FAULTS[n].kind in ("overlay", "fabric")
                 and FAULTS[n].apply is not None]
     if not overlays:
         return node

@@ -23,7 +23,7 @@ class Fault:
 
     name: str
     description: str
-    kind: str  # overlay | state | trigger
+    kind: str  # overlay | state | trigger | fabric (the lab's InfiniBand fabric changes; `apply` is the node's view)
     profiles: tuple[str, ...] = ALL
     catches: tuple[str, ...] = ()
     catches_by_profile: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -34,6 +34,9 @@ class Fault:
     catches_probes: tuple[str, ...] = ()
     catches_probes_by_profile: dict[str, tuple[str, ...]] = field(default_factory=dict)
     blocks_probes: bool = False
+    #: kind "fabric": the subnet.* checks (issue 21) that fail on the host once the fabric is diffed against the
+    #: lab's fabric-plan.yaml; `catches` stays what the node's own view fails (a 1x link lowers its ibstat rate).
+    catches_subnet: tuple[str, ...] = ()
     apply: Callable[[Node], None] | None = None  # overlay: change the render view
     inject: Callable[[Node], None] | None = None  # state: change the stored node
     clear: Callable[[Node], None] | None = None  # state: put the healthy value back
@@ -66,6 +69,7 @@ class Fault:
             "catches_probes": list(self.catches_probes),
             "catches_probes_by_profile": {p: list(self.catches_probes_for(p)) for p in self.profiles},
             "blocks_probes": self.blocks_probes,
+            "catches_subnet": list(self.catches_subnet),
         }
 
 
@@ -100,8 +104,12 @@ def set_branch_pkg(node: Node, stem: str, version: str) -> None:
 
 
 def healthy_node(node: Node) -> Node:
-    """A fresh healthy node of the same identity: what clearing a fault puts back."""
-    return model.new_node(node["profile"], node["index"], node["rack"], node["hostname"], node["address"])
+    """A fresh healthy node of the same identity (cabled to the lab's fabric as it is): what clearing a fault puts
+    back."""
+    healthy = model.new_node(node["profile"], node["index"], node["rack"], node["hostname"], node["address"])
+    if node.get("fabric"):
+        model.attach_fabric(healthy, node["fabric"])
+    return healthy
 
 
 def restart_fm(node: Node) -> None:

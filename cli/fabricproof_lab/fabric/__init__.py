@@ -1,0 +1,1 @@
+"""The lab's real InfiniBand fabric: a generated rail-optimised fat tree simulated by ibsim, swept by opensm."""

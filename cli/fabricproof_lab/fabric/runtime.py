@@ -1,0 +1,104 @@
+"""What `lab up/down/status/fault` do for a lab with an InfiniBand fabric: generate it, cable the nodes, run ibsim and
+opensm, and put fabric faults into the simulated subnet."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fabricproof.fsutil import atomic_write_text
+
+from .. import emu
+from ..errors import LabError
+from ..topology import LabHost
+from . import edits, netfile, plan, sim, topology
+from .sim import FabricState
+
+FABRIC_DIR = "fabric"
+
+
+def new_state(lab_root: Path, su_size: int = topology.DEFAULT_SU_SIZE, spines: int = topology.DEFAULT_SPINES,
+              uplinks: int = topology.DEFAULT_UPLINKS) -> FabricState:
+    return FabricState(dir=str(lab_root / FABRIC_DIR), socket=sim.socket_name(lab_root), su_size=su_size,
+                       spines=spines, uplinks=uplinks)
+
+
+def healthy(state: FabricState, hosts: Sequence[LabHost]) -> topology.Fabric:
+    """The fabric as generated (and as its plan says): deterministic from the hosts and the sizes."""
+    try:
+        return topology.build(hosts, state.su_size, state.spines, state.uplinks)
+    except topology.FabricShapeError as exc:
+        raise LabError(f"--fabric: {exc}") from None
+
+
+def current(state: FabricState, hosts: Sequence[LabHost]) -> topology.Fabric:
+    """The fabric with the active faults in it."""
+    return edits.apply(healthy(state, hosts), [(h, f) for h, f in state.faults])
+
+
+def attachment(state: FabricState, fabric: topology.Fabric, host: LabHost, vantage: str) -> dict[str, Any] | None:
+    cas = fabric.cas_of(host.name)
+    if not cas:
+        return None
+    return {"socket": state.socket, "sim_host": cas[0].node_id, "dir": state.dir, "shifted": netfile.shifted(fabric),
+            "vantage": host.name == vantage}
+
+
+def cable_nodes(lab_root: Path, state: FabricState | None, hosts: Sequence[LabHost]) -> None:
+    """Give every node its place on the fabric (or none: a lab without one), so its tools and ibstat agree with it."""
+    fabric = healthy(state, hosts) if state else None
+    for host in hosts:
+        emu.attach_fabric(lab_root, host.address,
+                          attachment(state, fabric, host, hosts[0].name) if state and fabric else None)
+
+
+def prepare(lab_root: Path, state: FabricState, hosts: Sequence[LabHost], owner: tuple[int, int]) -> topology.Fabric:
+    """The plan beside the inventory and the fabric directory; returns the fabric of the moment."""
+    atomic_write_text(lab_root / plan.PLAN_FILE, plan.render(healthy(state, hosts), str(lab_root)), mode=0o644)
+    fabric = current(state, hosts)
+    sim.prepare(state, fabric, owner)
+    return fabric
+
+
+def ensure_running(state: FabricState) -> bool:
+    """Start ibsim and opensm unless both run; True when this call started them."""
+    if all(sim.alive(state).values()):
+        return False
+    sim.stop(state)
+    sim.start(state)
+    return True
+
+
+def stop(state: FabricState) -> list[int]:
+    return sim.stop(state)
+
+
+def inject(state: FabricState, hosts: Sequence[LabHost], host: LabHost, fault: str, owner: tuple[int, int]) -> str:
+    """Put a fabric fault into the running subnet; returns how ibsim took it ("console" or "restart")."""
+    if [host.name, fault] in state.faults:
+        return "none"
+    old = current(state, hosts)
+    state.faults.append([host.name, fault])
+    return sim.change(state, old, current(state, hosts), owner)
+
+
+def clear(state: FabricState, hosts: Sequence[LabHost], host: LabHost, names: Sequence[str],
+          owner: tuple[int, int]) -> str:
+    gone = [[host.name, n] for n in names if [host.name, n] in state.faults]
+    if not gone:
+        return "none"
+    old = current(state, hosts)
+    state.faults = [f for f in state.faults if f not in gone]
+    return sim.change(state, old, current(state, hosts), owner)
+
+
+def describe(state: FabricState, hosts: Sequence[LabHost], lab_root: Path) -> dict[str, Any]:
+    """`lab status`'s fabric part."""
+    fabric = healthy(state, hosts)
+    running = sim.alive(state)
+    return {"plan": str(lab_root / plan.PLAN_FILE), "speed": fabric.speed,
+            "simulated_speed": netfile.sim_speed(fabric, fabric.speed), "vantage": hosts[0].name,
+            **topology.counts(fabric), "ibsim": {"pid": state.ibsim_pid, "alive": running["ibsim"]},
+            "opensm": {"pid": state.opensm_pid, "alive": running["opensm"]}, "faults": state.faults,
+            "dir": state.dir}
