@@ -69,7 +69,9 @@ def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id
     from ..collectors import COLLECTORS
     from ..judging.projection import collectors_read
 
-    collectors = [COLLECTORS[cid] for cid in collectors_read(checks, COLLECTORS)]
+    # A probe's check (perf.*) reads facts only the probe runner makes, behind the idle guard (probes_after): its
+    # collector never runs here as a plain command.
+    collectors = [COLLECTORS[cid] for cid in collectors_read(checks, COLLECTORS) if not COLLECTORS[cid].loads_fabric]
     options = transport.configure(via, inventory_path=inv_path)
 
     def collect(hosts: Sequence[str], evidence_dir: Path) -> Collected:
