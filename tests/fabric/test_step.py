@@ -95,3 +95,18 @@ def test_an_unreadable_topology_leaves_the_checks_in_error_and_draws_nothing(tmp
         record = merged[h]["collectors"][COLLECTOR]
         assert record["status"] == "error" and "ibnetdiscover on vantage: unreadable output" in record["error"]
         assert "subnet" not in merged[h]
+
+
+def test_the_html_report_draws_the_fabric_the_step_judged_and_nothing_without_one(tmp_path):
+    from fabricproof.model import Report
+    from fabricproof.reporters import fabric_html, html_report
+
+    doc = captured()
+    link = next(lk for lk in doc["links"] if lk["a"] == "a08-p1-dgx-04-c15 mlx5_5")
+    link["b_port"] = 64 if link["b_port"] != 64 else 63
+    proof, _ = prove(tmp_path, doc, TOPOLOGY.read_text(), "drawn")
+    page = html_report.render(Report(results=(), hosts=tuple(HOSTS), fabric=step.view(proof)))
+    assert '<section id="fabric"' in page and fabric_html.CSS.strip()[:40] in page
+    assert "a08-p1-dgx-04-c15 mlx5_5 port 1" in page  # the moved cable's finding, marked
+    bare = html_report.render(Report(results=(), hosts=tuple(HOSTS)))
+    assert '<section id="fabric"' not in bare and fabric_html.CSS.strip()[:40] not in bare
