@@ -89,6 +89,24 @@ class LabFactory:
         return problems
 
 
+def connect_node(lab_dir: Path, name: str, timeout_s: float = 60.0):
+    """A paramiko client logged in to the lab node `name` (its inventory name) as the lab user, host key checked
+    against the lab's known_hosts."""
+    import paramiko
+
+    from fabricproof.inventory import load as load_inventory
+    from fabricproof_lab.user import LAB_USER
+
+    host = load_inventory(str(lab_dir / "inventory.yml")).hosts[name]
+    client = paramiko.SSHClient()
+    client.load_host_keys(str(lab_dir / "known_hosts"))
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    client.connect(host.vars["ansible_host"], port=int(host.vars["ansible_port"]), username=LAB_USER,
+                   key_filename=str(lab_dir / "keys" / "id_ed25519"), look_for_keys=False, allow_agent=False,
+                   timeout=timeout_s)
+    return client
+
+
 @dataclass(frozen=True)
 class RunningLab:
     dir: Path

@@ -194,13 +194,14 @@ def _rack_peers(hosts: list[LabHost]) -> dict[tuple[str, int], list[str]]:
     return peers
 
 
-def _create_nodes(layout: LabLayout, hosts: list[LabHost], user: LabUser, progress: Progress) -> None:
+def _create_nodes(layout: LabLayout, hosts: list[LabHost], user: LabUser, progress: Progress,
+                  cabling: dict[str, dict[str, Any] | None] | None = None) -> None:
     peers = _rack_peers(hosts)
     started = time.monotonic()
     for k, host in enumerate(hosts, 1):
         emu.create_node(layout.root, host.address, host.profile, host.index, rack=host.rack, hostname=host.name,
                         peers=peers.get((host.profile, host.rack)) if host.rack is not None else None,
-                        owner=(user.uid, user.gid))
+                        owner=(user.uid, user.gid), fabric=(cabling or {}).get(host.name))
         if k % 250 == 0 or k == len(hosts):
             progress(f"created {k}/{len(hosts)} nodes ({time.monotonic() - started:.1f} s)")
 
@@ -349,9 +350,16 @@ def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, no
             progress(f"freed {orphan}: its lab directory was deleted without `lab down --purge`")
         nodestore.make_nodes_dir(layout.nodes, _use_tmpfs(node_store, nodes, progress))
     emu.install(layout.root, latency.delays(latency_profile))
+    fstate = _fabric_state(layout, hosts, fabric, previous if reuse_nodes else None)
+    cabling = fabric_runtime.cabling(fstate, hosts)
     if not reuse_nodes:
-        _create_nodes(layout, hosts, user, progress)
-    fstate = _cable(layout, hosts, user, fabric, previous if reuse_nodes else None)
+        _create_nodes(layout, hosts, user, progress, cabling)  # created on the fabric: one render each
+    elif fstate is not None or (previous is not None and previous.fabric):
+        changed = fabric_runtime.recable(layout.root, hosts, cabling)
+        for host in changed:
+            _chown_dirs(layout.node_dir(host.address), user)
+    if fstate is not None:
+        fabric_runtime.prepare(layout.root, fstate, hosts, (user.uid, user.gid))
 
     groups = repair.sshd if repair else _sshd_groups(layout, hosts)
     _write_sshd_configs(layout, groups, port, user)
@@ -377,21 +385,14 @@ def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, no
     return status(layout.root)
 
 
-def _cable(layout: LabLayout, hosts: list[LabHost], user: LabUser, fabric: bool,
-           previous: LabState | None) -> FabricState | None:
-    """The fabric's state (a reused lab keeps its fabric faults) with every node cabled to it, its plan written and
-    its directory ready; None, with the nodes taken off any fabric they had, when the lab has none."""
+def _fabric_state(layout: LabLayout, hosts: list[LabHost], fabric: bool,
+                  previous: LabState | None) -> FabricState | None:
+    """The fabric's state (a reused lab keeps its fabric faults), or None when the lab has none."""
     if not fabric:
-        if previous is not None and previous.fabric:
-            fabric_runtime.cable_nodes(layout.root, None, hosts)
         return None
     fstate = FabricState.from_dict(previous.fabric) if previous is not None and previous.fabric else \
-        fabric_runtime.new_state(layout.root)
+        fabric_runtime.new_state(layout.root, hosts)
     fabric_runtime.healthy(fstate, hosts)  # a shape the fabric cannot take is refused before anything changes
-    fabric_runtime.cable_nodes(layout.root, fstate, hosts)
-    for host in hosts:
-        _chown_dirs(layout.node_dir(host.address), user)
-    fabric_runtime.prepare(layout.root, fstate, hosts, (user.uid, user.gid))
     return fstate
 
 

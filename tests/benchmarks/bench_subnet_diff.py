@@ -2,7 +2,9 @@
 
 Not part of the test run. The fabric is built as a Subnet (what the parsers give), so the figure is the plan's and
 the diff's own: the rule plan expanded and loaded, the captured explicit plan loaded, the clean diff, and a diff with
-~1% of the cables moved, swapped, unplugged or trained down. Pure and single-threaded: the figures are for one core.
+~1% of the HCA cables unplugged, half of those cabled to a spare leaf port at 1x; then, end to end, subnet-parse's
+generator (tests/fabrickit.py) printed as ibnetdiscover text, parsed, and diffed against its own capture. Pure and
+single-threaded: the figures are for one core.
 
     python tests/benchmarks/bench_subnet_diff.py [--hosts 2000] [--json out.json]
 """
@@ -22,6 +24,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "cli"), str(REPO / "tests")]
 
+import fabrickit  # noqa: E402
+from fabricproof.collectors.subnet import ibnetdiscover  # noqa: E402
 from fabricproof.subnet.capture import plan_from  # noqa: E402
 from fabricproof.subnet.diff import diff  # noqa: E402
 from fabricproof.subnet.plan import load_plan  # noqa: E402
@@ -80,6 +84,19 @@ def main() -> int:
     figures["findings"] = len(result.findings)
     timed("host facts", figures, result.host_facts)
     print(f"{figures['findings']:,} findings")
+    # end to end on subnet-parse's generator: its ibnetdiscover text parsed, then diffed against its own capture
+    text = fabrickit.ibnetdiscover_text(fabrickit.rail_fabric(args.hosts))
+    parsed = timed("parse ibnetdiscover text", figures, lambda: ibnetdiscover.parse(text))
+    own = plan_from(parsed, hosts)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "own.json"
+        path.write_text(json.dumps(own))
+        own_plan = load_plan(path)
+    again = timed("diff parsed fabric", figures, lambda: diff(own_plan, parsed, hosts=hosts))
+    assert again.findings == [], again.findings[:3]
+    figures["parse_plus_diff_s"] = round(figures["parse ibnetdiscover text"] + figures["diff parsed fabric"], 3)
+    print(f"{len(parsed.links):,} parsed cables, {text.count(chr(10)):,} lines: parse + diff "
+          f"{figures['parse_plus_diff_s']} s CPU")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0

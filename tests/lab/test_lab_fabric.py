@@ -24,7 +24,7 @@ from fabricproof_lab import state as lab_state
 from fabricproof_lab.errors import LabError
 from fabricproof_lab.fabric import runtime, sim, topology
 from fabricproof_lab.fabric.sim import FabricState
-from fabricproof_lab.user import LAB_USER
+from labkit import connect_node
 
 pytestmark = pytest.mark.lab
 
@@ -49,14 +49,7 @@ def fabric_lab(lab_factory) -> Path:
 
 
 def _connect(lab_dir: Path, name: str) -> paramiko.SSHClient:
-    host = load_inventory(str(lab_dir / "inventory.yml")).hosts[name]
-    client = paramiko.SSHClient()
-    client.load_host_keys(str(lab_dir / "known_hosts"))
-    client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    client.connect(host.vars["ansible_host"], port=int(host.vars["ansible_port"]), username=LAB_USER,
-                   key_filename=str(lab_dir / "keys" / "id_ed25519"), look_for_keys=False, allow_agent=False,
-                   timeout=60)
-    return client
+    return connect_node(lab_dir, name)
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +166,10 @@ def test_iblinkinfo_and_ibqueryerrors_are_the_real_tools(vantage) -> None:
                      line), line  # NDR's lane rate emulated; width, state, ports real
     out, err, rc = _run(vantage, "ibqueryerrors")
     assert rc == 0 and "## Summary: 82 nodes checked, 0 bad nodes found" in out, (rc, out, err)
+    spine = _ok(vantage, "perfquery 1 1")  # with arguments: the real one, spine-1's port 1
+    assert spine.startswith("# Port counters: Lid 1 port 1 ") and "SymbolErrorCounter:..............0\n" in spine
+    own = _ok(vantage, "perfquery")  # without: the node's own port, as on every lab node (emulated)
+    assert own.startswith("# Port counters: Lid 3 port 1 ")
 
 
 def test_sminfo_on_the_vantage_is_opensm_and_agrees_with_the_nodes(vantage, target) -> None:
@@ -181,6 +178,8 @@ def test_sminfo_on_the_vantage_is_opensm_and_agrees_with_the_nodes(vantage, targ
                         r"SMINFO_MASTER\n", real), real
     node = _ok(target, "sminfo")  # a node that is not the vantage reads its own port, emulated
     assert node.split(", activity")[0] == real.split(", activity")[0]
+    # any cabled node sees the whole subnet with the real tools, from its own first HCA
+    assert "\n# Initiated from node a088c20300000200 port a088c20300000201\n" in _ok(target, "ibnetdiscover")
 
 
 def test_every_node_ibstat_agrees_with_the_fabric(fabric_lab: Path, vantage) -> None:
@@ -329,7 +328,21 @@ def test_lab_down_stops_ibsim_and_opensm_by_pid_and_leaves_none(lab_factory) -> 
     finally:
         client.close()
     assert {ls for _, _, ls in links.values()} == {"4xHDR"} and len(nodes) == 2 * 8 + 8 + 2
+    with pytest.raises(LabError, match="with an InfiniBand fabric on port"):
+        manager.up(directory, 2, "dgx-a100")  # the running lab has a fabric: another shape, refused
+    manager.fault_inject(directory, "a100-0002", "subnet-hca-unplugged")
     report = manager.down(directory)
     assert set(fs.pids()) <= set(report.stopped_pids)
     assert _fabric_processes(fs.dir) == []
     assert lab_state.load(directory / "lab.json").fabric["ibsim_pid"] is None
+    again = FabricState.from_dict(lab_factory.up(directory, nodes=2, profile="dgx-a100", fabric=True).lab.fabric)
+    assert again.faults == [["a100-0002", "subnet-hca-unplugged"]] and sim.alive(again) == {"ibsim": True,
+                                                                                           "opensm": True}
+    client = _connect(directory, "a100-0001")
+    try:  # the kept fault is in the fabric started again
+        nodes, _links = _topology(_ok(client, "ibnetdiscover"))
+    finally:
+        client.close()
+    assert len(nodes) == 2 * 8 + 8 + 2 - 1 and "a100-0002 mlx5_2" not in _by_desc(nodes)
+    manager.down(directory)
+    assert _fabric_processes(again.dir) == []

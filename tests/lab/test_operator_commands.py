@@ -11,8 +11,8 @@ import paramiko
 import pytest
 
 from fabricproof.inventory import load as load_inventory
-from fabricproof_lab.user import LAB_USER
 from fabricproof.rollout.playbook import runner_env
+from labkit import connect_node
 
 pytestmark = pytest.mark.lab
 
@@ -69,13 +69,7 @@ def small_lab(lab_factory):
 
 @pytest.fixture(scope="module")
 def h100(small_lab: Path):
-    host = load_inventory(str(small_lab / "inventory.yml")).hosts[HOST]
-    client = paramiko.SSHClient()
-    client.load_host_keys(str(small_lab / "known_hosts"))
-    client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    client.connect(host.vars["ansible_host"], port=int(host.vars["ansible_port"]), username=LAB_USER,
-                   key_filename=str(small_lab / "keys" / "id_ed25519"), look_for_keys=False, allow_agent=False,
-                   timeout=30)
+    client = connect_node(small_lab, HOST, timeout_s=30)
     yield client
     client.close()
 

@@ -52,6 +52,32 @@ def test_the_cas_are_the_nodes_hcas(fabric) -> None:
         assert ["0x" + h["ports"][0]["port_guid"] for h in hcas if h["role"] == "compute"] == [c.port_guid for c in cas]
 
 
+def test_a_mixed_labs_lids_are_unique_and_its_nodes_take_them() -> None:
+    """Each profile counts its nodes from 0 (a100-0001 and h100-0001 are both index 0): the subnet's LIDs go by the
+    host's place in the lab, and a cabled node's ibstat shows the fabric's LID."""
+    hosts = plan_hosts(8, "mixed")
+    fabric = topology.build(hosts)
+    lids = [c.lid for c in fabric.cas] + [s.lid for s in fabric.switches]
+    assert len(lids) == len(set(lids)) == 56 + 18
+    host = next(h for h in hosts if h.profile == "dgx-h100")
+    node = model.new_node(host.profile, host.index, host.rack, host.name, host.address)
+    cas = fabric.cas_of(host.name)
+    model.attach_fabric(node, {"lids": {c.hca: c.lid for c in cas}})
+    assert [h["ports"][0]["base_lid"] for h in node["hcas"][:8]] == [c.lid for c in cas]
+    model.attach_fabric(node, None)  # off the fabric: the node's own LIDs again
+    assert node == model.new_node(host.profile, host.index, host.rack, host.name, host.address) | {"fabric": None}
+
+
+def test_larger_labs_get_larger_scalable_units_until_the_spines_are_full() -> None:
+    assert topology.fitting_su_size(H100) == 4
+    big = plan_hosts(200, "dgx-h100")
+    size = topology.fitting_su_size(big)
+    assert size == 29 and topology.counts(topology.build(big, size)) == {
+        "leaves": 56, "spines": 2, "cas": 1600, "host_cables": 1600, "uplinks": 112, "cables": 1712}
+    with pytest.raises(topology.FabricShapeError):
+        topology.build(plan_hosts(250, "dgx-h100"), topology.fitting_su_size(plan_hosts(250, "dgx-h100")))
+
+
 def test_shapes_the_fabric_cannot_take_are_refused() -> None:
     with pytest.raises(topology.FabricShapeError, match="does not fit a MQM9700 leaf's 32 host ports"):
         topology.build(plan_hosts(40, "dgx-h100"), su_size=32)

@@ -309,6 +309,17 @@ def test_a_switchs_sharp_aggregation_node_is_neither_a_host_nor_a_cable():
             "7 switches (4 leaves, 2 spines, 1 core) · 8 CAs (and 7 SHARP aggregation nodes) · 18 cables up")
 
 
+def test_a_role_may_name_its_switch_by_description_or_guid():
+    fab = rail_fabric(1, 2, 2, 2)
+    guid = _guid_of(fab.subnet, "MF0;leaf-su1-r1:MQM9700/U1")
+    roles = {"MF0;leaf-su1-r0:MQM9700/U1": Role("leaf", "su7", 0), guid: Role("leaf", "su7", 1),
+             "spine-1": Role("spine", None, None)}
+    tree = _Tree(fabric_html.render(fab.subnet, [], roles))
+    assert [(b["attrs"]["data-switch"], b["attrs"].get("data-su"), b["attrs"].get("data-rail"))
+            for b in tree.find("div", "leaf")] == [("leaf-su1-r0", "su7", "0"), ("leaf-su1-r1", "su7", "1")]
+    assert not tree.find("div", "absent")
+
+
 def test_a_planned_switch_never_seen_is_drawn_with_its_missing_cables():
     fab = rail_fabric(1, 2, 2, 2)
     sub = fab.subnet
@@ -339,8 +350,8 @@ def test_a_finding_that_names_no_cable_is_listed_as_fabric_wide():
 
 def test_a_fabric_whose_every_cable_fails_stays_a_bounded_page():
     fab, _ = big()
-    names = {n.guid: n.desc for n in fab.subnet.nodes.values()}
-    findings = [Finding("subnet.cable_present", "down", tuple(f"{fabric_html.switch_name(names[x.guid])} port {x.port}"
+    names = {n.guid: n.desc.removeprefix("MF0;").split(":")[0] for n in fab.subnet.nodes.values()}
+    findings = [Finding("subnet.cable_present", "down", tuple(f"{names[x.guid]} port {x.port}"
                                                             for x in (lk.a, lk.b)), (), f"cable {i} is down")
                 for i, lk in enumerate(fab.subnet.links)]
     text = fabric_html.render(fab.subnet, findings, fab.roles, plan=fab.plan)
@@ -354,11 +365,24 @@ def test_a_fabric_whose_every_cable_fails_stays_a_bounded_page():
     assert _inside(tree, leaf, "li", "more")[0]["text"] == f"+{100 - fabric_html.MAX_MARKS} more below"
 
 
-def test_a_switch_short_name_is_between_mf0_and_the_colon():
-    assert fabric_html.switch_name("MF0;leaf-su1-r0:MQM9700/U1") == "leaf-su1-r0"
-    assert fabric_html.switch_name("MF0;A09-P1-IBLEAF-04-04:MQM9701/U1") == "A09-P1-IBLEAF-04-04"
-    assert fabric_html.switch_name("Quantum Mellanox Technologies") == "Quantum Mellanox Technologies"
-    assert fabric_html.switch_name("MF0;:MQM8700") == "MF0;:MQM8700"
+def test_switches_are_known_by_the_names_the_findings_use():
+    """ "leaf-su1-r0" from "MF0;leaf-su1-r0:MQM9700/U1"; a director's ASICs by chassis and ASIC (one chassis holds many);
+    a description with no such parts as it is."""
+    sub = Subnet()
+    descs = ["MF0;leaf-su1-r0:MQM9700/U1", "MF0;sat11-0101-0903-01ib1-A:MCS8500/L16/U2",
+             "MF0;sat11-0101-0903-01ib1-A:MCS8500/L16/U1", "MF0;sat11-0101-0903-01ib1-A:MCS8500/S03/U1",
+             "Quantum Mellanox Technologies"]
+    for i, desc in enumerate(descs):
+        sub.nodes[_guid(0x5a, i)] = Node(_guid(0x5a, i), "switch", desc, 41)
+    sub.add_link(Subnet.cable(End(_guid(0x5a, 1), 17), End(_guid(0x5a, 3), 1), width="4x", speed="HDR"))
+    findings = [Finding("subnet.link_width", "width", ("sat11-0101-0903-01ib1-A/L16/U2 port 17",
+                                                       "sat11-0101-0903-01ib1-A/S03/U1 port 1"), (), "1x, not 4x")]
+    tree = _Tree(fabric_html.render(sub, findings, {}))
+    assert sorted(b["attrs"]["data-switch"] for b in tree.find("div", "sw")) == [
+        "Quantum Mellanox Technologies", "leaf-su1-r0", "sat11-0101-0903-01ib1-A/L16/U1",
+        "sat11-0101-0903-01ib1-A/L16/U2", "sat11-0101-0903-01ib1-A/S03/U1"]
+    assert sorted(b["attrs"]["data-switch"] for b in tree.find("div", "fail")) == [
+        "sat11-0101-0903-01ib1-A/L16/U2", "sat11-0101-0903-01ib1-A/S03/U1"]
 
 
 def big() -> tuple[Fabric, list[Finding]]:

@@ -176,7 +176,7 @@ def test_a_stray_hca_in_a_planned_port_is_unplanned_and_the_planned_cable_missin
     assert one(findings, "subnet.cable_present").hosts == ("node04",)
     stray = one(findings, "subnet.cable_unplanned")
     assert stray.sentence == "spare01 mlx5_0 port 1 is cabled to leaf-su1-r1 port 4, which the plan gives to node04 mlx5_1 port 1"
-    assert stray.hosts == tuple(HOSTS)  # no inventory host is cabled there: a fault on no host touches them all
+    assert stray.hosts == ("node01", "node02", "node03", "node04")  # no inventory host's HCA: the leaf's hosts
 
 
 def test_an_unplanned_cable_between_leaves_affects_both_leaves_hosts():
@@ -244,6 +244,8 @@ def test_exactly_one_master_sm():
     fab.subnet.sms = [SubnetManager("0x0c42a103000000ff", 9, 14, "SMINFO_STANDBY")]
     assert one(found(fab), "subnet.sm_master").sentence == (
         "no subnet manager answered as master (1 heard: 0x0c42a103000000ff SMINFO_STANDBY)")
+    fab.subnet.sms = []  # sminfo did not answer: its collector's record says so, and the check is unjudged by it
+    assert found(fab) == []
 
 
 def test_inventory_hosts_match_descriptions_case_insensitively_and_keep_their_spelling():
@@ -253,6 +255,17 @@ def test_inventory_hosts_match_descriptions_case_insensitively_and_keep_their_sp
     plan = from_document(documents.parse_yaml(RAILS, "plan.yaml"), {"gpu": upper})
     (f,) = diff(plan, fab.subnet, hosts=upper).findings
     assert f.hosts == ("NODE02",)
+
+
+def test_a_directors_backplane_is_no_cabling_but_a_cable_between_two_boxes_is():
+    fab = fabric()
+    for name in ("dir-A/L01/U1", "dir-A/S01/U1", "dir-B/S01/U1"):
+        box, blade, asic = name.split("/")
+        fab.node(name, "switch", f"MF0;{box}:MCS8500/{blade}/{asic}", 40)
+    fab.cable("dir-A/L01/U1", 21, "dir-A/S01/U1", 1)
+    assert found(fab) == []
+    fab.cable("dir-A/L01/U1", 22, "dir-B/S01/U1", 1)
+    assert [f.ends for f in found(fab)] == [("dir-A/L01/U1 port 22", "dir-B/S01/U1 port 1")]
 
 
 FAULTS = {
@@ -272,3 +285,29 @@ def test_the_rule_and_its_explicit_cable_list_judge_alike(fault):
     by_rule = [(f.check, f.kind, f.ends, f.hosts) for f in found(fab, rule_plan())]
     by_list = [(f.check, f.kind, f.ends, f.hosts) for f in found(fab, captured_plan())]
     assert by_rule and by_rule == by_list
+
+
+def test_the_subnet_checks_fail_a_host_with_the_diffs_sentences_and_pass_a_clean_one():
+    from fabricproof.judging.baseline import Baseline
+    from fabricproof.judging.catalog import load
+    from fabricproof.judging.evaluate import evaluate
+    from fabricproof.model import Outcome
+
+    fab = fabric()
+    fab.move("node02 mlx5_0", 1, "leaf-su1-r0", 9)
+    fab.move("node02 mlx5_1", 1, "leaf-su1-r1", 2, width="2x")
+    result = diff(rule_plan(), fab.subnet, hosts=HOSTS)
+    facts = {}
+    for host, frag in result.host_facts().items():
+        facts[host] = {"apiVersion": "fabricproof/v1", "kind": "Facts", "host": host, "collectors": {}}
+        merge_facts(facts[host], frag)
+    checks = [c for c in load() if c.family == "subnet"]
+    assert sorted(c.id.split(".")[1] for c in checks) == sorted(CHECKS)
+    report = evaluate(facts, Baseline("b", {}), checks)
+    failed = {(r.host, r.check_id): [f.text for f in r.findings] for r in report.results if r.outcome is Outcome.FAIL}
+    assert failed == {
+        ("node02", "subnet.cable_placement"): [
+            "node02 mlx5_0 port 1 is on leaf-su1-r0 port 9; the plan puts it on leaf-su1-r0 port 2"],
+        ("node02", "subnet.link_width"): [
+            "the cable node02 mlx5_1 port 1 to leaf-su1-r1 port 2 runs at 2x width; the plan says 4x"]}
+    assert {r.outcome for r in report.results if r.host != "node02"} == {Outcome.PASS}

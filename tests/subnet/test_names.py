@@ -37,3 +37,12 @@ def test_end_name_names_ports_as_an_operator_does():
     assert end_name(sub, End("0x0000000000000001", 1)) == "node0007 mlx5_3 port 1"
     assert end_name(sub, End("0x0000000000000002", 17)) == "leaf-r2-03 port 17"
     assert end_name(sub, End("0x0000000000000003", 2)) == "0x0000000000000003 port 2"
+
+
+def test_chassis_names_a_directors_box_and_nothing_else():
+    from fabricproof.subnet.names import chassis
+
+    assert chassis("MF0;sat11-0101-0903-01ib1-A:MCS8500/L16/U2") == "sat11-0101-0903-01ib1-A"
+    assert chassis("MF0;sat11-0101-0903-01ib1-A:MCS8500/S03/U1") == "sat11-0101-0903-01ib1-A"
+    assert chassis("MF0;leaf-su1-r0:MQM9700/U1") is None
+    assert chassis("node01 mlx5_0") is None

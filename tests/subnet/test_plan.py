@@ -59,7 +59,7 @@ def test_the_lab_form_loads_with_defaults_and_per_cable_rates(tmp_path):
         (PlanEnd("leaf-su1-r0", 34), PlanEnd("spine-2", 1), "2x", "EDR"),
     ]
     assert [lk.where for lk in plan.links] == [f"{tmp_path / 'plan.yaml'}:{n}" for n in (6, 7, 8)]
-    assert plan.roles() == {"leaf-su1-r0": Role("leaf", None, 0), "spine-1": Role("spine"), "spine-2": Role("spine")}
+    assert plan.roles() == {"leaf-su1-r0": Role("leaf", "1", 0), "spine-1": Role("spine"), "spine-2": Role("spine")}
 
 
 def test_a_json_plan_loads_like_yaml(tmp_path):
@@ -203,3 +203,41 @@ def test_a_csv_row_with_too_few_fields_or_an_empty_device_names_its_line(tmp_pat
         parse_csv(csv.read_text(), str(csv))
     assert [(p.line, p.message) for p in exc.value.problems] == [
         (2, "3 fields, the header has 5"), (3, "empty StartDevice"), (4, "port 'Port 300' is out of range (1-255)")]
+
+
+def test_a_cable_written_again_from_its_other_end_counts_once(tmp_path):
+    (tmp_path / "both.csv").write_text("StartDevice,StartPort,EndDevice,EndPort\nl1,40,dir-A,Blade 20_Port 2/1\n"
+                                       "dir-A,Blade 20_Port 2/1,l1,Port 40\n")
+    plan = load_plan(write(tmp_path, "kind: FabricPlan\nversion: 1\nname: n\ninclude: [both.csv]\n"))
+    assert [(lk.a, lk.b, Path(lk.where).name) for lk in plan.links] == [
+        (PlanEnd("l1", 40), PlanEnd("dir-A/L20/U2", 1), "both.csv:2")]
+
+
+def test_the_readmes_plan_example_loads(tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    example = readme.split("### Fabric plans", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "cabling.csv").write_text("#StartDevice,StartPort,EndDevice,EndPort,LinkType\n"
+                                          "login02,login02 mlx5_0,leaf-mgmt,Port 2, Data\n")
+    plan = load_plan(write(tmp_path, example), groups={"gpu": [f"node{i:02d}" for i in range(1, 65)]})
+    # 2 explicit + 1 CSV + 64 hosts x 8 rails + 16 leaves x 16 uplinks
+    assert len(plan.links) == 2 + 1 + 64 * 8 + 16 * 16
+    assert plan.roles()["leaf-mgmt"] == Role("leaf") and plan.roles()["leaf-su2-r7"] == Role("leaf", "2", 7)
+
+
+def test_one_cable_planned_twice_at_different_rates_is_refused(tmp_path):
+    with pytest.raises(InputError) as exc:
+        load_plan(write(tmp_path, LAB_FORM + "  - {a: spine-1, a_port: 1, b: leaf-su1-r0, b_port: 33, speed: NDR}\n"))
+    assert problems(exc) == [("plan.yaml", 9, "", f"the cable spine-1 port 1 to leaf-su1-r0 port 33 is planned at 4x "
+                                                   f"NDR here and at 4x HDR at {tmp_path / 'plan.yaml'}:7")]
+
+
+def test_an_explicit_plans_roles_come_from_its_cables(tmp_path):
+    """Leaves cabled to the same hosts are one scalable unit; a switch cabled to leaves is a spine, above it core."""
+    hosts = [f"node{i:02d}" for i in range(1, 9)]
+    rule = load_plan(write(tmp_path, RAILS), groups={"gpu": hosts})
+    listed = "".join(f"  - {{a: {lk.a.device}, a_port: {lk.a.port}, b: {lk.b.device}, b_port: {lk.b.port}}}\n"
+                     for lk in rule.links)
+    plan = load_plan(write(tmp_path, "kind: FabricPlan\nversion: 1\nname: x\nlinks:\n" + listed
+                           + "  - {a: spine-1, a_port: 40, b: core-1, b_port: 1}\n", "listed.yaml"))
+    assert {k: v for k, v in plan.roles().items() if k != "core-1"} == rule.roles()
+    assert plan.roles()["core-1"] == Role("core")

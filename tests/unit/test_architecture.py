@@ -27,6 +27,8 @@ LAYERS: dict[str, int] = {
     # the probes package: pure specs, figures, pairing and scripts; the guard speaks the collectors' not-run words;
     # the runner is a collection of its own; the options read into its settings
     "probes": 0, "probes.spec": 0, "probes.figures": 0, "probes.pairing": 0, "probes.rendezvous": 0,
+    "probes.isolation": 0,  # the collective search (pure)
+    "probes.isolation_sim": 1,  # a modelled fleet driving the search (pure; above the search it runs)
     "judging.packing": 0,  # how a fleet-sized evaluation holds what it keeps (the evaluation's memory seam)
     "documents": 1, "inventory": 1, "slurm": 1, "judging.findings": 1, "spool": 1,
     "fsutil": 1,  # raises InputError for bad targets

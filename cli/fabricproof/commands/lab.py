@@ -180,7 +180,8 @@ def fault_list(fmt: FormatOption = "text", directory: DirOption = None) -> None:
         _say(f"[bold]{f['name']}[/]  ({', '.join(f['profiles'])})")
         _say(f"    {shown(f['description'])}")
         _say(f"    caught by: {caught}")
-        for label, key in (("over time", "catches_over_time"), ("across the fleet", "catches_fleet")):
+        for label, key in (("over time", "catches_over_time"), ("across the fleet", "catches_fleet"),
+                           ("in the fabric's diff (lab up --fabric)", "catches_subnet")):
             if f[key]:
                 _say(f"    caught {label}: {', '.join(f[key])}")
     err_console.print(f"{len(faults)} faults")

@@ -12,6 +12,7 @@ from typing import Protocol
 from ..collectors.textutil import natural_key
 from ..fsutil import atomic_write_text
 from ..subnet.model import End, Link, Node, Subnet
+from ..subnet.names import switch_name
 from ..words import counted
 from ._html import attr, e, page
 
@@ -83,16 +84,6 @@ class Plan(Protocol):
 
     @property
     def links(self) -> Sequence[PlannedLink]: ...
-
-
-def switch_name(desc: str) -> str:
-    """The name an operator uses for a switch: between "MF0;" and ":" of its description, else the description
-    (the rule of subnet.names.switch_name, which the plan part writes; this copy folds into it once that lands)."""
-    if desc.startswith("MF0;"):
-        name = desc[4:].split(":", 1)[0]
-        if name:
-            return name
-    return desc
 
 
 @dataclass
@@ -178,7 +169,7 @@ def _boxes(subnet: Subnet, roles: Mapping[str, Role],
     by_name: dict[str, list[str]] = {}
     for node in subnet.switches():
         name = switch_name(node.desc)
-        role = roles.get(name)
+        role = roles.get(name) or roles.get(node.desc) or roles.get(node.guid)  # as the plan spelt the switch
         tier = role.tier if role is not None and role.tier in TIERS else derived.get(node.guid, "leaf")
         boxes[node.guid] = _Box(node.guid, name, node.desc, node.guid, tier, role.su if role else None,
                                 role.rail if role else None)
@@ -295,9 +286,8 @@ def _far(subnet: Subnet, boxes: Mapping[str, _Box], box: _Box, at: Iterable[int]
     """The switch at the far end of a switch port's cable (None: a CA) and the cable's direction: as seen, else as
     planned, else a leaf's port is taken for a host's and a spine's or core's for one from below."""
     for p in at:
-        link = subnet.link_at(End(box.guid, p)) if box.guid is not None else None
-        if link is not None:
-            far = boxes.get(link.other(End(box.guid, p)).guid)  # type: ignore[arg-type]
+        if box.guid is not None and (link := subnet.link_at(End(box.guid, p))) is not None:
+            far = boxes.get(link.other(End(box.guid, p)).guid)
             return far, _direction(box, far)
         if (box.key, p) in planned_far:
             return planned_far[(box.key, p)], _direction(box, planned_far[(box.key, p)])
@@ -489,10 +479,12 @@ def _findings(fabric: _Fabric, findings: Sequence[Finding]) -> list[str]:
 
 
 def render(subnet: Subnet, findings: Sequence[Finding], roles: Mapping[str, Role], *, plan: Plan | None = None) -> str:
-    """The fabric as an HTML section (`<section id="fabric">`) for a page whose style sheet includes CSS.
+    """The fabric as an HTML section (`<section id="fabric">`, no script, anchors `fab-f<n>`) for a page whose style
+    sheet includes CSS: `_html.page(title, [..., render(...)], css=<the page's own> + fabric_html.CSS)`.
 
-    `roles` places each switch (by its short name); a switch without a role is placed by its cabling. With `plan`,
-    every count says how many cables the plan expects there too."""
+    `findings` are the plan diff's (`Diff.findings`); `roles` places each switch (`Plan.roles()`, by short name,
+    description or GUID); a switch without a role is placed by its cabling. With `plan`, every count says how many
+    cables the plan expects there too."""
     findings = list(findings)
     fabric = _layout(subnet, findings, roles, plan)
     legend = "".join(f'<span><i class="{c}"></i>{e(w)}</span>' for c, w in _LEGEND)
@@ -520,4 +512,4 @@ def write_page(path: Path, subnet: Subnet, findings: Sequence[Finding], roles: M
                                        css=CSS))
 
 
-__all__ = ["CSS", "KINDS", "Finding", "Plan", "Role", "render", "switch_name", "write_page"]
+__all__ = ["CSS", "KINDS", "Finding", "Plan", "Role", "render", "write_page"]

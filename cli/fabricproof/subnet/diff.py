@@ -9,7 +9,7 @@ from typing import Any
 
 from .checks import CHECKS, COLLECTOR
 from .model import End, Link, Node, Subnet, speed_rank, width_rank
-from .names import end_name, host_of, switch_name
+from .names import chassis, end_name, host_of, switch_name
 from .plan import Plan, PlanEnd, PlannedLink
 
 #: Switch-port counters whose growth over the window is a failing cable or port.
@@ -100,11 +100,11 @@ class _Fabric:
         return node is not None and node.kind == "ca"
 
     def hosts_of(self, *ends: End) -> set[str]:
-        """The hosts cables between these ends affect: the hosts of their HCA ends; with no HCA end (a switch to
-        switch cable), every host cabled to those switches (a leaf's hosts; a spine has none of its own)."""
-        if any(self.is_ca(end) for end in ends):
-            return {h for end in ends if (h := self.host(end))}
-        return {h for end in ends for h in self.switch_hosts.get(end.guid, ())}
+        """The hosts cables between these ends affect: the inventory hosts of their HCA ends; with none (a switch to
+        switch cable, an HCA of no inventory host), every host cabled to those switches (a leaf's hosts; a spine has
+        none of its own)."""
+        own = {h for end in ends if (h := self.host(end))}
+        return own or {h for end in ends if not self.is_ca(end) for h in self.switch_hosts.get(end.guid, ())}
 
 
 def _planned_host(pe: PlanEnd, inventory: Mapping[str, str]) -> str | None:
@@ -148,6 +148,8 @@ def diff(plan: Plan, subnet: Subnet, *, hosts: Sequence[str], rails: Mapping[str
             link = PlannedLink(link.b, link.a, link.width, link.speed, link.where)
             a, b = b, a
         resolved.append((link, a, b))
+        if a is not None and b is not None and (host := _planned_host(link.a, fab.inventory)) and not fab.is_ca(b):
+            fab.switch_hosts.setdefault(b.guid, set()).add(host)  # a leaf's hosts: cabled there now or by the plan
         for pe in (link.a, link.b):
             host = _planned_host(pe, fab.inventory)
             if host:
@@ -171,6 +173,16 @@ def diff(plan: Plan, subnet: Subnet, *, hosts: Sequence[str], rails: Mapping[str
             unknown, other = (link.a, link.b) if a is None else (link.b, link.a)
             host = _planned_host(link.a, fab.inventory) or _planned_host(link.b, fab.inventory)
             known = [e for e in (a, b) if e is not None]
+            there = subnet.link_at(known[0]) if known else None
+            if there is not None and there.other(known[0]) not in planned_at:
+                # the port holds a device the plan does not name: the plan's device is not cabled there
+                stray = there.other(known[0])
+                explained.add((there.a, there.b))
+                add("cable_placement", "miswired", (fab.name(known[0]), fab.name(stray), str(unknown)),
+                    fab.hosts_of(stray) | ({host} if host else set()),
+                    f"{fab.name(known[0])} holds {fab.name(stray)}; the plan puts {unknown} there, which is not "
+                    f"in the fabric")
+                continue
             add("cable_present", "missing", (str(unknown), str(other)), ([host] if host else fab.hosts_of(*known)),
                 f"{unknown.device} is not in the fabric, so its cable {unknown} to {other} is missing "
                 f"(planned at {link.where})")
@@ -213,7 +225,9 @@ def diff(plan: Plan, subnet: Subnet, *, hosts: Sequence[str], rails: Mapping[str
     for found in subnet.links:
         key = (found.a, found.b)
         planned = matched.get(key)
-        if planned is None and key not in explained and found.a not in planned_at and found.b not in planned_at:
+        if planned is None and _backplane(subnet, found):
+            pass
+        elif planned is None and key not in explained and found.a not in planned_at and found.b not in planned_at:
             a, b = (found.b, found.a) if fab.is_ca(found.b) and not fab.is_ca(found.a) else (found.a, found.b)
             add("cable_unplanned", "unplanned", (fab.name(a), fab.name(b)), fab.hosts_of(a, b),
                 f"{fab.name(a)} is cabled to {fab.name(b)}, which the plan does not have")
@@ -239,6 +253,15 @@ def diff(plan: Plan, subnet: Subnet, *, hosts: Sequence[str], rails: Mapping[str
         _counters(subnet, counters_before, fab, add)
     _sm(subnet, add)
     return out
+
+
+def _backplane(subnet: Subnet, link: Link) -> bool:
+    """A link between two ASICs of one director chassis: inside the box, so no cabling plan lists it."""
+    a, b = subnet.nodes.get(link.a.guid), subnet.nodes.get(link.b.guid)
+    if a is None or b is None or a.kind != "switch" or b.kind != "switch":
+        return False
+    box = chassis(a.desc)
+    return box is not None and box == chassis(b.desc)
 
 
 def _rank(fab: _Fabric, end: End, role: Mapping[str, Any]) -> int:
@@ -304,12 +327,11 @@ def _counters(subnet: Subnet, before: Subnet, fab: _Fabric, add: Any) -> None:
 
 def _sm(subnet: Subnet, add: Any) -> None:
     masters = [s for s in subnet.sms if "MASTER" in s.state.upper()]
-    if len(masters) == 1:
+    if len(masters) == 1 or not subnet.sms:  # none heard: sminfo did not answer, and its record says why
         return
     if not masters:
-        add("sm_master", "sm", (), (), "no subnet manager answered as master" +
-            (f" ({len(subnet.sms)} heard: " + ", ".join(f"{s.guid} {s.state}" for s in subnet.sms) + ")"
-             if subnet.sms else ""))
+        add("sm_master", "sm", (), (), f"no subnet manager answered as master ({len(subnet.sms)} heard: " +
+            ", ".join(f"{s.guid} {s.state}" for s in subnet.sms) + ")")
         return
     add("sm_master", "sm", (), (), f"{len(masters)} subnet managers answer as master: " +
         ", ".join(f"{s.guid} (lid {s.lid}, priority {s.priority})" for s in masters))

@@ -23,6 +23,13 @@ def switch_name(desc: str) -> str:
     return f"{name.strip()}/{asic.group(1)}/{asic.group(2)}" if asic else name.strip()
 
 
+def chassis(desc: str) -> str | None:
+    """The chassis of a director's ASIC ("sat11-0101-0903-01ib1-A" for ".../L16/U2"), None for any other node: cables
+    between two ASICs of one chassis are its backplane, not cabling."""
+    name = switch_name(desc)
+    return name.rsplit("/", 2)[0] if name != desc.strip() and _ASIC.search(name) else None
+
+
 def host_of(desc: str) -> tuple[str, str] | None:
     """(host, HCA) from a CA's description "<host> <hca>" ("node0007 mlx5_3"), or None for a description that names
     no host: one word ("HCA-1") or a vendor default ("MT4123 ConnectX6   Mellanox Technologies")."""

@@ -66,25 +66,31 @@ class Plan:
 
     def roles(self) -> dict[str, Role]:
         """Every switch the plan names, by short name: its stated role, else its tier from the cables (a switch
-        cabled to a host is a leaf, one cabled to a leaf a spine, the rest core) and a leaf's rail when all its
-        hosts' HCAs are of one rail."""
+        cabled to a host is a leaf, one cabled to a leaf a spine, the rest core), a leaf's rail when all its HCAs
+        are of one rail, and its scalable unit: leaves cabled to the same hosts are one, numbered from 1 in plan
+        order."""
         neighbours: dict[str, set[str]] = {}
         hcas: dict[str, set[str]] = {}
+        hosts: dict[str, set[str]] = {}
         for link in self.links:
             for one, other in ((link.a.device, link.b.device), (link.b.device, link.a.device)):
                 if host_of(one) is None:
                     neighbours.setdefault(one, set())
-                    if host_of(other) is not None:
-                        hcas.setdefault(one, set()).add(host_of(other)[1])
+                    named = host_of(other)
+                    if named is not None:
+                        hosts.setdefault(one, set()).add(named[0].lower())
+                        hcas.setdefault(one, set()).add(named[1])
                     else:
                         neighbours[one].add(other)
+        units: dict[frozenset[str], str] = {}
         out: dict[str, Role] = {}
         for name in neighbours:
             if name in self.declared:
                 out[name] = self.declared[name]
             elif name in hcas:
                 rails = {self.rail_of(h) for h in hcas[name]}
-                out[name] = Role("leaf", None, rails.pop() if len(rails) == 1 else None)
+                su = units.setdefault(frozenset(hosts[name]), str(len(units) + 1))
+                out[name] = Role("leaf", su, rails.pop() if len(rails) == 1 else None)
         for name, near in neighbours.items():
             if name not in out:
                 out[name] = Role("spine" if any(out.get(n, Role("core")).tier == "leaf" for n in near) else "core")
@@ -252,27 +258,47 @@ def from_document(doc: documents.Document, groups: Mapping[str, Sequence[str]] |
         more, roles, hca_rails = expand_rails(doc, data["rails"], groups, width, speed, where(("rails",)))
         links.extend(more)
         declared = {**roles, **declared}
-    _no_port_twice(links)
-    return Plan(data["name"], links, doc.file, declared, hca_rails)
+    return Plan(data["name"], _once(links), doc.file, declared, hca_rails)
 
 
-def _no_port_twice(links: Sequence[PlannedLink]) -> None:
-    """A port takes one cable: a plan giving one port two cables is wrong, whichever part of it says so."""
+def _key(end: PlanEnd) -> tuple[str, int]:
+    return end.device.lower(), end.port
+
+
+def _problem(link: PlannedLink, message: str) -> Problem:
+    """A problem placed where the cable is written: file and line, or a JSON plan's file and path."""
+    file, _, line = link.where.rpartition(":")
+    if line.isdigit():
+        return Problem(message, file, int(line))
+    file, pointer = link.where.rsplit(" ", 1)
+    return Problem(message, file, None, pointer)
+
+
+def _once(links: Sequence[PlannedLink]) -> list[PlannedLink]:
+    """Each cable once: a port takes one cable, so a plan giving one port two cables is wrong, whichever part of it
+    says so; the same cable written again (NDT files list some from both ends) is kept at its first place."""
     seen: dict[tuple[str, int], PlannedLink] = {}
+    out: list[PlannedLink] = []
     problems: list[Problem] = []
     for link in links:
+        first = seen.get(_key(link.a))
+        if first is not None and {_key(first.a), _key(first.b)} == {_key(link.a), _key(link.b)}:
+            if (first.width, first.speed) != (link.width, link.speed):
+                problems.append(_problem(link, f"the cable {link.a} to {link.b} is planned at {link.width or 'any'} "
+                                         f"{link.speed or 'any'} here and at {first.width or 'any'} "
+                                         f"{first.speed or 'any'} at {first.where}"))
+            continue
+        out.append(link)
         for end in (link.a, link.b):
-            key = (end.device.lower(), end.port)
-            if key in seen and seen[key] is not link:
-                file, _, line = link.where.rpartition(":")
-                file, pointer = (file, "") if line.isdigit() else (*link.where.rsplit(" ", 1), )  # a JSON plan's
-                problems.append(Problem(f"{end} is planned twice (also at {seen[key].where})", file,
-                                        int(line) if line.isdigit() else None, pointer))
+            key = _key(end)
+            if key in seen:
+                problems.append(_problem(link, f"{end} is planned twice (also at {seen[key].where})"))
             seen.setdefault(key, link)
         if len(problems) >= 20:
             break
     if problems:
         raise InputError(problems)
+    return out
 
 
 #: A plan lists every cable: a 2,000-host fabric's (25,088 cables) holds 225,807 values, past the 200,000 that bound

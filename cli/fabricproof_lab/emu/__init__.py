@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FAULTS", "active_faults", "attach_fabric", "clear", "create_node", "inject", "install", "node_path", "read_node",
+__all__ = ["FAULTS", "active_faults", "cable_node", "clear", "create_node", "inject", "install", "node_path", "read_node",
            "view_node"]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from fabricproof import tools
 
 from . import faults
-from .model import Node, new_node
+from .model import Node, attach_fabric, new_node
 from .outputs import COMMANDS, ROOT_FILES, render_node, write_atomic
 from .store import STATE, load, locked, transaction
 
@@ -169,11 +169,12 @@ def _copy_package(src: Path, dest: Path, names: tuple[str, ...] | None = None) -
 
 def create_node(labdir: Path | str, address: str, profile: str, index: int, rack: int | None = None,
                 hostname: str | None = None, peers: list[str] | None = None,
-                owner: tuple[int, int] | None = None) -> Path:
+                owner: tuple[int, int] | None = None, fabric: dict | None = None) -> Path:
     """Create (or re-create) one healthy node; returns its directory.
 
     peers: the IMEX domain (addresses of the trays of this GB200 rack, this one included).
     owner: (uid, gid) that must be able to change the node (the lab login user); applied to its directories.
+    fabric: its place on the lab's InfiniBand fabric (model.attach_fabric), if the lab has one.
     """
     nd = node_path(labdir, address)
     for sub in ("out", "root"):
@@ -181,6 +182,8 @@ def create_node(labdir: Path | str, address: str, profile: str, index: int, rack
     node = new_node(profile, index, rack, hostname or f"node-{index:04d}", address)
     if peers:
         node["imex_peers"] = list(peers)
+    if fabric:
+        attach_fabric(node, fabric)
     with locked(nd):
         write_atomic(nd / STATE, _dumps(node))
         render_node(nd, node)
@@ -247,12 +250,10 @@ def clear(labdir: Path | str, address: str, name: str | None = None) -> list[str
         return faults.clear(node, name)
 
 
-def attach_fabric(labdir: Path | str, address: str, attachment: dict | None) -> None:
+def cable_node(labdir: Path | str, address: str, attachment: dict | None) -> None:
     """Cable a node to the lab's InfiniBand fabric (model.attach_fabric), or take it off."""
-    from .model import attach_fabric as attach
-
     with transaction(node_path(labdir, address)) as node:
-        attach(node, attachment)
+        attach_fabric(node, attachment)
 
 
 def active_faults(labdir: Path | str, address: str) -> list[str]:

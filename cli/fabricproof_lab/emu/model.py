@@ -318,13 +318,16 @@ def new_node(profile_name: str, index: int, rack: int | None, hostname: str, add
 def attach_fabric(node: Node, attachment: dict[str, Any] | None) -> None:
     """Cable the node's InfiniBand compute HCAs to the lab's fabric (or take them off it). `attachment` is what the
     node's fabric-scope tools need (emu.simtools): ibsim's socket name, the CA they attach at, the fabric directory,
-    whether speeds run one generation down, whether this is the vantage node. ibsim gives a CA port the node GUID
-    plus one, so the node's ibstat shows that port GUID too (the two views of one port agree)."""
+    whether speeds run one generation down, whether this is the vantage node, each HCA's LID in the subnet. ibsim gives
+    a CA port the node GUID plus one, so the node's ibstat shows that port GUID too (the two views of one port
+    agree), and the LIDs the fabric gives (unique in a mixed lab, whose profiles each count from 0)."""
     node["fabric"] = attachment
-    for hca in node["hcas"]:
+    lids = (attachment or {}).get("lids", {})
+    for n, hca in enumerate(node["hcas"]):
         port = hca["ports"][0]
         if hca["role"] == "compute" and port["link_layer"] == "InfiniBand":
             port["port_guid"] = f"{int(hca['node_guid'], 16) + 1:016x}" if attachment else hca["node_guid"]
+            port["base_lid"] = lids.get(hca["name"], ib_base_lid(node["index"], n))
 
 
 def _service(active: str, enabled: str) -> dict[str, Any]:

@@ -18,10 +18,10 @@ from .sim import FabricState
 FABRIC_DIR = "fabric"
 
 
-def new_state(lab_root: Path, su_size: int = topology.DEFAULT_SU_SIZE, spines: int = topology.DEFAULT_SPINES,
+def new_state(lab_root: Path, hosts: Sequence[LabHost], spines: int = topology.DEFAULT_SPINES,
               uplinks: int = topology.DEFAULT_UPLINKS) -> FabricState:
-    return FabricState(dir=str(lab_root / FABRIC_DIR), socket=sim.socket_name(lab_root), su_size=su_size,
-                       spines=spines, uplinks=uplinks)
+    return FabricState(dir=str(lab_root / FABRIC_DIR), socket=sim.socket_name(lab_root),
+                       su_size=topology.fitting_su_size(hosts, spines, uplinks), spines=spines, uplinks=uplinks)
 
 
 def healthy(state: FabricState, hosts: Sequence[LabHost]) -> topology.Fabric:
@@ -42,15 +42,26 @@ def attachment(state: FabricState, fabric: topology.Fabric, host: LabHost, vanta
     if not cas:
         return None
     return {"socket": state.socket, "sim_host": cas[0].node_id, "dir": state.dir, "shifted": netfile.shifted(fabric),
-            "vantage": host.name == vantage}
+            "vantage": host.name == vantage, "lids": {c.hca: c.lid for c in cas}}
 
 
-def cable_nodes(lab_root: Path, state: FabricState | None, hosts: Sequence[LabHost]) -> None:
-    """Give every node its place on the fabric (or none: a lab without one), so its tools and ibstat agree with it."""
-    fabric = healthy(state, hosts) if state else None
+def cabling(state: FabricState | None, hosts: Sequence[LabHost]) -> dict[str, dict[str, Any] | None]:
+    """Each host's place on the fabric (None for every host of a lab without one)."""
+    if state is None:
+        return {h.name: None for h in hosts}
+    fabric = healthy(state, hosts)
+    return {h.name: attachment(state, fabric, h, hosts[0].name) for h in hosts}
+
+
+def recable(lab_root: Path, hosts: Sequence[LabHost], places: dict[str, dict[str, Any] | None]) -> list[LabHost]:
+    """Give each kept node its place on the fabric where it has another (or none), so its tools and ibstat agree
+    with the fabric; returns the nodes changed."""
+    changed = []
     for host in hosts:
-        emu.attach_fabric(lab_root, host.address,
-                          attachment(state, fabric, host, hosts[0].name) if state and fabric else None)
+        if emu.read_node(lab_root, host.address).get("fabric") != places[host.name]:
+            emu.cable_node(lab_root, host.address, places[host.name])
+            changed.append(host)
+    return changed
 
 
 def prepare(lab_root: Path, state: FabricState, hosts: Sequence[LabHost], owner: tuple[int, int]) -> topology.Fabric:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..emu.model import compute_hca_identities
+from ..emu.model import compute_hca_identities, ib_base_lid
 from ..emu.profiles import PROFILES
 from ..emu.render_ib import SM_GUID
 from ..topology import LabHost
@@ -143,6 +143,16 @@ class Fabric:
         return next(s for s in self.switches if s.tier == "leaf" and s.su == su and s.rail == ca.rail)
 
 
+def fitting_su_size(hosts: Sequence[LabHost], spines: int = DEFAULT_SPINES, uplinks: int = DEFAULT_UPLINKS) -> int:
+    """The scalable-unit size for these hosts: DEFAULT_SU_SIZE, or larger when that many units' leaves would not
+    fit the spines' ports (8 rails, 2 spines, 2 uplinks: up to 7 units of up to 31 hosts, 217 H100s)."""
+    rails = max((len(compute_hca_identities(h.profile, h.index)) for h in hosts), default=1) or 1
+    speeds = {_speed_of(h.profile)[1] for h in hosts}
+    _model, ports = SWITCH_MODELS["NDR" if "NDR" in speeds else "HDR"]
+    units = max(1, (ports - 1) // (rails * math.ceil(uplinks / spines)))
+    return max(DEFAULT_SU_SIZE, math.ceil(len(hosts) / units))
+
+
 def _speed_of(profile: str) -> tuple[str, str]:
     width, speed = PROFILES[profile]["hcas"]["compute"]["width"].split()
     return width.lower(), speed
@@ -162,8 +172,11 @@ def build(hosts: Sequence[LabHost], su_size: int = DEFAULT_SU_SIZE, spines: int 
         su_of[host.name] = k // su_size + 1
         width, speed = _speed_of(host.profile)
         speeds.add(speed)
-        for name, rail, guid, lid in compute_hca_identities(host.profile, host.index):
-            cas.append(Ca(host=host.name, hca=name, rail=rail, guid="0x" + guid, lid=lid, speed=speed))
+        # LIDs by the host's place in the lab, not its index within its profile: a mixed lab's profiles each count
+        # from 0, and a subnet's LIDs are unique (the nodes take these: model.attach_fabric)
+        for name, rail, guid, _lid in compute_hca_identities(host.profile, host.index):
+            cas.append(Ca(host=host.name, hca=name, rail=rail, guid="0x" + guid, lid=ib_base_lid(k, rail),
+                          speed=speed))
     if not cas:
         raise FabricShapeError("no lab node has an InfiniBand compute HCA")
     fabric_speed = "NDR" if "NDR" in speeds else "HDR"

@@ -194,6 +194,91 @@ def test_a_run_cut_short_is_an_error(corpus):
         parse_nccl_tests(text[:text.index("  1073741824")])
 
 
+#: What PROVENANCE.md says each run held: (ranks, hosts, ranks per host; None where the output does not list them).
+MEMBERS = {
+    POLARIS_TCP: (8, 2, 4),
+    POLARIS_540: (2160, 540, 4),
+    "all-reduce-h100-10node-80gpu-multinode-tests2.17.8-nccl2.29.2.txt": (80, 10, 8),
+    ALLTOALL_80: (80, 10, 8),
+    B200_GKE: (16, 2, 8),
+    GB200_OCI: (8, 2, 4),  # no rank list in the excerpt: NCCL's INFO lines name the two trays
+    AWS_EFA: (2, 2, 1),
+    SENDRECV: (8, 2, 4),
+    H100_1NODE: (8, 1, 8),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MEMBERS))
+def test_multi_node_runs_say_which_hosts_and_gpus_took_part(corpus, name):
+    ranks, hosts, per_host = MEMBERS[name]
+    f = parse_nccl_tests(read(corpus, FAMILY, name))
+    assert (f["ranks"], len(f["hosts"])) == (ranks, hosts)
+    assert [p["host"] for p in f["participants"]] == f["hosts"]
+    assert {len(p["ranks"]) for p in f["participants"]} == {per_host}
+    assert {tuple(p["devices"]) for p in f["participants"]} == {tuple(range(per_host))}
+    assert sorted(r for p in f["participants"] for r in p["ranks"]) == list(range(ranks))
+
+
+def test_named_hosts_and_ranks_of_multi_node_runs(corpus):
+    ten = parse_nccl_tests(read(corpus, FAMILY, "all-reduce-h100-10node-80gpu-multinode-tests2.17.8-nccl2.29.2.txt"))
+    assert ten["hosts"] == [f"cnode3-{n:03d}" for n in range(2, 12)]
+    oci = parse_nccl_tests(read(corpus, FAMILY, GB200_OCI))
+    assert oci["participants"] == [{"host": "nccl-test-worker-0", "ranks": [0, 1, 2, 3], "devices": [0, 1, 2, 3]},
+                                   {"host": "nccl-test-worker-1", "ranks": [4, 5, 6, 7], "devices": [0, 1, 2, 3]}]
+    # the NVL72 excerpt lists rank 71 alone: the run's 72 ranks, one host of its 18 trays
+    rack = parse_nccl_tests(read(corpus, FAMILY, GB200_RACK))
+    assert (rack["ranks"], rack["participants"]) == (72, [{"host": "slurm-gb200-207-171", "ranks": [71],
+                                                           "devices": [3]}])
+    efa = parse_nccl_tests(read(corpus, FAMILY, AWS_EFA))
+    assert efa["mnnvl"] is False and ten["mnnvl"] is None  # "nNodes 2 ... MNNVL 0" in NCCL's INFO lines
+    srun = parse_nccl_tests(sample(SRUN))
+    assert (srun["ranks"], [len(p["ranks"]) for p in srun["participants"]]) == (16, [8, 8])
+
+
+def test_a_network_failure_names_the_host_that_reported_it(corpus):
+    with pytest.raises(ParseError, match=r"'remote process exited or there was a network error / ' "
+                                         r"\(reported by cnode2-001\)$"):
+        parse_nccl_tests(read(corpus, FAMILY, NETWORK_FAIL))
+
+
+def test_a_hang_says_which_rank_never_completed_nccl_init(corpus):
+    """The EFA run up to its column header: rank 1 (gpu-st-ml-2) had logged Init START, not yet Init COMPLETE."""
+    text = read(corpus, FAMILY, AWS_EFA)
+    cut = text[:text.index("#        (B)")]
+    with pytest.raises(ParseError, match=r"the run hung .*; NCCL rank\(s\) 1 began ncclCommInitRank and never "
+                                         r"completed it \(on gpu-st-ml-2\)$"):
+        parse_nccl_tests(cut)
+
+
+def test_a_rank_that_never_joined_gives_no_figure(corpus):
+    """Given the launch's node list, a launched host absent from nccl-tests' rank list never joined: the figure is
+    another set's."""
+    name = "all-reduce-h100-10node-80gpu-multinode-tests2.17.8-nccl2.29.2.txt"
+    text = read(corpus, FAMILY, name)
+    launched = [f"cnode3-{n:03d}" for n in range(2, 12)]
+    assert parse_nccl_tests(text, expected_hosts=launched)["hosts"] == launched
+    with pytest.raises(ParseError, match=r"^rank\(s\) never joined: cnode3-012 not in nccl-tests' rank list "
+                                         r"\(10 of 11 launched hosts listed\)$"):
+        parse_nccl_tests(text, expected_hosts=[*launched, "cnode3-012"])
+    with pytest.raises(ParseError, match="listed no rank"):
+        parse_nccl_tests(read(corpus, FAMILY, V100_OOB), expected_hosts=["a", "b"])
+
+
+@pytest.mark.parametrize("line, host", [
+    # srun's task epilogue, slurmstepd's cancellation (a step's time limit stops a hang), Open MPI's notice
+    ("srun: error: node007: task 9: Exited with exit code 1", "node007"),
+    ("srun: error: node005: tasks 0-1: Exited with exit code 1", "node005"),
+    ("slurmstepd: error: *** STEP 30399.0 ON node005 CANCELLED AT 2024-04-18T10:21:07 DUE TO TIME LIMIT ***",
+     "node005"),
+    ("mpirun noticed that process rank 9 with PID 541708 on node node007 exited on signal 9 (Killed).", "node007"),
+])
+def test_the_launcher_ending_a_task_fails_the_run_in_its_words(line, host):
+    text = sample(SRUN) + line + "\n"
+    with pytest.raises(ParseError) as err:
+        parse_nccl_tests(text)
+    assert str(err.value) == f"the launcher ended the run: {line} (host(s): {host})"
+
+
 HEADER = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
 
 

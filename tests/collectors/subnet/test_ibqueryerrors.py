@@ -24,6 +24,16 @@ def test_switch_ports_of_the_mailing_list_fabric() -> None:
     assert roundtrip(sub).counters == sub.counters
 
 
+def test_saturated_counters_are_told_apart() -> None:
+    sub = ibqueryerrors.parse(corpus(MAIL))
+    full = sorted((e.port, name) for e, counters in sub.counters.items() for name, value in counters.items()
+                  if ibqueryerrors.saturated(name, value))
+    assert full == [(1, "PortXmitWait"), (2, "PortXmitWait"), (3, "PortXmitWait"), (5, "SymbolErrorCounter"),
+                    (6, "PortXmitWait"), (7, "SymbolErrorCounter")]
+    assert not ibqueryerrors.saturated("LinkDownedCounter", 48) and ibqueryerrors.saturated("LinkDownedCounter", 255)
+    assert not ibqueryerrors.saturated("PortXmitData", 2**64)  # a counter of unknown width is never called full
+
+
 def test_real_tool_on_ibsim_after_performanceset() -> None:
     sub = ibqueryerrors.parse(sim("ibqueryerrors"))
     assert sub.counters == {End("0x0002c90300a00002", 2): {"PortRcvErrors": 12},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..base import Collector, ParseError
@@ -35,6 +36,18 @@ _VIA_NET = re.compile(r"via NET/(?P<net>[^/\s]+)(?P<rest>\S*)")
 _RING_GDR = re.compile(r"Connected all rings.* GDR (?P<gdr>[01])\b")
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled|disabling GDR|GDR not supported")
 _GDR_ON = re.compile(r"GPU Direct RDMA Enabled")
+# NCCL's own prefix ("host:pid:tid [dev] NCCL INFO"): the ranks' hosts where nccl-tests' rank list was cut off
+_INFO_HOST = re.compile(r"^(?P<host>[^\s:]+):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)\b")
+_COMM = re.compile(r"\brank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)\b(?: cudaDev (?P<dev>\d+))?")
+_MNNVL = re.compile(r"\bnNodes \d+ .*\bMNNVL (?P<on>[01])\b")
+_INIT = re.compile(r"ncclCommInitRank comm \S+ rank (?P<rank>\d+) nranks \d+ .*- Init (?P<state>START|COMPLETE)\b")
+# The launcher's words when a task ended the run: srun's per-task epilogue, slurmstepd's cancellation, Open MPI's
+# "mpirun noticed that process rank N ... exited on signal"
+_LAUNCHER_END = re.compile(r"^(?:srun: error: (?P<srun>\S+): tasks? [\d,-]+: .*"
+                           r"|slurmstepd: error: \*\*\* (?:STEP|JOB) \S+ ON (?P<step>\S+) CANCELLED AT .*"
+                           r"|mpirun noticed that process rank \d+ with PID \d+ on node (?P<mpi>\S+) exited on .*)$")
+# "cnode2-001: Test NCCL failure ..." names the host whose rank reported the failure
+_FAILURE_HOST = re.compile(r"^\s*(?:\.\. )?(?P<host>[^\s:]+)(?: pid \d+)?: Test ")
 
 _GROUP_KEYS = ("time_us", "algbw_gbps", "busbw_gbps")
 
@@ -130,8 +143,47 @@ def _headline(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "busbw_in_place_gbps": inp, "busbw_size_bytes": last["size_bytes"], "peak_busbw_gbps": peak}
 
 
-def parse_nccl_tests(text: str) -> dict[str, Any]:
-    """One nccl-tests run, its launcher's prefixes ("0: ", "[1,0]<stdout>:") and NCCL's INFO lines tolerated."""
+def _participants(devices: list[dict[str, Any]], info_ranks: dict[int, tuple[str, int | None]]
+                  ) -> list[dict[str, Any]]:
+    """Per host, the ranks and CUDA devices that took part: from nccl-tests' rank list, else from NCCL's INFO lines
+    (their "host:pid:tid [dev]" prefix beside "rank N nranks M"), for outputs whose rank list was cut off."""
+    per: dict[str, dict[str, Any]] = {}
+    if devices:
+        for d in devices:
+            p = per.setdefault(d["host"], {"host": d["host"], "ranks": [], "devices": []})
+            p["ranks"].append(d["rank"])
+            p["devices"].append(d["device"])
+    else:
+        for rank, (host, dev) in info_ranks.items():
+            p = per.setdefault(host, {"host": host, "ranks": [], "devices": []})
+            p["ranks"].append(rank)
+            p["devices"] = None if dev is None or p["devices"] is None else [*p["devices"], dev]
+    for p in per.values():
+        p["ranks"].sort()
+        if p["devices"] is not None:
+            p["devices"] = sorted(set(p["devices"]))
+    return [per[h] for h in sorted(per)]
+
+
+def _never_joined(expected_hosts: Sequence[str] | None, hosts: list[str]) -> str | None:
+    """The launch's hosts nccl-tests did not list: their ranks never joined, so the figure is not the set's."""
+    if expected_hosts is None:
+        return None
+    if not hosts:
+        return (f"nccl-tests listed no rank: which of the {len(set(expected_hosts))} launched host(s) took part "
+                "is unknown")
+    missing = sorted(set(expected_hosts) - set(hosts))
+    if not missing:
+        return None
+    return (f"rank(s) never joined: {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''} not in "
+            f"nccl-tests' rank list ({len(set(expected_hosts)) - len(missing)} of {len(set(expected_hosts))} "
+            "launched hosts listed)")
+
+
+def parse_nccl_tests(text: str, expected_hosts: Sequence[str] | None = None) -> dict[str, Any]:
+    """One nccl-tests run, its launcher's prefixes ("0: ", "[1,0]<stdout>:") and NCCL's INFO lines tolerated.
+    A multi-node run also says who took part (hosts, ranks, devices per host); with expected_hosts (the launch's
+    node list), a host missing from the rank list is a rank that never joined: an error, never a figure."""
     if not text.strip():
         raise ParseError("empty nccl-tests output")
     lines = lines_of(text, launcher=True)
@@ -142,16 +194,35 @@ def parse_nccl_tests(text: str) -> dict[str, Any]:
     messages: list[str] = []
     warnings: list[str] = []
     failures: list[str] = []
+    failing_hosts: list[str] = []
+    launcher_ends: list[tuple[str, str]] = []
+    info_ranks: dict[int, tuple[str, int | None]] = {}
+    nranks: int | None = None
+    mnnvl: bool | None = None
+    init: dict[int, str] = {}
     oob: tuple[int, str] | None = None
     avg: float | None = None
     for no, line in enumerate(lines, 1):
         if m := _NCCL_LINE.search(line):
-            (messages if m.group("level") == "INFO" else warnings).append(m.group("msg").strip())
-            if v := _NCCL_VERSION.search(m.group("msg")):
+            msg = m.group("msg").strip()
+            (messages if m.group("level") == "INFO" else warnings).append(msg)
+            if v := _NCCL_VERSION.search(msg):
                 frag["nccl_version"] = frag["nccl_version"] or v.group("v")
+            if (c := _COMM.search(msg)) and (h := _INFO_HOST.match(line.strip())):
+                info_ranks.setdefault(int(c["rank"]), (h["host"], int(c["dev"]) if c["dev"] else None))
+                nranks = int(c["n"])
+            if mn := _MNNVL.search(msg):
+                mnnvl = mn["on"] == "1" or bool(mnnvl)
+            if i := _INIT.search(msg):
+                init[int(i["rank"])] = "COMPLETE" if init.get(int(i["rank"])) == "COMPLETE" else i["state"]
             continue
         if m := _FAILURE.search(line):
             failures.append(m.group(0).strip())
+            if (fh := _FAILURE_HOST.match(line)) and fh["host"] not in failing_hosts:
+                failing_hosts.append(fh["host"])
+            continue
+        if m := _LAUNCHER_END.match(line.strip()):
+            launcher_ends.append((m.group(0), m["srun"] or m["step"] or m["mpi"]))
             continue
         if header is None and _HEADER.match(line):
             header = _columns(line)
@@ -182,22 +253,33 @@ def parse_nccl_tests(text: str) -> dict[str, Any]:
         elif m := _NCCL_VERSION.match(line.strip()):
             frag["nccl_version"] = frag["nccl_version"] or m.group("v")
     if failures:
-        raise ParseError(f"nccl-tests failed: {failures[0]}")
+        by = f" (reported by {', '.join(failing_hosts)})" if failing_hosts else ""
+        raise ParseError(f"nccl-tests failed: {failures[0]}{by}")
+    if launcher_ends:
+        ended = sorted({h for _, h in launcher_ends})
+        raise ParseError(f"the launcher ended the run: {launcher_ends[0][0]} (host(s): {', '.join(ended)})")
     if header is None:
         raise ParseError("no nccl-tests result header (size count type ... busbw): not nccl-tests output")
     if not rows:
         raise ParseError("nccl-tests printed its result header but no row: the run hung or was stopped before its "
-                         "first size completed")
+                         "first size completed" + _stuck(init, info_ranks, warnings))
     if avg is None:
         raise ParseError(f"nccl-tests stopped after {rows[-1]['size_bytes']} bytes: no '# Avg bus bandwidth' line")
+    participants = _participants(frag["devices"], info_ranks)
+    hosts = [p["host"] for p in participants]
+    if reason := _never_joined(expected_hosts, hosts):
+        raise ParseError(reason)
     wrongs = [g["wrong"] for r in rows for g in (r["out_of_place"], r["in_place"]) if g and g["wrong"] is not None]
     validated = frag["params"]["validation"] if frag["params"] else None
     oob_count = oob[0] if oob else None
     wrong_total = sum(wrongs) if wrongs else None
     known = [n for n in (oob_count, wrong_total) if n is not None]
     net, gdr = _net_facts(messages)
+    listed = [d["rank"] for d in frag["devices"]] or list(info_ranks)
     frag.update(
-        rows=rows, gpus=len(frag["devices"]) or None, hosts=sorted({d["host"] for d in frag["devices"]}),
+        rows=rows, gpus=len(frag["devices"]) or None, hosts=hosts,
+        ranks=nranks if nranks is not None else (max(listed) + 1 if listed else None),
+        participants=participants, mnnvl=mnnvl,
         avg_busbw_gbps=avg, **_headline(rows),
         wrong_total=wrong_total, out_of_bounds=oob_count,
         # the run's correctness verdict: null when nccl-tests did not check (-c 0 prints "0 OK" regardless)
@@ -205,6 +287,20 @@ def parse_nccl_tests(text: str) -> dict[str, Any]:
         net_transport=net, gdr=gdr, nccl_warnings=warnings[:20],
     )
     return frag
+
+
+def _stuck(init: dict[int, str], info_ranks: dict[int, tuple[str, int | None]], warnings: list[str]) -> str:
+    """What NCCL said of a run that hung: the ranks that began ncclCommInitRank and never completed it, and its
+    first warning, in its own words."""
+    out = ""
+    pending = sorted(r for r, state in init.items() if state == "START")
+    if pending:
+        where = sorted({info_ranks[r][0] for r in pending if r in info_ranks})
+        out += (f"; NCCL rank(s) {', '.join(map(str, pending[:10]))} began ncclCommInitRank and never completed it"
+                + (f" (on {', '.join(where[:10])})" if where else ""))
+    if warnings:
+        out += f"; NCCL WARN {warnings[0]}"
+    return out
 
 
 _GROUP = obj(
@@ -252,7 +348,21 @@ SCHEMA = obj(
             },
         )),
         "gpus": integer("Number of devices listed (null where not printed).", True),
-        "hosts": array("Hosts the devices are on, sorted.", string("Host name.")),
+        "hosts": array("Hosts the ranks ran on, sorted: from the rank list, else from NCCL's INFO line prefixes.",
+                       string("Host name.")),
+        "ranks": integer("The run's rank count: NCCL's nranks, else the highest listed rank + 1 (a rank list cut "
+                         "short still tells it); null where neither is printed.", True),
+        "participants": array("Per host, the ranks and CUDA devices that took part (a multi-node run's members).", obj(
+            "One host of the run.",
+            {
+                "host": string("Host name."),
+                "ranks": array("Its ranks.", integer("Rank.")),
+                "devices": array("Its CUDA device indices (null: not printed).",
+                                 integer("Device index."), nullable=True),
+            },
+        )),
+        "mnnvl": boolean("Whether NCCL ran over multi-node NVLink ('MNNVL 1' in its INFO lines; null: not said).",
+                         True),
         "rows": array("One row per message size.", obj(
             "One message size.",
             {
@@ -283,6 +393,8 @@ SCHEMA = obj(
         "gdr": boolean("Whether NCCL used GPUDirect RDMA per its INFO lines (null: not said).", True),
         "nccl_warnings": array("NCCL WARN messages (first 20).", string("Message after 'NCCL WARN'.")),
     },
+    # facts collected before multi-node runs were read lack them
+    optional=("ranks", "participants", "mnnvl"),
 )
 
 _TIMEOUT_S = 300.0  # a -b 8 -e 8G sweep on 8 GPUs takes about a minute, NCCL's init included; room for a slow start

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from ...subnet.model import LANE_GBPS, End, IdlePort, Node, Subnet
 from ..base import ParseError
+from ..textutil import first_line
 from .words import DIAGNOSTIC, guid, lid, width
 
 _SWITCH = re.compile(r"^Switch:\s+(0x[0-9a-fA-F]+)\s+(.*):$")
@@ -32,7 +33,7 @@ def parse(text: str, lids: Mapping[int, str] | None = None) -> Subnet:
     its far ends are nowhere in its own output); a link whose far end has no LID known (0 or 65535 before an SM
     assigned them, or a partial output) is left out: the topology file names it."""
     nodes: dict[str, Node] = {}
-    rows: list[tuple[End, int, int, str, re.Match[str] | None, str, int]] = []  # here, lid, peer lid/port, ...
+    rows: list[tuple[End, int, int, str, re.Match[str], int]] = []  # here, far LID and port, hints, state, line
     owner: dict[int, list[tuple[str, str]]] = {}  # LID -> [(node GUID, kind)]
     current: tuple[str, str, str] | None = None  # (kind, desc, switch GUID or "")
     ca_guid = ""
@@ -73,17 +74,16 @@ def parse(text: str, lids: Mapping[int, str] | None = None) -> Subnet:
         if state[1] is None:
             if not _NO_PEER.match(far):
                 raise ParseError(f"line {n}: a port without a link names a far end: {far[:80]!r}")
-            rows.append((End(node_guid, port), 0, 0, "", state, "", n))
+            rows.append((End(node_guid, port), 0, 0, "", state, n))
             continue
         peer = _PEER.match(far)
         if peer is None:
             raise ParseError(f"line {n}: not an iblinkinfo far end: {far[:80]!r}")
-        rows.append((End(node_guid, port), int(peer[1]), int(peer[2]), peer[4], state, peer[3], n))
+        rows.append((End(node_guid, port), int(peer[1]), int(peer[2]), peer[4], state, n))
     if not nodes:
-        raise ParseError(f"no iblinkinfo port lines: {_sample(text)!r}")
+        raise ParseError(f"no iblinkinfo port lines: {first_line(text)!r}")
     sub = Subnet(nodes=nodes)
-    for here, peer_lid, peer_port, hints, state, _desc, n in rows:
-        assert state is not None
+    for here, peer_lid, peer_port, hints, state, n in rows:
         if not peer_lid and not peer_port:
             sub.idle_ports.append(IdlePort(here, state[3], state[4]))
             continue
@@ -116,7 +116,3 @@ def _speed(gbps: str, n: int) -> str:
         return LANE_GBPS[gbps]
     except KeyError:
         raise ParseError(f"line {n}: a lane rate of {gbps} Gb/s names no InfiniBand speed") from None
-
-
-def _sample(text: str) -> str:
-    return next((line.strip()[:120] for line in text.split("\n") if line.strip()), "")

@@ -6,6 +6,7 @@ import re
 
 from ...subnet.model import End, IdlePort, Node, Subnet
 from ..base import ParseError
+from ..textutil import first_line
 from .words import DIAGNOSTIC, guid, lid, speed, width, width_speed
 
 # The topology file (infiniband-diags ibnetdiscover.c: out_switch / out_ca / out_switch_port / out_ca_port). The
@@ -51,11 +52,7 @@ def parse(text: str) -> Subnet:
         if line.startswith(("#", "vendid=", "devid=", "sysimgguid=", "switchguid=", "caguid=", "rtguid=")) \
                 or _HEADER.match(line):
             return _topology(lines, n)
-    raise ParseError(f"no ibnetdiscover topology (no Switch/Ca/Rt node block): {_sample(text)!r}")
-
-
-def _sample(text: str) -> str:
-    return next((line.strip()[:120] for line in text.split("\n") if line.strip()), "")
+    raise ParseError(f"no ibnetdiscover topology (no Switch/Ca/Rt node block): {first_line(text)!r}")
 
 
 class _Cables:

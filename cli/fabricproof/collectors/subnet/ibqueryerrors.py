@@ -17,6 +17,19 @@ _SUMMARY = re.compile(r"^## Summary: (\d+) nodes checked, (\d+) bad nodes found$
 _PORTS = re.compile(r"^##\s+(\d+) ports checked, (\d+) ports have errors beyond threshold$")
 _SETTINGS = re.compile(r"^## (?:Thresholds|Suppressed):")
 
+#: PortCounters field widths (InfiniBand Architecture Specification vol. 1, PortCounters attribute): a counter at its
+#: ceiling has stopped counting, so a delta of 0 between two snapshots of it proves nothing.
+COUNTER_BITS = {"SymbolErrorCounter": 16, "LinkErrorRecoveryCounter": 8, "LinkDownedCounter": 8, "PortRcvErrors": 16,
+                "PortRcvRemotePhysicalErrors": 16, "PortRcvSwitchRelayErrors": 16, "PortXmitDiscards": 16,
+                "PortXmitConstraintErrors": 8, "PortRcvConstraintErrors": 8, "LocalLinkIntegrityErrors": 4,
+                "ExcessiveBufferOverrunErrors": 4, "VL15Dropped": 16, "PortXmitWait": 32}
+
+
+def saturated(name: str, value: int) -> bool:
+    """The counter `name` stands at its ceiling (65535 for SymbolErrorCounter): it no longer grows, whatever happens."""
+    bits = COUNTER_BITS.get(name)
+    return bits is not None and value >= (1 << bits) - 1
+
 
 def parse(text: str) -> Subnet:
     """Subnet.counters: {End(switch GUID, port): {counter: value}} for every switch port ibqueryerrors printed.
