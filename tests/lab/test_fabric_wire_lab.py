@@ -1,8 +1,9 @@
 """The fabric against its plan, end to end on one lab with a real InfiniBand fabric (ibsim + opensm, Debian's real
 infiniband-diags on the vantage node over real SSH), shared by every test here: a plan captured from the healthy
-fabric diffs clean; the README's expansion acceptance run passes as printed; each fabric fault, injected and cleared
-in turn, is caught through `validate --fabric-plan` by exactly its checks, naming the cable; a rollout with a
-`fabric:` gate halts on the wave whose host is miswired."""
+fabric diffs clean; the README's expansion acceptance run passes as printed; the recabling runbook drains two hosts,
+proves their cabling and pairs and undrains them; each fabric fault, injected and cleared in turn, is caught through
+`validate --fabric-plan` by exactly its checks, naming the cable; a rollout with a `fabric:` gate halts on the wave
+whose host is miswired."""
 
 from __future__ import annotations
 
@@ -123,6 +124,29 @@ def test_the_readme_expansion_acceptance_run_passes_as_printed(lab, tmp_path):
         assert done.returncode == 0, (command, done.stdout[-3000:], done.stderr[-3000:])
     assert len(cables(yaml.safe_load((ws / "fabric-plan.yaml").read_text()))) == 96
     assert 'failures="0"' in (ws / "acceptance.xml").read_text()
+
+
+def test_the_recabling_runbook_drains_proves_the_cabling_and_the_pairs_then_undrains(lab, tmp_path):
+    """The shipped runbook, pointed at this lab (its plan and the repository's baseline), on two hosts given with
+    --limit as `fabric diff` would name them: drain, the recabling confirmed (--yes), one validate step proving the
+    cabling against the plan, the links and ib_pair_bw between them, undrain."""
+    book = (REPO / "inventories" / "lab" / "runbooks" / "recable.yml").read_text()
+    book = book.replace("/var/lib/fabricproof/lab/fabric-plan.yaml", str(lab / "fabric-plan.yaml"))
+    book = book.replace("../baseline.yaml", str(REPO / "inventories" / "lab" / "baseline.yaml"))
+    (tmp_path / "recable.yml").write_text(book)
+    done = fp("runbook", "run", str(tmp_path / "recable.yml"), "-i", str(lab / "inventory.yml"), "--limit",
+              f"{TARGET},h100-0004", "--yes", "--runs-dir", str(tmp_path / "runs"))
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+    run_dir = next((tmp_path / "runs").iterdir())
+    steps = [d for d in decisions.read(run_dir) if d["what"].startswith("STEP_")]
+    assert [d["what"] for d in steps] == ["STEP_DONE"] * 4
+    proof = Path(run_dir / steps[2]["evidence"][-1])
+    assert (proof / "fabric" / "fabric.json").is_file() and (proof / "probes" / "facts" / f"{TARGET}.json").is_file()
+    report = json.loads((proof / "report.json").read_text())
+    judged = {(r["check_id"], r["host"]): r["outcome"] for r in report["results"]}
+    # the pair probe ran between the two (the lab's baseline sets no pair_bw_gbps: perf.ib_pair_bw is skipped saying
+    # so, and the pairing's verdict judges them against each other)
+    assert judged[("subnet.cable_placement", TARGET)] == judged[("perf.ib_pair_at_fault", TARGET)] == "pass"
 
 
 def test_each_fabric_fault_is_caught_by_exactly_its_checks_naming_the_cable(lab, tmp_path):
