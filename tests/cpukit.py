@@ -1,7 +1,8 @@
 """Where the suite's time goes: each test phase's wall and CPU (the process and every process below it) to a log.
 
 On when FABRICPROOF_TEST_CPU_LOG names a directory (tests/conftest.py registers the plugin); each xdist worker
-appends JSON lines to its own file there. `python tests/cpukit.py DIR` ranks tests and files by CPU and by wait.
+appends JSON lines to its own file there (a phase costs about 2 ms of CPU to measure: one /proc walk at each end).
+`python tests/cpukit.py DIR` ranks tests and files by CPU and by wait.
 """
 
 from __future__ import annotations
@@ -136,7 +137,8 @@ def report(directory: Path, top: int = 20) -> str:
         lines.append(f"\n{title}\n{'wall':>8} {'cpu':>8} {'wait':>8} {'queue':>8}  name")
         for name, r in sorted(rows.items(), key=lambda kv: -key(kv[1]))[:top]:
             extra = f" ({int(r['n'])} tests)" if "n" in r else ""
-            lines.append(f"{r['wall']:8.1f} {r['cpu']:8.1f} {r['wall'] - r['cpu']:8.1f} {r['queue']:8.1f}  {name}{extra}")
+            wall, cpu = r["wall"], r["cpu"]
+            lines.append(f"{wall:8.1f} {cpu:8.1f} {wall - cpu:8.1f} {r['queue']:8.1f}  {name}{extra}")
 
     table("tests by wait", tests, lambda r: r["wall"] - r["cpu"])
     table("tests by CPU", tests, lambda r: r["cpu"])
