@@ -64,6 +64,30 @@ def resume_argv(node: str) -> list[str]:
     return ["scontrol", "update", f"nodename={node}", "state=resume"]
 
 
+def node_states_argv(nodes: Sequence[str]) -> list[str]:
+    """sinfo's state of each node, one `<node> <state>` line each (the long state names: idle, allocated, ...)."""
+    return ["sinfo", "-h", "-N", f"--nodes={','.join(nodes)}", "-o", "%N %T"]
+
+
+def parse_node_states(text: str) -> dict[str, str]:
+    """Node -> sinfo's long state name; a node sinfo lists twice (two partitions) keeps its first."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            out.setdefault(parts[0], parts[1].rstrip("*~#$@^-+").lower())
+    return out
+
+
+def cancel_name_argv(job_name: str) -> list[str]:
+    return ["scancel", "--quiet", f"--name={job_name}"]
+
+
+def job_names_argv() -> list[str]:
+    """The name of every job in the queue, one a line."""
+    return ["squeue", "-h", "-o", "%j"]
+
+
 @dataclass(frozen=True)
 class Action:
     """What to do to the node, and why (printed either way)."""

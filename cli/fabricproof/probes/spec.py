@@ -17,6 +17,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "perftest": {"bin_dir": None, "hcas": None, "gpu_for_hca": {}, "size_bytes": 8388608, "gid_index": None,
                  "port": 18515},
     "dcgmi": {"path": "dcgmi", "level": 2},
+    "collective": {"launcher": "srun", "mpi": "pmix", "mpirun": "mpirun", "partition": None, "tasks_per_node": "gpus",
+                   "test": "all_reduce_perf", "min_bytes": "512M", "max_bytes": "8G", "step_factor": 2,
+                   "timeout_s": 600, "budget_s": 3600, "margin": 0.05,
+                   "thresholds": {"domain": None, "domain_ib": None, "leaf": None, "cross_leaf": None, "pair": None,
+                                  "all": None}},
 }
 
 # What a client may be told to dial: a host name, IPv4 or IPv6 address (with a zone); no option, no shell text.

@@ -34,6 +34,7 @@ from .executor import (
     start_rollback,
 )
 from .gate import Clock, Collect, Collected, RealClock
+from .gates.collective import live_collective
 from .plan import Plan, Wave
 from .playbook import run_playbook
 from .stepid import PAUSE, StepId
@@ -182,6 +183,7 @@ class Seams:
     clock: Clock | None = None
     probe_factory: Callable[..., Any] | None = None  # (inventory, via, inventory path, probes, forks)
     fabric_factory: Callable[..., Any] | None = None  # (inventory, via, inventory path, fabric spec, forks)
+    collective_factory: Callable[..., Any] | None = None  # (inventory, scale) -> gates.collective.Seam
 
 
 @dataclass
@@ -232,6 +234,7 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
     soak_checks = select_checks(plan.soak.checks, prep.catalog) if plan.soak else []
     probes = plan.gates.kinds.get("probes")
     fabric = plan.gates.kinds.get("fabric")
+    collective = plan.gates.kinds.get("collective")
     factory = seams.collect_factory or live_collect
     collect = factory(prep.inventory, list(gate_checks) + list(soak_checks), via, run_id, prep.inventory_path,
                       forks, plan.gates.host_timeout_s)
@@ -243,7 +246,9 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
                    probe=(seams.probe_factory or live_probe)(prep.inventory, via, prep.inventory_path, probes, forks)
                    if probes else None,
                    fabric=(seams.fabric_factory or live_fabric)(prep.inventory, via, prep.inventory_path, fabric, forks)
-                   if fabric else None)
+                   if fabric else None,
+                   collective=(seams.collective_factory or live_collective)(prep.inventory, collective.scale)
+                   if collective else None)
 
 
 def reservations(runs_dir: Path) -> list[tuple[str, str, list[str]]]:

@@ -49,6 +49,8 @@ class Context:
     #: Reads the fabric and judges the hosts' cables: (hosts, evidence dir) -> gates.fabric.FabricOutcome. None: the
     #: plan has no fabric gate.
     fabric: Callable[[Sequence[str], Path], Any] | None = None
+    #: Runs the collective gate's collectives and search (gates.collective.Seam). None: the plan has no such gate.
+    collective: Any | None = None
 
 
 class Stopped(Exception):

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import faults, perfmodel, render_perf
+from . import faults, multinode, perfmodel, render_perf
 from .model import Node, installed_driver
 from .outputs import not_found
-from .tooling import Result, read
+from .tooling import HangRequested, Result, read
 
 #: Lab seconds per real second of a probe (nccl 8 B..8 GiB: ~60 s real, 1.5 s here; dcgmi -r 2: ~2 min, 3 s).
 #: $FABRICPROOF_LAB_PROBE_SCALE overrides it (0: no wait), for tests that call the tools directly.
@@ -127,11 +127,45 @@ def _fabric_not_ready(view: Node) -> bool:
 
 def nccl_tests(test: str):
     def handler(node_dir: Path, args: list[str]) -> Result:
+        t = multinode.task()
+        if t is not None:
+            return nccl_across(node_dir, test, args, t)
         result, real = nccl_answer(_view(node_dir), test, args)
         _sleep(real)
         return result
 
     return handler
+
+
+def nccl_across(node_dir: Path, test: str, args: list[str], t: multinode.Task) -> Result:
+    """One task of a launch across nodes: a node that cannot run fails as on its own (its host named); rank 0
+    gathers the others and prints the run; the others print nothing, as with nccl-tests under MPI."""
+    view = _view(node_dir)
+    answer, real = nccl_answer(view, test, args)
+    if answer[2] != 0:
+        _sleep(real)
+        return answer
+    opts, _pos = _opts(args, {"-b", "-e", "-f", "-g", "-n", "-w", "-c", "-d", "-o", "-t"})
+    ngpus = int(opts.get("-g", "1"))
+    mine = multinode.summary(view, ngpus)
+    if mine["hang"]:
+        raise HangRequested()
+    if t.rank != 0:
+        if not multinode.follower(node_dir, t, mine):
+            raise HangRequested()
+        return "", "", 0
+    met = multinode.leader(node_dir, t, mine)
+    if met is None:
+        raise HangRequested()  # a rank never joined: NCCL's init waits for it
+    nodes, conns = met
+    try:
+        target, _mnnvl = multinode.bottleneck(nodes, test, os.environ.get("NCCL_MNNVL_ENABLE", "") != "0")
+        out = render_perf.render_nccl_nodes(test, parse_size(opts.get("-b", "32M")), parse_size(opts.get("-e", "32M")),
+                                            int(opts.get("-f", "2")), ngpus, nodes, target)
+        _sleep(real)
+    finally:
+        multinode.done(conns)
+    return out, "", 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -54,16 +54,21 @@ def nccl_rows(view: Node, test: str, byte_sizes: list[int], ngpus: int) -> list[
     """Per size: the count, and for out-of-place and in-place the time (us), algbw and busbw (GB/s)."""
     key, _redop = NCCL_TESTS[test]
     target = perfmodel.nominal(view, key) * perfmodel.nvlink_factor(view)
-    bf = bus_factor(test, ngpus)
+    return rows_at(view["hostname"], test, byte_sizes, ngpus, target)
+
+
+def rows_at(seed: str, test: str, byte_sizes: list[int], nranks: int, target: float) -> list[dict[str, Any]]:
+    """The rows of a run of `nranks` ranks whose busbw tends to `target` (GB/s), with noise seeded by `seed`."""
+    bf = bus_factor(test, nranks)
     alg_peak = target / bf * 1e3  # bytes per us at the asymptote
-    per = 4 if test == "all_reduce_perf" else 4 * ngpus  # float elements (per rank for gather/alltoall)
+    per = 4 if test == "all_reduce_perf" else 4 * nranks  # float elements (per rank for gather/alltoall)
     rows = []
     for size in byte_sizes:
         count = size // per
         real = count * per
         groups = []
         for g in ("out", "in"):
-            n = perfmodel.noise(view["hostname"], test, real, g)
+            n = perfmodel.noise(seed, test, real, g)
             t = (NCCL_T0_US + (real / alg_peak if alg_peak else 0.0)) / n
             alg = real / t / 1e3 if real else 0.0
             groups.append({"time_us": t, "algbw": alg, "busbw": alg * bf})
@@ -87,13 +92,38 @@ def render_nccl(view: Node, test: str, min_bytes: int, max_bytes: int, factor: i
         bus = gpu["bus_id"][4:-2].lower()  # 00000000:1B:00.0 -> 0000:1b:00
         out.append(f"#  Rank {gpu['index']:2d} Group  0 Pid {pid:7d} on {view['hostname']:>10} device "
                    f"{gpu['index']:2d} [{bus}] {name}")
-    out += ["#",
-            "#                                                              out-of-place                       in-place"
-            "          ",
-            "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   "
-            "busbw  #wrong ",
-            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  "
-            "(GB/s)         "]
+    out += _table(rows, redop, test)
+    return "\n".join(out) + "\n"
+
+
+def render_nccl_nodes(test: str, min_bytes: int, max_bytes: int, factor: int, ngpus: int,
+                      nodes: list[dict[str, Any]], target: float) -> str:
+    """A run across nodes as rank 0 prints it (layout of the corpus's 10-node H100 run): a rank line per host and
+    device (ranks numbered task by task, `ngpus` devices each), the table of all ranks, the summary lines."""
+    _key, redop = NCCL_TESTS[test]
+    nranks = len(nodes) * ngpus
+    rows = rows_at(",".join(n["host"] for n in nodes), test, sizes(min_bytes, max_bytes, factor), nranks, target)
+    out = [f"# nccl-tests version {NCCL_TESTS_VERSION} nccl-headers={NCCL_CODE} nccl-library={NCCL_CODE}",
+           f"# Collective test starting: {test}",
+           f"# nThread 1 nGpus {ngpus} minBytes {min_bytes} maxBytes {max_bytes} step: {factor}(factor) "
+           f"warmup iters: {WARMUP} iters: {ITERS} agg iters: 1 validation: 1 graph: 0",
+           "#", "# Using devices"]
+    for t, node in enumerate(nodes):
+        for i, (index, bus) in enumerate(node["gpus"][:ngpus]):
+            out.append(f"#  Rank {t * ngpus + i:2d} Group  0 Pid {node['pid'] + i:7d} on {node['host']:>10} device "
+                       f"{index:2d} [{bus}] {node['model']}")
+    out += _table(rows, redop, test)
+    return "\n".join(out) + "\n"
+
+
+def _table(rows: list[dict[str, Any]], redop: str, test: str) -> list[str]:
+    out = ["#",
+           "#                                                              out-of-place                       in-place"
+           "          ",
+           "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   "
+           "busbw  #wrong ",
+           "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  "
+           "(GB/s)         "]
     cells = []
     for r in rows:
         line = f"{r['size']:12d}  {r['count']:12d}  {'float':>8}  {redop:>6}  {-1:6d}"
@@ -102,9 +132,8 @@ def render_nccl(view: Node, test: str, min_bytes: int, max_bytes: int, factor: i
             cells.append(g["busbw"])
         out.append(line)
     avg = sum(cells) / len(cells) if cells else 0.0
-    out += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {avg:g} ", "#",
-            f"# Collective test concluded: {test}", "#"]
-    return "\n".join(out) + "\n"
+    return out + ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {avg:g} ", "#",
+                  f"# Collective test concluded: {test}", "#"]
 
 
 def nccl_real_s(max_bytes: int) -> float:

@@ -1,0 +1,220 @@
+"""The collective gate: a wave's hosts, with hosts already proven, run one collective before and after the change; a
+drop beyond the tolerance fails the wave, and the search over the group names the host to roll back first."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...errors import Problem
+from ...inventory import Inventory
+from ...judging.baseline import Baseline
+from ...probes import collective as launch
+from ...probes import isolation
+from ...probes.isolation import Outcome, Verdict
+from .. import state as st
+from .. import store
+from ..stepid import StepId
+from .base import DRAINED, SETTLE, Block, GateKind, StepForm
+
+if TYPE_CHECKING:
+    from ..plan import Wave
+    from ..steps import RunSteps
+
+#: search(hosts, threshold) -> the verdict over the group after the change, judged against `threshold`.
+Search = Callable[[Sequence[str], float], Verdict]
+
+
+def group(wave: Sequence[str], proven: Sequence[str], count: int) -> list[str]:
+    """The wave's hosts and up to `count` hosts already proven (changed in an earlier wave, or not changed and
+    passing): with them a change that slows only the new hosts' traffic to the rest shows too."""
+    extra = [h for h in proven if h not in set(wave)][:count]
+    return [*wave, *extra]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The gate's verdict on a wave: pass or not and why, both figures, the hosts to roll back first (the wave's
+    hosts the search named, in its order) and proven hosts it named (never rolled back by this wave)."""
+
+    passed: bool
+    why: str
+    before: Outcome
+    after: Outcome
+    roll_back_first: tuple[str, ...] = ()
+    proven_at_fault: tuple[str, ...] = ()
+    verdict: Verdict | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        """What the decision log keeps: the figures or failures, the hosts named, and the search's path."""
+        return {"passed": self.passed, "why": self.why, "before": _outcome(self.before), "after": _outcome(self.after),
+                "roll_back_first": list(self.roll_back_first), "proven_at_fault": list(self.proven_at_fault),
+                "search": None if self.verdict is None else self.verdict.to_facts()}
+
+
+def _outcome(o: Outcome) -> dict[str, Any]:
+    return {"figure": o.figure, "failure": o.failure, "failure_kind": None if o.failure is None else o.kind}
+
+
+def decide(wave: Sequence[str], hosts: Sequence[str], before: Outcome, after: Outcome, tolerance_pct: float,
+           search: Search) -> Decision:
+    """The wave passes when the collective after the change reaches its figure before, less the tolerance. When it
+    does not (slower, or failed), the search over the same hosts, against that floor, names what is at fault."""
+    if before.figure is None:
+        return Decision(False, f"the collective failed before the change ({before.failure}): nothing to compare "
+                               "with; the wave is not proven", before, after)
+    floor = before.figure * (1.0 - tolerance_pct / 100.0)
+    if after.figure is not None and after.figure >= floor:
+        return Decision(True, f"{after.figure:g} GB/s after the change, {before.figure:g} before (tolerance "
+                              f"{tolerance_pct:g}%)", before, after)
+    what = (f"{after.figure:g} GB/s after the change, below {floor:g} ({before.figure:g} before, tolerance "
+            f"{tolerance_pct:g}%)" if after.figure is not None else f"the collective failed after the change "
+            f"({after.failure})")
+    verdict = search(hosts, floor)
+    in_wave = set(wave)
+    named = [m for f in verdict.findings if f.kind == "host" for m in f.members]
+    named += [m for f in verdict.findings if f.kind == "pair" for m in f.members if m not in named]
+    first = tuple(h for h in named if h in in_wave)
+    proven = tuple(h for h in named if h not in in_wave)
+    if first:
+        why = f"{what}; the search names {', '.join(first)}: roll back first"
+    else:
+        why = f"{what}; the search named no host of the wave ({verdict.state}): the whole wave rolls back"
+    if proven:
+        why += f"; also at fault, not changed by this wave: {', '.join(proven)}"
+    return Decision(False, why, before, after, first, proven, verdict)
+
+
+# -- the gate kind ----------------------------------------------------------------------------------------------
+
+PRE_COLLECTIVE, COLLECTIVE = "pre_collective", "collective"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """gates.collective: the scale, the allowed drop, and how many proven hosts join each wave's collective."""
+
+    scale: str
+    tolerance_pct: float
+    proven_hosts: int
+
+
+@dataclass(frozen=True)
+class Seam:
+    """How the gate reaches the cluster: one collective over hosts (its outcome), and the search over hosts against
+    a floor (its verdict); each with the evidence directory and the baseline in force."""
+
+    measure: Callable[[Sequence[str], Path, Baseline], Outcome]
+    search: Callable[[Sequence[str], float, Path, Baseline], Verdict]
+
+
+def live_collective(inventory: Inventory, scale: str) -> Seam:
+    """The collective through the cluster's launcher (probes.collective), its settings from the baseline values of
+    the group's first host; a round refused (a node not idle, the budget spent) is a failure in those words."""
+
+    def values(hosts: Sequence[str], baseline: Baseline) -> Mapping[str, Any]:
+        return baseline.for_groups(inventory.hosts[hosts[0]].groups)
+
+    def measure(hosts: Sequence[str], evidence: Path, baseline: Baseline) -> Outcome:
+        run = launch.Collective(values(hosts, baseline), scale, evidence)
+        try:
+            (out,) = run([list(hosts)])
+        except launch.Stopped as exc:
+            return Outcome.failed(str(exc), "error")
+        return out
+
+    def search(hosts: Sequence[str], floor: float, evidence: Path, baseline: Baseline) -> Verdict:
+        v = values(hosts, baseline)
+        run = launch.Collective(v, scale, evidence)
+        return isolation.search(hosts, run, isolation.Settings(threshold=floor,
+                                                               margin=float(launch.config(v)["margin"])))
+
+    return Seam(measure, search)
+
+
+class CollectiveGate(GateKind):
+    name = "collective"
+    schema = {"collective": {
+        "type": "object", "additionalProperties": False, "required": ["tolerance_pct"],
+        "description": "Each wave's hosts, with hosts already proven, run one multi-node collective once drained "
+                       "before the change and again after its post-gate; a drop beyond the tolerance fails the wave, "
+                       "and the search names the host(s) to roll back first (the whole wave when it names none).",
+        "properties": {
+            "scale": {"enum": list(launch.SCALES), "default": "all",
+                      "description": "The collective's scale (perf.probes.collective settings of the baseline)."},
+            "tolerance_pct": {"type": "number", "minimum": 0, "maximum": 100,
+                              "description": "Allowed drop of the avg busbw, in percent of the figure before."},
+            "proven_hosts": {"type": "integer", "minimum": 0, "default": 2,
+                             "description": "Hosts of earlier waves that passed, added to each wave's collective."}}}}
+    steps = {PRE_COLLECTIVE: StepForm("pre collective"), COLLECTIVE: StepForm("collective")}
+    before_stage, before_step = DRAINED, PRE_COLLECTIVE
+    after_stage, after_step = SETTLE, COLLECTIVE
+
+    def parse(self, block: Block, problems: list[Problem]) -> Spec | None:
+        c = block.spec["gates"].get("collective")
+        if c is None:
+            return None
+        return Spec(c.get("scale", "all"), float(c["tolerance_pct"]), int(c.get("proven_hosts", 2)))
+
+    def describe(self, spec: Any) -> dict[str, Any]:
+        return {"collective": {"scale": spec.scale, "tolerance_pct": spec.tolerance_pct,
+                               "proven_hosts": spec.proven_hosts}}
+
+    def _group(self, run: RunSteps, w: Wave, spec: Spec, hosts: Sequence[str]) -> list[str]:
+        proven = [h for h in run.state.hosts_in(st.PASSED) if run.state.hosts[h]["wave"] < w.index]
+        return group(hosts, proven, spec.proven_hosts)
+
+    def before(self, run: RunSteps, w: Wave, spec: Spec) -> None:
+        """The collective before the change over the drained wave and proven hosts; kept in the step's record. When
+        it fails there is nothing to compare with: the wave's hosts are left out of the change."""
+        sid = StepId(w.index, PRE_COLLECTIVE)
+        hosts = run.state.hosts_in(st.PENDING, wave=w.index)
+        hosts_all = self._group(run, w, spec, hosts)
+        run.state.begin(sid, hosts=hosts_all)
+        if len(hosts_all) < 2:
+            run.state.finish(sid, failed={}, ran=False)
+            return
+        evidence = store.fresh_dir(store.gate_dir(run.wave_dir(w, store.PRE_GATE_DIR), self.name))
+        assert run.ctx.collective is not None
+        out = run.ctx.collective.measure(hosts_all, evidence, run.ctx.before)
+        failed: dict[str, str] = {}
+        if out.figure is None:
+            failed = {h: f"pre-gate collective failed: {out.failure}" for h in hosts}
+            run.state.set_hosts(hosts, st.EXCLUDED, reason=f"pre-gate collective failed: {out.failure}")
+        why = (f"{out.figure:g} GB/s over {len(hosts_all)} host(s) before the change ({spec.scale})"
+               if out.figure is not None else f"the collective failed before the change: {out.failure}")
+        run.log.record("PRE_COLLECTIVE", why, step=sid, wave=w.name, hosts=failed, evidence=[evidence],
+                       figure=out.figure, failure=out.failure, group=hosts_all)
+        run.state.finish(sid, failed=failed, evidence=[str(evidence)], before=_outcome(out), group=hosts_all)
+        run.say(f"  pre-gate collective: {why}")
+
+    def after(self, run: RunSteps, w: Wave, spec: Spec) -> None:
+        """The collective again after the post-gate, over the same group less the hosts the change failed; a drop
+        beyond the tolerance fails the hosts the search names (the whole wave when it names none)."""
+        sid = StepId(w.index, COLLECTIVE)
+        pre = run.state.step(StepId(w.index, PRE_COLLECTIVE)) or {}
+        hosts = run.state.hosts_in(st.PASSED, wave=w.index)
+        group_ = [h for h in pre.get("group", []) if h in set(hosts) or h not in set(run.state.hosts_in(
+            st.PENDING, st.EXCLUDED, st.APPLYING, st.APPLIED, st.APPLY_FAILED, st.FAILED, wave=w.index))]
+        run.state.begin(sid, hosts=hosts)
+        before = pre.get("before") or {}
+        if not hosts or before.get("figure") is None or len(group_) < 2:
+            run.state.finish(sid, failed={}, ran=False)
+            return
+        evidence = store.fresh_dir(store.gate_dir(run.wave_dir(w, store.POST_GATE_DIR), self.name))
+        assert run.ctx.collective is not None
+        after = run.ctx.collective.measure(group_, evidence, run.ctx.after)
+        d = decide(hosts, group_, Outcome(before["figure"]), after, spec.tolerance_pct,
+                   lambda hs, floor: run.ctx.collective.search(hs, floor, evidence, run.ctx.after))  # type: ignore[union-attr]
+        failed = {} if d.passed else {h: f"collective: {d.why}" for h in (d.roll_back_first or hosts)}
+        for h, why in failed.items():
+            run.state.set_hosts([h], st.FAILED, reason=why)
+        run.log.record("COLLECTIVE_GATE", d.why, step=sid, wave=w.name, hosts=failed, evidence=[evidence],
+                       **{k: v for k, v in d.to_record().items() if k != "why"})
+        run.state.finish(sid, failed=failed, evidence=[str(evidence)])
+        run.say(f"  collective: {d.why}")
+
+
+GATE = CollectiveGate()

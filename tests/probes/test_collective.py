@@ -1,0 +1,86 @@
+"""probes.collective without I/O: the srun and mpirun argv from the baseline, node names refused before any launch,
+the groups of each scale (NVLink domains from facts, leaves, pairs) and a launch's output as the search sees it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fabricproof.errors import InputError
+from fabricproof.probes import collective, spec
+
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "nccl-tests"
+VALUES = {"gpu": {"count": 4}, "perf": {"probes": {"nccl_tests": {"bin_dir": "/opt/nccl-tests/build"},
+                                                   "collective": {"thresholds": {"domain": 700}}}}}
+
+
+def test_srun_argv_is_fixed_from_the_baseline_one_task_per_gpu():
+    argv = collective.srun_argv(VALUES, ["gb200-0001", "gb200-0002"], "fp-1")
+    assert argv == ("srun", "--nodelist=gb200-0001,gb200-0002", "--nodes=2", "--ntasks-per-node=4", "--mpi=pmix",
+                    "--label", "--job-name=fp-1", "--kill-on-bad-exit=1", "--immediate=30", "--export=ALL",
+                    "/opt/nccl-tests/build/all_reduce_perf", "-b", "512M", "-e", "8G", "-f", "2", "-g", "1")
+    ib = collective.srun_argv(spec.merge(VALUES, {"perf": {"probes": {"collective": {
+        "tasks_per_node": "one", "mpi": "pmi2", "partition": "gpu"}}}}), ["a", "b"], "fp-2", "domain_ib")
+    assert "--export=ALL,NCCL_MNNVL_ENABLE=0" in ib and "--ntasks-per-node=1" in ib and "--mpi=pmi2" in ib
+    assert "--partition=gpu" in ib and ib[-2:] == ("-g", "4")
+
+
+def test_mpirun_argv_and_its_host_file_come_from_the_inventory_names(tmp_path):
+    hf = tmp_path / "hosts"
+    hosts = ["h100-0001", "h100-0002", "h100-0003"]
+    values = spec.merge(VALUES, {"gpu": {"count": 8}})
+    assert collective.hostfile(values, hosts) == "h100-0001 slots=8\nh100-0002 slots=8\nh100-0003 slots=8\n"
+    argv = collective.mpirun_argv(values, hosts, hf, "domain_ib")
+    assert argv[:9] == ("mpirun", "--hostfile", str(hf), "-np", "24", "--map-by", "ppr:8:node", "--tag-output", "-x")
+    assert argv[9] == "NCCL_MNNVL_ENABLE=0" and argv[10] == "/opt/nccl-tests/build/all_reduce_perf"
+
+
+@pytest.mark.parametrize("bad", ["gb200-[0001-0004]", "a,b", "-w", "host name", "$(reboot)", "", "x;y"])
+def test_a_name_that_is_not_one_node_is_refused_before_any_launch(bad):
+    with pytest.raises(InputError, match="is not a node name"):
+        collective.srun_argv(VALUES, ["gb200-0001", bad], "fp-1")
+    with pytest.raises(InputError):
+        collective.hostfile(VALUES, [bad])
+
+
+def test_scales_group_hosts_by_nvlink_domain_leaf_and_pair():
+    def tray(uuid, clique):
+        return {"gpu": {"gpus": [{"fabric": {"cluster_uuid": uuid, "clique_id": clique}}] * 4}}
+
+    facts = {"t1": tray("u0", 1), "t2": tray("u0", 1), "t3": tray("u1", 2), "t4": tray("u1", 2),
+             "h1": {"gpu": {"gpus": [{"fabric": {"cluster_uuid": None, "clique_id": None}}]}}, "t5": tray("u2", 3)}
+    assert collective.groups("domain", list(facts), facts) == [["t1", "t2"], ["t3", "t4"]]
+    assert collective.domains(facts)["u0/1"] == ["t1", "t2"]
+    leaves = {"a": "L1", "b": "L1", "c": "L2", "d": "L2", "e": "L2"}
+    assert collective.groups("leaf", list(leaves), leaves=leaves) == [["a", "b"], ["c", "d", "e"]]
+    assert collective.groups("cross_leaf", list(leaves), leaves=leaves) == [["a", "c"], ["b", "d"]]
+    assert collective.groups("leaf", ["a", "b"]) == []  # no fabric plan: no leaf scale
+    assert collective.groups("pair", ["a", "b", "c", "d", "e"]) == [["a", "b"], ["c", "d"]]
+    assert collective.groups("all", ["a", "b"]) == [["a", "b"]]
+    with pytest.raises(InputError, match="unknown scale"):
+        collective.groups("rack", ["a"])
+
+
+def test_thresholds_per_scale_come_from_the_baseline():
+    assert collective.search_settings(VALUES, "domain").threshold == 700
+    with pytest.raises(InputError, match="thresholds.leaf is not set"):
+        collective.search_settings(VALUES, "leaf")
+
+
+def test_a_launch_output_is_a_figure_or_the_tools_words():
+    text = (CORPUS / "all-reduce-h100-10node-80gpu-multinode-tests2.17.8-nccl2.29.2.txt").read_text()
+    out, frag = collective.outcome(text, [f"cnode3-{i:03d}" for i in range(2, 12)])
+    assert out.figure == 265.631 and frag["ranks"] == 80
+    missing, _ = collective.outcome(text, ["cnode3-002", "cnode9-999"])
+    assert missing.figure is None and "cnode9-999" in missing.failure
+    hang, _ = collective.outcome((CORPUS / "blackwell-b200-gke-2node-4rank-all-gather-HANG-header-only-no-rows.txt"
+                                  ).read_text(), [])
+    assert hang.kind == "hang" and "hung" in hang.failure
+
+
+def test_no_round_starts_once_the_budget_is_spent(tmp_path):
+    values = spec.merge(VALUES, {"perf": {"probes": {"collective": {"budget_s": 1e-9}}}})
+    run = collective.Collective(values, "all", tmp_path / "ev", env={"PATH": "/nonexistent"})
+    with pytest.raises(collective.Stopped, match="budget of 1e-09 s is spent"):
+        run([["gb200-0001", "gb200-0002"]])
+    assert run.launches == [] and run.rounds == 0

@@ -1,0 +1,250 @@
+"""Multi-node collectives through a real Slurm (issue 22.1, 22.5, 22.6): every collective is a real `srun` job step
+on 16 lab trays of one GB200 rack, each task the emulated all_reduce_perf on its node, the tasks meeting over
+loopback and rank 0 printing the multi-node format; the search (probes.isolation) finds the faulty trays through
+probes.collective's runner; Ctrl-C and the per-test timeout leave no job step and no task; a node running a job is
+never used."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import slurmkit
+from fabricproof import inventory, transport
+from fabricproof.probes import collective, isolation
+from fabricproof.transport import RunContext
+from fabricproof_lab import manager
+from labkit import LabFactory
+from slurmkit import wait_for
+
+from .slurmlab import REPO, SlurmLab, start
+
+pytestmark = [pytest.mark.lab, pytest.mark.slurm]
+
+NODES = 16
+HOSTS = [f"gb200-{i:04d}" for i in range(1, NODES + 1)]
+WAIT_S = 120.0
+# Lab figures (render_perf/multinode): over one rack's NVLink domain ~833 GB/s avg busbw (the published 745.53 is
+# the threshold); over InfiniBand (MNNVL off) 4 x NDR 400 per tray ~165, one HCA at half ~145.
+THRESHOLDS = {"domain": 745.53, "domain_ib": 155.0, "all": 745.53}
+
+
+@pytest.fixture(scope="module")
+def rack(lab_factory: LabFactory) -> Iterator[SlurmLab]:
+    reason = slurmkit.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    sl = start(lab_factory, nodes=NODES)
+    try:
+        yield sl
+    finally:
+        problems = sl.cluster.stop()
+        assert not problems, problems
+
+
+def node_bin(sl: SlurmLab) -> Path:
+    """nccl-tests' bin_dir on every node: each binary runs as the lab node slurmd started the task on."""
+    d = sl.cluster.root / "nccl-bin"
+    if not d.exists():
+        d.mkdir()
+        for test in collective.TESTS:
+            p = d / test
+            p.write_text(f"#!/bin/sh\nexec {shlex.quote(str(sl.as_lab_node))} "
+                         f"{shlex.quote(str(sl.lab.dir / 'bin' / test))} \"$@\"\n")
+            p.chmod(0o755)
+    return d
+
+
+def values(sl: SlurmLab, **over: object) -> dict:
+    c = {"mpi": "none", "tasks_per_node": "one", "thresholds": THRESHOLDS, "timeout_s": 120, **over}
+    return {"gpu": {"count": 4}, "perf": {"probes": {"nccl_tests": {"bin_dir": str(node_bin(sl))}, "collective": c}}}
+
+
+def idle(sl: SlurmLab) -> None:
+    """No job, no fault: what each test starts from and leaves."""
+    c = sl.cluster
+    if c.jobs():
+        c.run("scancel", "--quiet", "--user=root")
+        wait_for(lambda: not c.jobs(), WAIT_S, "the cancelled jobs to end")
+    sl.give_nodes_back()
+    wait_for(lambda: set(c.states().values()) == {"idle"}, WAIT_S, "every node idle", lambda: str(c.states()))
+
+
+def emulators(sl: SlurmLab) -> list[str]:
+    """Processes running an emulated nccl-tests binary as a node of this lab (ps, then each one's environment)."""
+    ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in ps.splitlines():
+        pid, _, args = line.strip().partition(" ")
+        if "_perf" not in args:
+            continue
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if str(sl.lab.dir).encode() in environ or str(sl.cluster.root).encode() in environ or \
+                str(sl.cluster.root).encode() in args.encode():
+            found.append(line)
+    return found
+
+
+def test_a_collective_over_the_rack_is_one_srun_step_and_parses(rack, tmp_path):
+    idle(rack)
+    run = collective.Collective(values(rack), "all", tmp_path / "ev", env=rack.cluster.env())
+    (domain,) = run([HOSTS])
+    ib_run = collective.Collective(values(rack), "domain_ib", tmp_path / "ib", env=rack.cluster.env())
+    (ib,) = ib_run([HOSTS])
+    assert domain.failure is None and ib.failure is None, (domain, ib)
+    # one NVLink domain: the rack's figure; NCCL_MNNVL_ENABLE=0: the trays' InfiniBand alone
+    assert domain.figure > THRESHOLDS["domain"] * 1.05 and THRESHOLDS["domain_ib"] * 1.05 < ib.figure < 200
+    (launch,) = run.launches
+    assert launch.argv[:2] == ("srun", f"--nodelist={','.join(HOSTS)}") and "--label" in launch.argv
+    assert launch.parsed["hosts"] == HOSTS and launch.parsed["ranks"] == NODES * 4
+    text = launch.evidence.read_text()
+    assert text.startswith(" 0: # nccl-tests version") and "# Avg bus bandwidth" in text  # srun's --label prefix
+    facts = json.loads(json.dumps(run.to_facts()))
+    assert facts["launches"][0]["figure"] == domain.figure and facts["launches"][0]["ranks"] == 64
+    assert not rack.cluster.jobs() and not emulators(rack)
+
+
+@pytest.mark.parametrize("faulty", [("gb200-0006",), ("gb200-0003", "gb200-0012")], ids=["one", "two"])
+def test_the_search_finds_exactly_the_trays_whose_hca_is_slow(rack, tmp_path, faulty):
+    idle(rack)
+    for host in faulty:
+        manager.fault_inject(rack.lab.dir, host, "hca-degraded")
+    try:
+        lines: list[str] = []
+        run = collective.Collective(values(rack), "domain_ib", tmp_path / "ev", env=rack.cluster.env(),
+                                    progress=lines.append)
+        verdict = isolation.search(HOSTS, run, collective.search_settings(values(rack), "domain_ib"))
+    finally:
+        idle(rack)
+    assert verdict.hosts == tuple(sorted(faulty)), verdict.to_facts()
+    # progress: a line per round, then one per group with its figure
+    assert sum(line.startswith("round ") for line in lines) == verdict.rounds == run.rounds
+    assert sum(" GB/s (" in line for line in lines) == verdict.tests
+    assert not verdict.pairs and not verdict.paths
+    assert len(run.launches) == verdict.tests and all(la.outcome.failure is None for la in run.launches)
+    assert all(la.argv[0] == "srun" for la in run.launches)
+
+
+def test_a_bad_tray_and_imex_down_at_the_nvlink_domain_scale(rack, tmp_path):
+    """A tray whose NVLink carries half slows the rack's all-reduce; IMEX down on another turns multi-node NVLink
+    off for any group it is in. The search over the domain names both trays."""
+    idle(rack)
+    manager.fault_inject(rack.lab.dir, "gb200-0004", "nvlink-degraded")
+    manager.fault_inject(rack.lab.dir, "gb200-0015", "imex-down")
+    try:
+        (group,) = collective.groups("domain", HOSTS, facts={h: {"gpu": {"gpus": [{"fabric": {
+            "cluster_uuid": "00000000-6e76-4c72-8a00-000000000000", "clique_id": 32766}}]}} for h in HOSTS})
+        run = collective.Collective(values(rack), "domain", tmp_path / "ev", env=rack.cluster.env())
+        verdict = isolation.search(group, run, collective.search_settings(values(rack), "domain"))
+    finally:
+        idle(rack)
+    assert verdict.hosts == ("gb200-0004", "gb200-0015"), verdict.to_facts()
+
+
+def test_the_rollout_gates_live_seam_measures_and_searches_through_srun(rack, tmp_path, monkeypatch):
+    """The collective gate's default seam (what a rollout uses without test seams): the group's settings from the
+    baseline values of its first host's inventory groups, the collective and the search as srun job steps."""
+    from fabricproof.judging.baseline import Baseline
+    from fabricproof.rollout.gates.collective import live_collective
+
+    idle(rack)
+    monkeypatch.setenv("SLURM_CONF", str(rack.cluster.conf))
+    manager.fault_inject(rack.lab.dir, "gb200-0007", "hca-degraded")
+    try:
+        seam = live_collective(inventory.load(str(rack.inventory)), "domain_ib")
+        after = Baseline("after", values(rack))
+        group = HOSTS[:8]
+        out = seam.measure(group, tmp_path / "m", after)
+        verdict = seam.search(group, THRESHOLDS["domain_ib"], tmp_path / "s", after)
+    finally:
+        idle(rack)
+    assert out.figure is not None and out.figure < THRESHOLDS["domain_ib"]
+    assert verdict.hosts == ("gb200-0007",), verdict.to_facts()
+
+
+def test_a_node_running_a_job_is_never_used(rack, tmp_path):
+    idle(rack)
+    c = rack.cluster
+    c.run("sbatch", "--quiet", "--nodelist=gb200-0003", "--job-name=someone-else", "--wrap", "sleep 600")
+    try:
+        wait_for(lambda: c.states().get("gb200-0003") == "allocated", WAIT_S, "the job to start")
+        run = collective.Collective(values(rack), "all", tmp_path / "ev", env=c.env())
+        with pytest.raises(collective.Stopped, match="not idle: gb200-0003: Slurm shows it allocated"):
+            run([HOSTS[:4]])
+        assert run.launches == []  # nothing launched, on any node
+        assert c.run("squeue", "-h", "-o", "%j").stdout.split() == ["someone-else"]
+    finally:
+        idle(rack)
+
+
+def test_the_idle_guard_runs_on_every_host_of_a_round_and_a_gpu_process_keeps_it_from_starting(rack, tmp_path):
+    """Slurm shows every node idle, but a training job outside Slurm holds gb200-0002's GPUs: the probes' idle guard,
+    over SSH on each host of the round, refuses it and nothing is launched."""
+    idle(rack)
+    manager.fault_inject(rack.lab.dir, "gb200-0002", "gpu-busy")
+    hosts = inventory.load(str(rack.inventory)).hosts
+    options = transport.configure("ssh", inventory_path=str(rack.inventory))
+    link, _fleet = transport.open_fleet("ssh", options, RunContext(run_dir=tmp_path / "run", run_id="idle", forks=4,
+                                                                   host_timeout_s=600.0))
+    try:
+        guard = collective.idle_guard(link, hosts)
+        run = collective.Collective(values(rack), "all", tmp_path / "ev", env=rack.cluster.env(), idle=guard)
+        with pytest.raises(collective.Stopped, match=r"gb200-0002: 4 GPU compute process\(es\) running") as stopped:
+            run([HOSTS[:2], HOSTS[2:4]])
+        assert "gb200-0001" not in str(stopped.value) and run.launches == [] and not rack.cluster.jobs()
+        manager.fault_clear(rack.lab.dir, "gb200-0002")
+        (out,) = run([HOSTS[:2]])
+        assert out.figure is not None
+    finally:
+        link.close()
+        idle(rack)
+
+
+CHILD = """\
+import sys
+from pathlib import Path
+from fabricproof.probes import collective
+values, hosts, ev = eval(sys.argv[1]), sys.argv[2].split(","), Path(sys.argv[3])
+run = collective.Collective(values, "all", ev)
+print("started", flush=True)
+run([hosts])
+"""
+
+
+def test_ctrl_c_and_the_timeout_cancel_the_job_step_and_leave_no_task(rack, tmp_path):
+    idle(rack)
+    c = rack.cluster
+    # probes last their real duration scaled to at most 15 s: long enough to interrupt
+    env = c.env(FABRICPROOF_LAB_PROBE_SCALE="1", PYTHONPATH=str(REPO / "cli"))
+    child = subprocess.Popen([sys.executable, "-c", CHILD, repr(values(rack)), ",".join(HOSTS[:4]),
+                              str(tmp_path / "ev")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+    try:
+        wait_for(lambda: len(emulators(rack)) >= 4 and c.jobs(), WAIT_S, "the step's four tasks to run",
+                 lambda: str(emulators(rack)))
+        os.kill(child.pid, signal.SIGINT)  # the operator's Ctrl-C
+        _out, err = child.communicate(timeout=WAIT_S)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(timeout=30)
+    assert "KeyboardInterrupt" in err and child.returncode != 0
+    assert c.jobs() == [] and emulators(rack) == []  # squeue and ps: no step, no task left
+
+    run = collective.Collective(values(rack, timeout_s=3), "all", tmp_path / "t",
+                                env=c.env(FABRICPROOF_LAB_PROBE_SCALE="1"))
+    (out,) = run([HOSTS[:4]])
+    assert out.kind == "timeout" and "job step was cancelled" in out.failure
+    assert c.jobs() == [] and emulators(rack) == []
+    idle(rack)
