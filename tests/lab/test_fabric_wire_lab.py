@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,7 @@ BEYOND = {"subnet-extra-link": {"subnet.link_speed"},
 
 
 @pytest.fixture(scope="module")
-def lab(lab_factory) -> Path:
+def lab(lab_factory) -> Iterator[Path]:
     try:
         sim.require_tools()
     except LabError as exc:
@@ -59,7 +60,10 @@ def lab(lab_factory) -> Path:
     directory = lab_factory.new_dir()
     status = lab_factory.up(directory, nodes=NODES, profile=PROFILE, fabric=True)
     assert status.running, status.as_dict()
-    return directory
+    yield directory
+    # stopped with the module, by PID (ibsim and opensm too), not left to the session's end
+    problems = lab_factory.down([directory.parent])
+    assert not problems, problems
 
 
 def fp(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
