@@ -183,6 +183,9 @@ class Report:
     #: Host -> the checks its hardware needs that were skipped for want of a baseline value: such a host is not
     #: proven (exit 3), never passed. Hosts not collected are in collection_errors instead.
     not_proven: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: The run's fabric as the HTML report draws it ({"subnet", "findings", "roles", "plan"}); None: no fabric was
+    #: read (validate --fabric-plan). The other reports carry its findings through the subnet.* checks.
+    fabric: Mapping[str, Any] | None = None
 
     @property
     def summary(self) -> Summary:
