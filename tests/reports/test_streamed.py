@@ -60,4 +60,4 @@ def test_a_fleet_evaluation_holds_at_most_a_chunk_of_results_per_check_and_reads
 
 def test_a_small_run_keeps_its_results_in_memory_and_creates_no_file():
     report = _judged(16, lost=1, shuffle=False)
-    assert report.results._spill._file is None and report.results._spill.spilled == 0
+    assert not report.results._spill._scratch.created and report.results._spill.spilled == 0

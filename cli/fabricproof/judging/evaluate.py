@@ -537,7 +537,7 @@ class StreamingEvaluation:
                                            reason=f"host not collected: {reason}"))
             parts.append((k, order))
             if self._spill.only_skipped(k):
-                reasons = Counter(r.reason for r in in_order(self._spill, k, order))
+                reasons = Counter(r.reason for rs in in_order(self._spill, k, order) for r in rs)
                 unapplied.append(CheckCoverage(check.id, counted_reasons(reasons) if reasons else "no hosts in scope"))
         tally = self._spill.tally(range(len(self.checks)), lambda k: self.checks[k].severity)
         all_hosts = tuple(sorted(set(hosts) | set(collection_errors)))

@@ -11,6 +11,7 @@ import pickle
 import sys
 import tempfile
 import zlib
+from itertools import chain, starmap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO, overload
 
@@ -19,19 +20,54 @@ from ..model import Outcome, Result, Severity, Tally
 Facts = Mapping[str, Any]
 
 
-class PackedFacts(Mapping[str, Facts]):
-    """Each host's fleet projection as compressed JSON: about 0.9 KB a host where the dicts took about 14 KB,
-    decoded again (tens of microseconds) each time a fleet-scope check reads the host. Facts are JSON by
-    contract (the run store writes them so), so the round trip changes no verdict."""
+#: Hosts whose projections stay in memory before the rest go to a scratch file: a small run writes none.
+HELD_HOSTS = 256
+
+
+class Scratch:
+    """An anonymous temporary file (unlinked at once, mode 600, gone with the process), created at the first write:
+    what a fleet-sized evaluation keeps beyond a small run's size is written here and read back by offset."""
 
     def __init__(self) -> None:
-        self._blobs: dict[str, bytes] = {}
+        self._file: BinaryIO | None = None
+        self.written = 0  # bytes
+
+    def append(self, data: bytes) -> tuple[int, int]:
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(prefix="fabricproof-judging-")
+        offset = self._file.seek(0, os.SEEK_END)
+        self._file.write(data)
+        self._file.flush()  # read back with pread, past the buffer
+        self.written += len(data)
+        return offset, len(data)
+
+    def read(self, offset: int, length: int) -> bytes:
+        assert self._file is not None
+        # pread: readers at different places in the file (a reporter's nested passes) move no shared offset
+        return os.pread(self._file.fileno(), length, offset)
+
+    @property
+    def created(self) -> bool:
+        return self._file is not None
+
+
+class PackedFacts(Mapping[str, Facts]):
+    """Each host's fleet projection as compressed JSON: about 0.9 KB a host where the dicts took about 14 KB,
+    decoded again (tens of microseconds) each time a fleet-scope check reads the host. Past HELD_HOSTS hosts the
+    compressed projections go to a scratch file, so a 10,000-host run keeps ~9 MB of them out of memory. Facts are
+    JSON by contract (the run store writes them so), so the round trip changes no verdict."""
+
+    def __init__(self) -> None:
+        self._blobs: dict[str, bytes | tuple[int, int]] = {}
+        self._scratch = Scratch()
 
     def __setitem__(self, host: str, doc: Facts) -> None:
-        self._blobs[host] = zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 1)
+        blob = zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 1)
+        self._blobs[host] = blob if len(self._blobs) < HELD_HOSTS else self._scratch.append(blob)
 
     def __getitem__(self, host: str) -> Facts:
-        return json.loads(zlib.decompress(self._blobs[host]))
+        blob = self._blobs[host]
+        return json.loads(zlib.decompress(blob if isinstance(blob, bytes) else self._scratch.read(*blob)))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._blobs)
@@ -80,8 +116,12 @@ class Spill:
         self._pending: list[list[Result]] = [[] for _ in range(segments)]
         self._counts: list[dict[Outcome, int]] = [{} for _ in range(segments)]
         self._failed_hosts: set[str] = set()
-        self._file: BinaryIO | None = None
-        self.spilled = 0  # bytes written to the file
+        self._scratch = Scratch()
+
+    @property
+    def spilled(self) -> int:
+        """Bytes written to the file."""
+        return self._scratch.written
 
     def add(self, segment: int, result: Result) -> None:
         counts = self._counts[segment]
@@ -94,23 +134,15 @@ class Spill:
             self._flush(segment)
 
     def _flush(self, segment: int) -> None:
-        if self._file is None:
-            self._file = tempfile.TemporaryFile(prefix="fabricproof-results-")  # unlinked at once, mode 600
         data = pickle.dumps(list(map(_FIELDS, self._pending[segment])), pickle.HIGHEST_PROTOCOL)
-        offset = self._file.seek(0, os.SEEK_END)
-        self._file.write(data)
-        self._file.flush()  # read back with pread, past the buffer
-        self.spilled += len(data)
-        self._chunks[segment].append((offset, len(data)))
+        self._chunks[segment].append(self._scratch.append(data))
         self._pending[segment] = []
 
-    def segment(self, segment: int) -> Iterator[Result]:
-        """A segment's results in the order they were added."""
+    def segment(self, segment: int) -> Iterator[list[Result]]:
+        """A segment's results in the order they were added, a chunk at a time."""
         for offset, length in self._chunks[segment]:
-            assert self._file is not None
-            # pread: readers at different places in the file (a reporter's nested passes) move no shared offset
-            yield from (Result(*fields) for fields in pickle.loads(os.pread(self._file.fileno(), length, offset)))
-        yield from list(self._pending[segment])
+            yield list(starmap(Result, pickle.loads(self._scratch.read(offset, length))))
+        yield list(self._pending[segment])
 
     def only_skipped(self, segment: int) -> bool:
         """No result of the segment but skips (or none at all): its check applied nowhere."""
@@ -127,14 +159,15 @@ class Spill:
         return tally
 
 
-def in_order(spill: Spill, segment: int, order: Sequence[int]) -> Iterator[Result]:
-    """A segment's results with its first len(order) put in host order (`order`: the position each was added in)."""
+def in_order(spill: Spill, segment: int, order: Sequence[int]) -> Iterator[list[Result]]:
+    """A segment's results, a list at a time, with its first len(order) put in host order (`order`: the position
+    each was added in)."""
     if not order:
         yield from spill.segment(segment)
         return
-    held = list(spill.segment(segment))  # one check's results, to put in host order
-    yield from (held[p] for p in order)
-    yield from held[len(order):]
+    held = list(chain.from_iterable(spill.segment(segment)))  # one check's results, to put in host order
+    yield [held[p] for p in order]
+    yield held[len(order):]
 
 
 class Spilled(Sequence[Result]):
@@ -150,8 +183,8 @@ class Spilled(Sequence[Result]):
         self._len = tally.total
 
     def __iter__(self) -> Iterator[Result]:
-        for segment, order in self._parts:
-            yield from in_order(self._spill, segment, order)
+        return chain.from_iterable(chain.from_iterable(in_order(self._spill, segment, order)
+                                                       for segment, order in self._parts))
 
     def __len__(self) -> int:
         return self._len
