@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     "probes": 0, "probes.spec": 0, "probes.figures": 0, "probes.pairing": 0, "probes.rendezvous": 0,
     "probes.isolation": 0,  # the collective search (pure)
     "probes.isolation_sim": 1,  # a modelled fleet driving the search (pure; above the search it runs)
-    "judging.packing": 0,  # how a fleet-sized evaluation holds what it keeps (the evaluation's memory seam)
+    "judging.packing": 1,  # how a fleet-sized evaluation holds what it keeps (the memory seam; it spills model.Result)
     "documents": 1, "inventory": 1, "slurm": 1, "judging.findings": 1, "spool": 1,
     "fsutil": 1,  # raises InputError for bad targets
     # readers: tool output -> facts fragments, baselines, run directories
