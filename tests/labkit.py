@@ -61,9 +61,11 @@ class LabFactory:
         for pid in fabric.pids() if fabric else []:
             self.sim_pids[pid] = fabric.dir
 
-    def teardown(self) -> list[str]:
+    def down(self, roots: list[Path]) -> list[str]:
+        """Stop and remove these labs now, by PID (a test's own labs, at its end: left for the session's teardown
+        they all stop at once on the last test, a serial tail of the run); returns the problems."""
         problems: list[str] = []
-        for root in self.roots:
+        for root in [r for r in roots if r in self.roots]:  # not twice: the session's teardown may have come first
             lab_dir = root / "lab"
             try:
                 self.track(lab_dir)
@@ -73,6 +75,13 @@ class LabFactory:
                     nodestore.remove_nodes(lab_dir / "nodes")
             except Exception as exc:  # noqa: BLE001 - keep going: every lab must be stopped
                 problems.append(f"lab down {lab_dir}: {exc}")
+            else:
+                shutil.rmtree(root, ignore_errors=True)
+                self.roots.remove(root)
+        return problems
+
+    def teardown(self) -> list[str]:
+        problems = self.down(list(self.roots))
         for pid, config in self.pids.items():
             if sshd.is_lab_sshd(pid, Path(config)):
                 problems.append(f"sshd {pid} ({config}) outlived lab down; killing it")

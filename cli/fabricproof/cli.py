@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str | None, str | None]] = {
     "rollout": ("rollout", None, None),
     "runbook": ("runbook", None, None),
     "breaker": ("breaker", None, None),
+    "fabric": ("fabric", None, None),
     "collective": ("collective", None, None),
 }
 

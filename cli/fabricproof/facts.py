@@ -152,10 +152,13 @@ def iter_dir(directory: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     once: a caller that judges and lets go of each host holds one document, not the directory. A directory without
     facts is refused at once; problems in files are gathered and raised together (exit 2) after the last file, so
     a caller must act on nothing before then."""
-    return _documents(facts_files(directory))
+    files = facts_files(directory)
+    where, names = files[0].parent, [p.name for p in files]  # names: a Path costs ~250 B, 2.5 MB at 10,000 hosts
+    del files
+    return _documents(where / name for name in names)
 
 
-def _documents(files: list[Path]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _documents(files: Iterable[Path]) -> Iterator[tuple[str, dict[str, Any]]]:
     problems: list[Problem] = []
     seen: set[str] = set()
     for path in files:

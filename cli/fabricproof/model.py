@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,11 +165,48 @@ class CheckCoverage:
     reason: str
 
 
+class Tally:
+    """Results counted by outcome and severity, with the hosts that failed: what a summary and an exit code need,
+    kept as results are made so that neither reads a fleet's results again."""
+
+    __slots__ = ("counts", "failed_hosts", "total")
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[Outcome, Severity], int] = {}
+        self.failed_hosts: set[str] = set()
+        self.total = 0
+
+    def add(self, result: Result) -> None:
+        self.add_count(result.outcome, result.severity)
+        if result.outcome is Outcome.FAIL:
+            self.failed_hosts.add(result.host)
+
+    def add_count(self, outcome: Outcome, severity: Severity, n: int = 1) -> None:
+        """Count n results; the first failure of each severity, in report order, orders the summary's
+        failed_by_severity (a JSON report writes it in that order)."""
+        key = (outcome, severity)
+        self.counts[key] = self.counts.get(key, 0) + n
+        self.total += n
+
+    @classmethod
+    def of(cls, results: Iterable[Result]) -> Tally:
+        tally = cls()
+        for r in results:
+            tally.add(r)
+        return tally
+
+    def count(self, outcome: Outcome, min_rank: int = 0) -> int:
+        """Results with this outcome at or above a severity rank."""
+        return sum(n for (o, sev), n in self.counts.items() if o is outcome and sev.rank >= min_rank)
+
+
 @dataclass(frozen=True)
 class Report:
     """All results of one run; reporters render this and nothing else."""
 
-    results: tuple[Result, ...]
+    #: A tuple, or a fleet evaluation's re-iterable view of the results it spilled (judging.packing.Spilled), which
+    #: carries their tally: reporters iterate it, in check order and host order within a check.
+    results: Sequence[Result]
     hosts: tuple[str, ...]
     baseline: str = ""
     run_id: str = ""
@@ -183,26 +220,31 @@ class Report:
     #: Host -> the checks its hardware needs that were skipped for want of a baseline value: such a host is not
     #: proven (exit 3), never passed. Hosts not collected are in collection_errors instead.
     not_proven: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: The run's fabric as the HTML report draws it ({"subnet", "findings", "roles", "plan"}); None: no fabric was
+    #: read (validate --fabric-plan). The other reports carry its findings through the subnet.* checks.
+    fabric: Mapping[str, Any] | None = None
+
+    @property
+    def tally(self) -> Tally:
+        kept = getattr(self.results, "tally", None)
+        return kept if isinstance(kept, Tally) else Tally.of(self.results)
 
     @property
     def summary(self) -> Summary:
-        counts = {o: 0 for o in Outcome}
+        tally = self.tally
         by_sev: dict[str, int] = {}
-        failed_hosts = set()
-        for r in self.results:
-            counts[r.outcome] += 1
-            if r.outcome is Outcome.FAIL:
-                by_sev[r.severity.value] = by_sev.get(r.severity.value, 0) + 1
-                failed_hosts.add(r.host)
+        for (outcome, severity), n in tally.counts.items():
+            if outcome is Outcome.FAIL:
+                by_sev[severity.value] = by_sev.get(severity.value, 0) + n
         return Summary(
-            total=len(self.results),
-            passed=counts[Outcome.PASS],
-            failed=counts[Outcome.FAIL],
-            skipped=counts[Outcome.SKIP],
-            unknown=counts[Outcome.UNKNOWN],
-            errors=counts[Outcome.ERROR],
+            total=tally.total,
+            passed=tally.count(Outcome.PASS),
+            failed=tally.count(Outcome.FAIL),
+            skipped=tally.count(Outcome.SKIP),
+            unknown=tally.count(Outcome.UNKNOWN),
+            errors=tally.count(Outcome.ERROR),
             failed_by_severity=by_sev,
             hosts=len(self.hosts),
-            hosts_failed=len(failed_hosts),
+            hosts_failed=len(tally.failed_hosts),
             hosts_not_proven=len(self.not_proven),
         )

@@ -7,6 +7,8 @@ A run directory holds everything one collection produced, so evaluation can be r
     RUNDIR/raw/<host>/meta.json          per command: argv, exit status, duration, transport error, sizes
     RUNDIR/facts/<host>.json             the parsed facts (schemas/facts.schema.json)
     RUNDIR/report.json                   the verdict, when `validate` judged the run
+    RUNDIR/fabric/raw/<vantage>/         the fabric-scope tools' outputs, once per run, on the vantage host
+    RUNDIR/fabric/fabric.json            the fabric they showed (subnet.model's document) and its diff's findings
 
 <host> is the host's name when it is short and plain; any other name (a 253-character FQDN, `zz/bad`) goes by a
 readable cut of it and a hash (`file_name`), and run.json's evidence_names maps such hosts to their names.
@@ -40,6 +42,8 @@ RUN_FILE = "run.json"
 RAW_DIR = "raw"
 FACTS_DIR = "facts"
 PROBES_DIR = "probes"
+FABRIC_DIR = "fabric"
+FABRIC_FILE = "fabric.json"
 META_FILE = "meta.json"
 REPORT_FILE = "report.json"
 STDOUT_SUFFIX = ".txt"
@@ -189,6 +193,16 @@ class RunStore:
         return self.root / PROBES_DIR
 
     @property
+    def fabric_root(self) -> Path:
+        """Where the run's fabric-scope collection keeps a run store of its own (raw/<vantage>/, fabric.json)."""
+        return self.root / FABRIC_DIR
+
+    @property
+    def fabric_path(self) -> Path:
+        """The fabric document of a fabric store (a run's fabric_root)."""
+        return self.root / FABRIC_FILE
+
+    @property
     def collective_dir(self) -> Path:
         """A collective run's launches: each launcher's output and host file (`fabricproof collective run`)."""
         return self.root / PROBES_DIR / "collective"
@@ -282,6 +296,24 @@ class RunStore:
         tmp = path.with_name(f".{path.name}.tmp")
         _write_bytes(tmp, (json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
         os.replace(tmp, path)
+
+    def write_fabric(self, doc: Mapping[str, Any]) -> None:
+        """The fabric document (compact JSON: a 2,000-host fabric has ~20,000 links), owner-only, renamed into place."""
+        from .fsutil import atomic_write_text
+
+        with writing(self.fabric_path):
+            atomic_write_text(refuse_links(self.root, self.fabric_path),
+                              json.dumps(doc, separators=(",", ":")) + "\n", mode=FILE_MODE)
+
+    def fabric(self) -> dict[str, Any] | None:
+        """The run's fabric document; None when the run read no fabric."""
+        try:
+            doc = json.loads(self.fabric_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except json.JSONDecodeError as exc:
+            raise InputError(Problem(f"not JSON: {exc}", str(self.fabric_path))) from None
+        return doc if isinstance(doc, dict) else None
 
     def sync(self) -> None:
         """syncfs(2) on the run directory's file system: one flush for all the evidence of a run. The storage

@@ -34,10 +34,8 @@ def _break(doc: dict, k: int) -> None:
         doc["fm"]["build"]["version"] = "535.104.05"
 
 
-@cache
-def fleet(nodes: int = 1000, lost: int = 4) -> Report:
-    """The lab fleet of `nodes` hosts judged with the lab baseline and the catalog; faults on some, and `lost` hosts
-    that could not be collected."""
+def fleet_facts(nodes: int, lost: int) -> tuple[dict[str, dict], dict[str, tuple[str, ...]], dict[str, str]]:
+    """The facts of fleet(nodes, lost) before judging: facts per host, groups per host, and the hosts not collected."""
     texts = {profile: (LAB / "facts" / f"{name}.json").read_text() for profile, name in SOURCE.items()}
     facts: dict[str, dict] = {}
     groups: dict[str, tuple[str, ...]] = {}
@@ -54,6 +52,14 @@ def fleet(nodes: int = 1000, lost: int = 4) -> Report:
             port["port_guid"] = port["port_guid"][:-8] + f"{k:04x}" + port["port_guid"][-4:]
         _break(doc, k)
         facts[host.name] = doc
+    return facts, groups, errors
+
+
+@cache
+def fleet(nodes: int = 1000, lost: int = 4) -> Report:
+    """The lab fleet of `nodes` hosts judged with the lab baseline and the catalog; faults on some, and `lost` hosts
+    that could not be collected."""
+    facts, groups, errors = fleet_facts(nodes, lost)
     return evaluate(facts, load_baseline(LAB / "baseline.yaml"), catalog.load(), groups=groups,
                     collection_errors=errors, run_id="20261201T120000Z-synthetic", created_at="2026-12-01T12:00:00Z",
                     tool_version="0.1.0")

@@ -3,6 +3,7 @@ own LabFactory (tests/labkit.py, so every suite stops labs the same way)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,13 +31,16 @@ class Lab:
 
 
 @pytest.fixture
-def h100_lab(rollout_labs, request) -> Lab:
-    """A fresh DGX H100 lab; its size comes from @pytest.mark.parametrize('h100_lab', [N], indirect=True)."""
+def h100_lab(rollout_labs, request) -> Iterator[Lab]:
+    """A fresh DGX H100 lab, stopped at the test's end; its size comes from
+    @pytest.mark.parametrize('h100_lab', [N], indirect=True)."""
     nodes = getattr(request, "param", 2)
     directory = rollout_labs.new_dir()
     status = rollout_labs.up(directory, nodes=nodes, profile="dgx-h100")
     assert status.running, status.as_dict()
-    return Lab(directory, status.layout.inventory)
+    yield Lab(directory, status.layout.inventory)
+    problems = rollout_labs.down([directory.parent])
+    assert not problems, problems
 
 
 @pytest.fixture

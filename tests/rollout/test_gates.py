@@ -22,7 +22,7 @@ from .test_regression_gate import GATE as REGRESSION_GATE
 
 
 def test_the_registry_names_each_kind_once_and_each_step_kind_once():
-    assert list(GATES) == ["checks", "probes", "regression", "soak", "collective"]
+    assert list(GATES) == ["checks", "probes", "regression", "fabric", "soak", "collective"]
     assert all(kind.name == name for name, kind in GATES.items())
     kinds = [k for g in GATES.values() for k in g.steps]
     assert len(kinds) == len(set(kinds))
@@ -104,8 +104,8 @@ def test_each_kind_writes_its_plan_block_into_the_rollout_schema(monkeypatch):
         assert all(gates[key] == block for key, block in kind.schema.items()), kind.name
         if kind.spec_schema is not None:
             assert {k: v for k, v in committed["$defs"][kind.name].items() if k != "$comment"} == kind.spec_schema
-    assert set(gates) == {"checks", "probes", "regression", "collective", "fail_on", "retry_interval", "timeout",
-                          "max_failed_hosts", "max_failed_percent"}
+    assert set(gates) == {"checks", "probes", "regression", "fabric", "collective", "fail_on", "retry_interval",
+                          "timeout", "max_failed_hosts", "max_failed_percent"}
     monkeypatch.setitem(GATES, "witness", Witness())
     generated = json.loads(schemagen.generate()["rollout.schema.json"])
     assert generated["$defs"]["gates"]["properties"]["witness"] == Witness.schema["witness"]

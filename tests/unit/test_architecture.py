@@ -29,14 +29,16 @@ LAYERS: dict[str, int] = {
     "probes": 0, "probes.spec": 0, "probes.figures": 0, "probes.pairing": 0, "probes.rendezvous": 0,
     "probes.isolation": 0,  # the collective search (pure)
     "probes.isolation_sim": 1,  # a modelled fleet driving the search (pure; above the search it runs)
-    "judging.packing": 0,  # how a fleet-sized evaluation holds what it keeps (the evaluation's memory seam)
+    "judging.packing": 1,  # how a fleet-sized evaluation holds what it keeps (the memory seam; it spills model.Result)
     "documents": 1, "inventory": 1, "slurm": 1, "judging.findings": 1, "spool": 1,
     "fsutil": 1,  # raises InputError for bad targets
     # readers: tool output -> facts fragments, baselines, run directories
     "config": 2, "starter": 2, "collectors": 2, "breaker": 2, "runstore": 2, "judging.baseline": 2, "capture": 2,
     "judging.catalog": 3, "facts": 3, "transport": 3, "probes.guard": 3,
+    "subnet.hosts": 1,  # the fabric's reading of the inventory: the vantage host, each host's rail map
     "collect": 4, "factschema": 4, "probes.runner": 4,
     "probes.collective": 4,  # a collective launched by srun/mpirun, the search's runner (parsers, Slurm's words)
+    "subnet.step": 5,  # the fabric step of a run: vantage, the fabric read once, its diff, each host's /subnet facts
     "judging.projection": 5, "reporters": 5, "probes.options": 5,
     "judging.evaluate": 6,
     "judging": 6,  # the package's own __init__

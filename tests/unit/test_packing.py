@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from fabricproof.judging import packing
 from fabricproof.judging.packing import PackedFacts, Tuples, projections, shared
 
 DOC = {"host": "h1", "collectors": {"lsmod": {"status": "ok", "evidence": "raw/h1/lsmod.txt"}},
@@ -33,3 +34,14 @@ def test_repeated_strings_and_evidence_tuples_are_one_object():
     tuples = Tuples()
     first = tuples.of("".join(["raw/h1/", "lsmod.txt"]))
     assert tuples.of("raw/h1/lsmod.txt") is first == ("raw/h1/lsmod.txt",)
+
+
+def test_projections_past_the_held_hosts_go_to_a_scratch_file_and_read_back_the_same(monkeypatch):
+    monkeypatch.setattr(packing, "HELD_HOSTS", 2)
+    packed = projections(pack=True)
+    docs = {f"h{n}": {**DOC, "host": f"h{n}"} for n in range(5)}
+    for host, doc in docs.items():
+        packed[host] = doc
+    assert sum(isinstance(b, bytes) for b in packed._blobs.values()) == 2  # the rest are places in the file
+    assert packed._scratch.written > 0
+    assert {host: packed[host] for host in packed} == docs and len(packed) == 5

@@ -22,7 +22,7 @@ from ..reporters.rollup import ROLLUP_HOSTS
 from ._common import (BASELINE_HELP, FORMAT_HELP, HOST_TIMEOUT_HELP, INVENTORY_DEFAULT, OUTPUT_GONE, OUTPUT_MODE_HELP,
                       SEVERITIES, WORKERS_HELP, check_fail_on, emit_report, err_console, input_errors, output_mode,
                       pair_outputs, shown)
-from . import _probes
+from . import _fabric, _probes
 from ._progress import ProgressView
 
 EPILOG = """\
@@ -35,6 +35,10 @@ Three sources of facts:
 
   probes    fabricproof validate -i inventory.yml -b baseline.yaml --probes nccl_all_reduce,ib_pair_bw --probe-budget 10m
             (after the collection, each probe only on idle nodes; evidence under RUNDIR/probes)
+
+  fabric    fabricproof validate -i inventory.yml -b baseline.yaml --fabric-plan fabric-plan.yaml
+            (after the collection, the InfiniBand fabric is read once from the vantage host and diffed against the
+            cabling plan; evidence under RUNDIR/fabric; the subnet.* checks judge each host's cables)
 
   re-parse  fabricproof validate --raw runs/2026-11-30 -b baseline.yaml   (after a parser fix, or for incident review)
 
@@ -75,6 +79,8 @@ def validate(
     probe_budget: _probes.BudgetOpt = None,
     require_idle: _probes.RequireIdleOpt = False,
     pairing_shuffles: _probes.RoundsOpt = None,
+    fabric_plan: _fabric.FabricPlanOpt = None,
+    fabric_window: _fabric.FabricWindowOpt = _fabric.DEFAULT_WINDOW_S,
 ) -> None:
     """Prove hosts against a baseline and the check catalog: live over SSH/Ansible/local, or from saved evidence."""
     baseline, inventory = config.baseline(baseline), config.inventory(inventory)
@@ -97,14 +103,20 @@ def validate(
     probe_ids, probe_settings = probe_options.settings(probes, probe_budget, require_idle, pairing_shuffles, forks)
     if probe_ids and not live:
         raise InputError("--probes runs probes on live hosts: not with --facts or --raw")
+    plan = _fabric.load(fabric_plan, fabric_window, inv.groups if inv is not None else None) if fabric_plan else None
+    if plan is not None and not live:
+        raise InputError("--fabric-plan reads the fabric from a live vantage host: not with --facts or --raw")
 
     if live:
         check_settings(forks, host_timeout, None, workers)
         hosts = select_hosts(inventory, limit, via, loaded=inv)
         options = transport.configure(via, inventory_path=inventory, accept_new_host_keys=accept_new_host_keys)
         run_id = new_run_id()
-        then = (_probes.after_collection(hosts, probe_ids, base, via, options, probe_settings, quiet,
-                                         errors_lose_hosts=True) if probe_ids else None)
+        then = _fabric.chained(
+            _probes.after_collection(hosts, probe_ids, base, via, options, probe_settings, quiet,
+                                     errors_lose_hosts=True) if probe_ids else None,
+            _fabric.after_collection(plan, list(inv.hosts.values()) if inv is not None else hosts, via, options,
+                                     fabric_window, quiet, run_id) if plan is not None else None)
         request = Request(Live(hosts, run_dir or Path("runs") / run_id, via=via, options=options, forks=forks,
                                host_timeout_s=host_timeout, workers=workers, inventory=inventory, limit=limit,
                                progress=ProgressView(err_console, len(hosts), quiet=quiet), then=then),

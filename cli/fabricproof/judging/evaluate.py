@@ -12,7 +12,7 @@ from typing import Any
 from .baseline import UNSET, Baseline, lookup
 from .catalog import Applicability, Check
 from .findings import counted_findings, counted_reasons, fact_words, name_findings, value_words
-from .packing import Tuples, projections, shared
+from .packing import Spill, Spilled, Tuples, in_order, projections, shared
 from ..model import CheckCoverage, Finding, Outcome, Report, Result, Scope
 from .ops import OPERATORS, render_value
 from .pointer import Found, Where, resolve, split_pointer
@@ -490,7 +490,9 @@ class StreamingEvaluation:
         fleet = [c for c in self.checks if c.scope is Scope.FLEET]
         self._keep = keep if keep is not None else projector(fleet)
         self._fleet_facts = projections(pack=keep is None)
-        self._judged: dict[str, list[Result]] = {}  # host -> one result per host-scope check, in check order
+        self._segment = {c.id: k for k, c in enumerate(self.checks)}  # check -> its segment of the spilled results
+        self._spill = Spill(len(self.checks))
+        self._added: dict[str, int] = {}  # host -> its place in the order hosts were added
         self._groups: dict[str, tuple[str, ...]] = {}  # host -> the groups that chose its baseline (the report's rows)
         self._unproven: dict[str, list[str]] = {}  # host -> checks its hardware needs that the baseline left unjudged
         self._lock = threading.Lock()
@@ -498,50 +500,55 @@ class StreamingEvaluation:
     def add(self, host: str, facts: Facts) -> None:
         """Judge one host's host-scope checks now and keep what the fleet-scope checks need of its facts."""
         with self._lock:
-            if host in self._judged:
+            if host in self._added:
                 raise ValueError(f"{host}: facts given twice")
+            self._added[host] = len(self._added)
             tuples = Tuples()
-            judged = self._judged[host] = [_judge_host(c, host, facts, self._ev, tuples) for c in self._host_checks]
             values = self._ev.values_for(host, facts)
-            for k, (check, r) in enumerate(zip(self._host_checks, judged)):
+            for check in self._host_checks:
+                r = _judge_host(check, host, facts, self._ev, tuples)
                 if r.outcome is Outcome.SKIP and (key := _wanting(check, values, facts, self._ev)):
-                    judged[k] = _unproven(r, check, key)
+                    r = _unproven(r, check, key)
                     self._unproven.setdefault(host, []).append(check.id)
+                self._spill.add(self._segment[check.id], r)
             self._groups[host] = self._ev.groups.get(host) or tuple(facts.get("groups", ()))
             self._fleet_facts[host] = self._keep(facts)
 
     def finish(self, collection_errors: Mapping[str, str] | None = None, **meta: Any) -> Report:
         """The report over every host added, plus an error result per check for each host not collected."""
-        hosts = sorted(self._judged)
+        hosts = sorted(self._added)
         collection_errors = dict(collection_errors or {})
-        column = {c.id: k for k, c in enumerate(self._host_checks)}
-        results: list[Result] = []
+        added = [self._added[h] for h in hosts]  # host-scope results are read back in host order
+        arrival = [] if added == list(range(len(added))) else added
+        parts: list[tuple[int, list[int]]] = []
         unapplied: list[CheckCoverage] = []
-        for check in self.checks:
+        for k, check in enumerate(self.checks):
+            order: list[int] = []
             if check.scope is Scope.FLEET:
-                rs = _judge_fleet(check, hosts, self._fleet_facts, self._ev)
-                for k, r in enumerate(rs):
+                for r in _judge_fleet(check, hosts, self._fleet_facts, self._ev):
                     if r.outcome is Outcome.SKIP:
                         facts = self._fleet_facts[r.host]
                         if key := _wanting(check, self._ev.values_for(r.host, facts), facts, self._ev):
-                            rs[k] = _unproven(r, check, key)
+                            r = _unproven(r, check, key)
                             self._unproven.setdefault(r.host, []).append(check.id)
+                    self._spill.add(k, r)
             else:
-                k = column[check.id]
-                rs = [self._judged[h][k] for h in hosts]
+                order = arrival
             for host, reason in sorted(collection_errors.items()):
-                rs.append(_result(check, host, Outcome.ERROR, sentence(check), reason=f"host not collected: {reason}"))
-            if not any(r.outcome is not Outcome.SKIP for r in rs):
-                reasons = Counter(r.reason for r in rs)
+                self._spill.add(k, _result(check, host, Outcome.ERROR, sentence(check),
+                                           reason=f"host not collected: {reason}"))
+            parts.append((k, order))
+            if self._spill.only_skipped(k):
+                reasons = Counter(r.reason for rs in in_order(self._spill, k, order) for r in rs)
                 unapplied.append(CheckCoverage(check.id, counted_reasons(reasons) if reasons else "no hosts in scope"))
-            results.extend(rs)
+        tally = self._spill.tally(range(len(self.checks)), lambda k: self.checks[k].severity)
         all_hosts = tuple(sorted(set(hosts) | set(collection_errors)))
         groups = {h: tuple(sorted(g)) for h in all_hosts
                   if (g := self._groups.get(h) or self._ev.groups.get(h))}
-        order = {c.id: k for k, c in enumerate(self.checks)}
-        not_proven = {h: tuple(sorted(ids, key=order.__getitem__)) for h, ids in sorted(self._unproven.items())
+        rank = {c.id: k for k, c in enumerate(self.checks)}
+        not_proven = {h: tuple(sorted(ids, key=rank.__getitem__)) for h, ids in sorted(self._unproven.items())
                       if h not in collection_errors}
-        return Report(results=tuple(results), hosts=all_hosts, baseline=self._ev.baseline.name,
+        return Report(results=Spilled(self._spill, parts, tally), hosts=all_hosts, baseline=self._ev.baseline.name,
                       unapplied=tuple(unapplied), collection_errors=collection_errors, groups=groups,
                       not_proven=not_proven, **meta)
 
@@ -566,15 +573,16 @@ def exit_code(report: Report, fail_on: str = "critical", require_all: bool = Fal
     if not report.hosts:
         return ExitCode.INCOMPLETE
     threshold = Severity(fail_on).rank
-    if any(r.outcome is Outcome.FAIL and r.severity.rank >= threshold for r in report.results):
+    tally = report.tally
+    if tally.count(Outcome.FAIL, threshold):
         return ExitCode.CHECK_FAILED
     if require_all and report.unapplied:
         return ExitCode.CHECK_FAILED
-    if report.collection_errors or report.not_proven or any(r.outcome is Outcome.ERROR for r in report.results):
+    if report.collection_errors or report.not_proven or tally.count(Outcome.ERROR):
         return ExitCode.INCOMPLETE
     # A check at or above the threshold that could not be judged (its fact missing, a diag that ran no hardware
     # test) is a partial proof, never a pass: the same threshold as a failure, so --fail-on warning counts both.
-    if any(r.outcome is Outcome.UNKNOWN and r.severity.rank >= threshold for r in report.results):
+    if tally.count(Outcome.UNKNOWN, threshold):
         return ExitCode.INCOMPLETE
     return ExitCode.OK
 

@@ -13,6 +13,7 @@ from ..model import Outcome, Report, Result
 from ..words import counted
 from ._common import (by_severity, failures, family_of, found_lines, not_proven_reason, not_verified, status, status_word,
                       summary_phrase)
+from . import fabric_html
 from ._html import attr, e, page
 from .base import Reporter
 
@@ -313,8 +314,17 @@ def render(report: Report) -> str:
     anchors = {(r.check_id, r.host): f"f{i}" for i, r in enumerate(fails)}
     groups = row_group(report)
     body = [*_header(report), "<main>", *_controls(), *_heatmap(report, anchors), *_failures(report, anchors, groups),
-            *_not_verified(report, groups), *_unapplied(report), *_checks(report), "</main>"]
-    return page(f"fabricproof: {status_word(report)}", body, css=_CSS, script=_SCRIPT)
+            *_fabric(report), *_not_verified(report, groups), *_unapplied(report), *_checks(report), "</main>"]
+    css = _CSS + fabric_html.CSS if report.fabric is not None else _CSS
+    return page(f"fabricproof: {status_word(report)}", body, css=css, script=_SCRIPT)
+
+
+def _fabric(report: Report) -> list[str]:
+    """The fabric view, when the run read the fabric: leaves and spines with the failing cables marked."""
+    f = report.fabric
+    if f is None:
+        return []
+    return [fabric_html.render(f["subnet"], f["findings"], f["roles"], plan=f.get("plan"))]
 
 
 REPORTER = Reporter(

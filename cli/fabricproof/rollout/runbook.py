@@ -49,6 +49,12 @@ class Validate:
     fail_on: str = "critical"
     retry_interval_s: int = 10
     timeout_s: int = 0
+    fabric_plan: Path | None = None  # each attempt also diffs the fabric against this cabling plan
+    #: The plan file not found, as a problem with its place in the runbook: refused when a run starts (a lab's plan
+    #: exists once the lab is up, like the runbook's inventory), not when the runbook is linted.
+    fabric_plan_missing: Problem | None = None
+    fabric_window_s: float = 5.0
+    probes: tuple[str, ...] = ()  # and runs these probes on the step's hosts
 
 
 @dataclass(frozen=True)
@@ -134,9 +140,20 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
             for j, pat in enumerate(v.get("checks") or ()):
                 if not catalog_matches(pat, catalog):
                     problems.append(doc.problem(at + ("validate", "checks", j), f"{pat!r} matches no check id or family"))
+            fpath = (base / v["fabric_plan"]).resolve() if "fabric_plan" in v else None
+            missing = (doc.problem(at + ("validate", "fabric_plan"), f"cabling plan {v['fabric_plan']!r} not found")
+                       if fpath is not None and not fpath.is_file() else None)
+            from ..probes.spec import PROBES
+
+            for j, pid in enumerate(v.get("probes") or ()):
+                if pid not in PROBES:
+                    problems.append(doc.problem(at + ("validate", "probes", j), f"unknown probe {pid!r}; probes: "
+                                                f"{', '.join(PROBES)}"))
             steps.append(Step(**common, validate=Validate(
                 bpath, tuple(v.get("checks") or ()), v.get("fail_on", "critical"),
-                parse_duration(v.get("retry_interval", 10)), parse_duration(v.get("timeout", 0)))))
+                parse_duration(v.get("retry_interval", 10)), parse_duration(v.get("timeout", 0)), fabric_plan=fpath,
+                fabric_plan_missing=missing, fabric_window_s=parse_duration(v.get("fabric_window", 5)),
+                probes=tuple(v.get("probes") or ()))))
         elif kind == "rollback":
             steps.append(Step(**common, run=s["rollback"]["run"]))
         elif kind == "wait":
@@ -188,10 +205,17 @@ class RunbookRun:
         self.s = s
         self.rb = s.runbook
         self.target = targets(s.runbook, s.inventory, s.limit)  # exit 2 before the run directory exists
+        self.plans: dict[int, Any] = {}  # step index -> its cabling plan, read now (exit 2 before any step)
         for step in self.rb.steps:
             if step.validate is not None:
                 baseline_mod.check_groups(baseline_mod.load(step.validate.baseline), s.inventory.groups,
                                           s.inventory_path)
+                if step.validate.fabric_plan_missing is not None:
+                    raise InputError(step.validate.fabric_plan_missing)
+                if step.validate.fabric_plan is not None:
+                    from ..subnet.plan import load_plan
+
+                    self.plans[step.index] = load_plan(step.validate.fabric_plan, groups=s.inventory.groups)
         self.run_id = st.new_run_id(f"runbook-{self.rb.name}")
         self.dir = Path(s.runs_dir) / self.run_id
         self.dir.mkdir(mode=0o700, parents=True)
@@ -292,6 +316,9 @@ class RunbookRun:
         base = baseline_mod.load(v.baseline)
         collect = (self.s.collect_factory or _default_collect)(self.s.inventory, checks, "ssh", self.run_id,
                                                                 self.s.inventory_path)
+        if v.probes or v.fabric_plan is not None:
+            collect = _after(collect, self.s.inventory, "ssh", self.s.inventory_path, v, base,
+                             self.plans.get(step.index))
         out = RolloutStore(self.dir).runbook_step_dir(step.index + 1, _slug(step.name))
 
         def attempt(n: int) -> Proof:
@@ -405,6 +432,19 @@ def _default_collect(inventory: Inventory, checks: Sequence[Check], via: str, ru
     from .runs import live_collect
 
     return live_collect(inventory, checks, via, run_id, inv_path)
+
+
+def _after(collect: Collect, inventory: Inventory, via: str, inv_path: str, v: Validate,
+           base: baseline_mod.Baseline, plan: Any) -> Collect:
+    """A validate step's collection followed by its probes and its fabric diff (the two steps validate --probes and
+    --fabric-plan add), so its checks judge both."""
+    from .runs import fabric_after, probes_after
+
+    if v.probes:
+        collect = probes_after(collect, inventory, via, inv_path, v.probes, base)
+    if plan is not None:
+        collect = fabric_after(collect, inventory, via, inv_path, plan, v.fabric_window_s)
+    return collect
 
 
 def bundle(run_dir: Path, related: Sequence[Path] = ()) -> Path:

@@ -70,7 +70,9 @@ def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id
     from ..collectors import COLLECTORS
     from ..judging.projection import collectors_read
 
-    collectors = [COLLECTORS[cid] for cid in collectors_read(checks, COLLECTORS)]
+    # A probe's check (perf.*) reads facts only the probe runner makes, behind the idle guard (probes_after): its
+    # collector never runs here as a plain command.
+    collectors = [COLLECTORS[cid] for cid in collectors_read(checks, COLLECTORS) if not COLLECTORS[cid].loads_fabric]
     options = transport.configure(via, inventory_path=inv_path)
 
     def collect(hosts: Sequence[str], evidence_dir: Path) -> Collected:
@@ -107,6 +109,70 @@ def live_probe(inventory: Inventory, via: str, inv_path: str, probes: Sequence[s
     return probe
 
 
+def live_fabric(inventory: Inventory, via: str, inv_path: str, spec: Any, forks: int = DEFAULT_FORKS):
+    """The fabric gate over a remote transport: each proof reads the hosts' ports (the vantage when none is declared,
+    each host's rail map), then the fabric once from the vantage, into the proof's evidence directory; hosts ->
+    gates.fabric.FabricOutcome."""
+    from ..collect import collect as collect_fleet
+    from ..collectors import COLLECTORS
+    from ..subnet.plan import load_plan
+    from ..subnet.step import prove
+    from .gates.fabric import verdict
+
+    options = transport.configure(via, inventory_path=inv_path)
+    plan = load_plan(spec.plan_file, groups=inventory.groups)  # a bad plan: exit 2 before any wave
+
+    def fabric(hosts: Sequence[str], evidence_dir: Path):
+        run_id = f"fabric-{evidence_dir.parent.name}-{evidence_dir.name}"
+        res = collect_fleet([inventory.hosts[h] for h in hosts], evidence_dir, via=via, options=options,
+                            collectors=[COLLECTORS["ibstat"]], forks=forks, inventory=inv_path, run_id=run_id)
+        proof = prove(plan, list(inventory.hosts.values()), res.facts_by_host, evidence_dir,
+                      via=via, options=options, window_s=spec.window_s, run_id=run_id)
+        return verdict(hosts, proof.findings, "" if proof.diff is not None else proof.error, res.collection_errors)
+
+    return fabric
+
+
+def probes_after(collect: Collect, inventory: Inventory, via: str, inv_path: str, probes: Sequence[str],
+                 baseline: baseline_mod.Baseline) -> Collect:
+    """A collection followed by the probes on the hosts it collected (only idle ones), their facts merged in (into
+    the proof's evidence directory, probes/); a host the probes could not reach is not collected."""
+    from ..probes.runner import ProbeSettings, merged, run_probes
+    from ..runstore import RunStore
+
+    options = transport.configure(via, inventory_path=inv_path)
+
+    def wrapped(hosts: Sequence[str], evidence_dir: Path) -> Collected:
+        got = collect(hosts, evidence_dir)
+        if not got.facts:
+            return got
+        run = run_probes([inventory.hosts[h] for h in got.facts], RunStore(evidence_dir).probes_root, list(probes),
+                         values=lambda h: baseline.for_groups(h.groups), facts=got.facts, via=via, options=options,
+                         settings=ProbeSettings())
+        return Collected(merged(got.facts, run), {**got.errors, **{h: f"probes: {e}" for h, e in run.errors.items()}})
+
+    return wrapped
+
+
+def fabric_after(collect: Collect, inventory: Inventory, via: str, inv_path: str, plan: Any,
+                 window_s: float) -> Collect:
+    """A collection followed by the fabric step: the fabric read once from the vantage into the proof's evidence
+    directory (fabric/), diffed against `plan`, each collected host's /subnet facts merged in."""
+    from ..subnet.step import merged, prove
+
+    options = transport.configure(via, inventory_path=inv_path)
+
+    def wrapped(hosts: Sequence[str], evidence_dir: Path) -> Collected:
+        got = collect(hosts, evidence_dir)
+        if not got.facts:
+            return got
+        proof = prove(plan, list(inventory.hosts.values()), got.facts, evidence_dir, via=via,
+                      options=options, window_s=window_s, run_id=f"fabric-{evidence_dir.name}")
+        return Collected(merged(got.facts, proof), got.errors)
+
+    return wrapped
+
+
 @dataclass(frozen=True)
 class Seams:
     """What a run talks to: collection, playbooks and the clock. Tests replace them; defaults are the real ones."""
@@ -116,6 +182,7 @@ class Seams:
     run_playbook: RunPlaybook | None = None
     clock: Clock | None = None
     probe_factory: Callable[..., Any] | None = None  # (inventory, via, inventory path, probes, forks)
+    fabric_factory: Callable[..., Any] | None = None  # (inventory, via, inventory path, fabric spec, forks)
     collective_factory: Callable[..., Any] | None = None  # (inventory, scale) -> gates.collective.Seam
 
 
@@ -166,6 +233,7 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
     gate_checks = select_checks(plan.gates.checks, prep.catalog)
     soak_checks = select_checks(plan.soak.checks, prep.catalog) if plan.soak else []
     probes = plan.gates.kinds.get("probes")
+    fabric = plan.gates.kinds.get("fabric")
     collective = plan.gates.kinds.get("collective")
     factory = seams.collect_factory or live_collect
     collect = factory(prep.inventory, list(gate_checks) + list(soak_checks), via, run_id, prep.inventory_path,
@@ -177,6 +245,8 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
                    progress=progress, forks=forks,
                    probe=(seams.probe_factory or live_probe)(prep.inventory, via, prep.inventory_path, probes, forks)
                    if probes else None,
+                   fabric=(seams.fabric_factory or live_fabric)(prep.inventory, via, prep.inventory_path, fabric, forks)
+                   if fabric else None,
                    collective=(seams.collective_factory or live_collective)(prep.inventory, collective.scale)
                    if collective else None)
 

@@ -46,6 +46,9 @@ class Context:
     forks: int = DEFAULT_FORKS  # hosts a playbook changes at once
     #: Runs the plan's gate probes: (hosts, evidence dir, baseline) -> figures per host. None: the plan has none.
     probe: Probe | None = None
+    #: Reads the fabric and judges the hosts' cables: (hosts, evidence dir) -> gates.fabric.FabricOutcome. None: the
+    #: plan has no fabric gate.
+    fabric: Callable[[Sequence[str], Path], Any] | None = None
     #: Runs the collective gate's collectives and search (gates.collective.Seam). None: the plan has no such gate.
     collective: Any | None = None
 

@@ -7,12 +7,13 @@ from typing import Any
 
 from .base import GATES_DESCRIPTION, SETTINGS_SCHEMA, GateKind, StepForm
 from .checks import GATE as CHECKS
+from .fabric import GATE as FABRIC
 from .collective import GATE as COLLECTIVE
 from .probes import GATE as PROBES
 from .regression import GATE as REGRESSION
 from .soak import GATE as SOAK
 
-GATES: dict[str, GateKind] = {g.name: g for g in (CHECKS, PROBES, REGRESSION, SOAK, COLLECTIVE)}
+GATES: dict[str, GateKind] = {g.name: g for g in (CHECKS, PROBES, REGRESSION, FABRIC, SOAK, COLLECTIVE)}
 
 
 def step_form(kind: str) -> StepForm | None:

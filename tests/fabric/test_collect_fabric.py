@@ -1,0 +1,45 @@
+"""The fabric collection on its vantage host through a real transport: here the local one, running Debian's real
+infiniband-diags on this machine, which has no InfiniBand (no umad): each tool's failure is recorded with its own
+words, the evidence is kept, no fabric is made up, and nothing is raised (the run goes on). The lab's ibsim fabric
+proves the reading itself (tests/lab/test_fabric_lab.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from fabricproof.collect.fabric import collect_fabric
+from fabricproof.collectors.subnet import FABRIC_COLLECTORS
+from fabricproof.model import Host
+from fabricproof.runstore import RunStore
+
+pytestmark = pytest.mark.skipif(shutil.which("ibnetdiscover") is None, reason="infiniband-diags is not installed")
+
+
+def test_no_umad_here_is_an_error_per_tool_with_its_own_words_and_the_evidence_kept(tmp_path):
+    run = collect_fabric(Host("here"), tmp_path / "run", via="local", window_s=0)
+    assert run.subnet is None and run.counters_before is None and run.error == ""
+    assert {"ibnetdiscover", "iblinkinfo", "ibqueryerrors"} <= set(run.errors)  # sminfo_fabric's 255 is an answer
+    assert "ibnetdiscover on here: exit 255" in run.errors["ibnetdiscover"]
+    assert "can't open MAD port" in run.errors["ibnetdiscover"]  # the tool's own last line on stderr
+    store = RunStore(RunStore(tmp_path / "run").fabric_root)
+    assert sorted(p.name for p in store.raw_dir("here").iterdir()) == sorted(
+        ["meta.json", *(f"{cid}.txt" for cid in FABRIC_COLLECTORS), *(f"{cid}.stderr" for cid in FABRIC_COLLECTORS
+                                                                     if run.results[cid].stderr)])
+    assert run.evidence["ibnetdiscover"] == "fabric/raw/here/ibnetdiscover.txt"
+    doc = json.loads(store.fabric_path.read_text())
+    assert doc["vantage"] == "here" and doc["subnet"] is None and doc["errors"] == run.errors
+
+
+def test_an_unreachable_vantage_is_one_error_for_every_tool(tmp_path):
+    hosts = tmp_path / "inv.yml"
+    hosts.write_text("all:\n  hosts:\n    gone: {ansible_host: 127.0.0.1, ansible_port: 1}\n")
+    from fabricproof import transport
+
+    options = transport.configure("ssh", inventory_path=str(hosts))
+    run = collect_fabric(Host("gone", {"ansible_host": "127.0.0.1", "ansible_port": 1}), tmp_path / "run", via="ssh",
+                         options=options, window_s=0)
+    assert run.subnet is None and run.error.startswith("gone: ")
+    assert set(run.errors.values()) == {run.error}
