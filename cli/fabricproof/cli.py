@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str | None, str | None]] = {
     "runbook": ("runbook", None, None),
     "breaker": ("breaker", None, None),
     "fabric": ("fabric", None, None),
+    "collective": ("collective", None, None),
 }
 
 

@@ -203,6 +203,16 @@ class RunStore:
         return self.root / FABRIC_FILE
 
     @property
+    def collective_dir(self) -> Path:
+        """A collective run's launches: each launcher's output and host file (`fabricproof collective run`)."""
+        return self.root / PROBES_DIR / "collective"
+
+    @property
+    def collective_path(self) -> Path:
+        """A collective run's every launch and the search's path (collective.json)."""
+        return self.root / "collective.json"
+
+    @property
     def report_path(self) -> Path:
         return self.root / REPORT_FILE
 

@@ -156,6 +156,8 @@ ACTION_OF = {
     "gpu.remapped_rows_failure": "drain_and_inspect",  # GPUd: HARDWARE_INSPECTION (RMA)
     "perf.nccl_wrong": "drain_and_inspect",
     "perf.ib_pair_bw": "monitor",  # a pair's figure does not single this host out (perf.ib_pair_at_fault does)
+    "perf.collective_busbw": "monitor",  # nor a group's (perf.collective_at_fault does)
+    "perf.collective_at_fault": "drain_and_inspect",
     "nvswitch.sxid_nonfatal": "monitor",
 }
 

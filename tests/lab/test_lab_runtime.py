@@ -175,6 +175,7 @@ def test_fault_list_names_what_catches_each_fault() -> None:
         # probe-only faults show under load; gpu-busy and slurm-job make the node not idle (no probe starts there)
         shows = shows or any(fault["catches_probes_by_profile"].values()) or fault["blocks_probes"]
         shows = shows or fault["catches_subnet"]  # a cabling fault shows in the fabric's diff against its plan
+        shows = shows or fault["catches_collective"]  # only a collective across nodes and its search show it
         assert shows or fault["kind"] == "trigger", fault
 
 

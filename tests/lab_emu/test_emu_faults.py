@@ -61,6 +61,7 @@ EFFECTS = {
     "ib-ber-high": {"mlxlink_3"},
     # probe-only and idle-state faults: the collectors' outputs stay healthy (test_emu_probes.py proves their effect)
     "gpu-busy": set(), "slurm-job": set(), "nvlink-degraded": set(), "hca-degraded": set(),
+    "hca-multinode-slow": set(), "path-slow-pair": set(),  # only a collective across nodes shows them
     "pcie-x8": {"nvidia_smi_q", "nvidia_smi_query_gpu", "lspci_vvv"},
     # fabric faults change the lab's ibsim fabric (tests/lab/test_lab_fabric.py); the node's own outputs change only
     # where its port does
@@ -101,6 +102,7 @@ def test_catalog_is_large_stable_and_names_real_checks() -> None:
         probes = set(fault.catches_probes).union(*(fault.catches_probes_for(p) for p in fault.profiles))
         assert probes <= check_ids and all(c.startswith("perf.") for c in probes), (name, sorted(probes))
         assert not (fault.blocks_probes and probes), name  # a node that is not idle is skipped, never measured
+        assert set(fault.catches_collective) <= {c for c in check_ids if c.startswith("perf.collective")}, name
         # A fabric fault names the subnet checks of issue 21's diff (checks/subnet/, once they are in the catalog).
         assert bool(fault.catches_subnet) == (fault.kind == "fabric"), name
         subnet_ids = {c for c in check_ids if c.startswith("subnet.")} or set(subnet.SUBNET_CHECKS)
@@ -127,7 +129,7 @@ def test_the_catalog_is_one_module_per_family_like_the_checks() -> None:
             if family == "subnet":  # what the fabric diff finds; the node's own view may fail ib.* checks besides
                 assert fault.kind == "fabric" and {c.split(".")[0] for c in fault.catches_subnet} == {"subnet"}
             elif family == "perf":
-                assert fault.catches_probes or fault.blocks_probes, fault.name
+                assert fault.catches_probes or fault.blocks_probes or fault.catches_collective, fault.name
             elif family == "tool":
                 assert fault.breaks and not caught, fault.name
             else:

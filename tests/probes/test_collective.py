@@ -3,11 +3,16 @@ the groups of each scale (NVLink domains from facts, leaves, pairs) and a launch
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
+from fabricproof.collectors import COLLECTORS
 from fabricproof.errors import InputError
 from fabricproof.probes import collective, spec
+from fabricproof.probes.isolation import search
+from fabricproof.probes.isolation_sim import Fleet, Runner
+from jsonschema import Draft202012Validator
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "nccl-tests"
 VALUES = {"gpu": {"count": 4}, "perf": {"probes": {"nccl_tests": {"bin_dir": "/opt/nccl-tests/build"},
@@ -84,3 +89,51 @@ def test_no_round_starts_once_the_budget_is_spent(tmp_path):
     with pytest.raises(collective.Stopped, match="budget of 1e-09 s is spent"):
         run([["gb200-0001", "gb200-0002"]])
     assert run.launches == [] and run.rounds == 0
+
+
+class _Modelled(collective.Collective):
+    """A Collective whose rounds come from the modelled fleet instead of srun: its launch records, no process."""
+
+    def __init__(self, fleet, tmp_path: Path) -> None:
+        super().__init__(spec.merge(VALUES, {"perf": {"probes": {"collective": {"thresholds": {"all": 340}}}}}), "all",
+                         tmp_path / "ev", env={})
+        self.model = Runner(fleet, random.Random(0))
+
+    def run(self, groups_):
+        outs = self.model(groups_)
+        for g, o in zip(groups_, outs, strict=True):
+            self.launches.append(collective.Launch(len(self.launches), tuple(g), ("srun",), self.dir / "x.out",
+                                                   "fp", outcome=o, seconds=1.0))
+        return outs
+
+
+def modelled_run(tmp_path: Path, **faults) -> tuple[collective.Collective, object]:
+    hosts = [f"n{i:02d}" for i in range(16)]
+    fleet = Fleet(hosts, {h: "leaf0" for h in hosts})
+    for key, value in faults.items():
+        setattr(fleet, key, value)
+    run = _Modelled(fleet, tmp_path)
+    return run, search(hosts, run, collective.search_settings(run.values, "all"), groups=[hosts])
+
+
+def test_host_facts_give_each_host_its_figure_and_the_searchs_verdict_on_it(tmp_path):
+    run, verdict = modelled_run(tmp_path, bad={"n05": 0.5}, pairs={frozenset(("n10", "n11")): 0.6})
+    facts = collective.host_facts(run, verdict)
+    assert set(facts) == {f"n{i:02d}" for i in range(16)}
+    Draft202012Validator(COLLECTORS["collective"].schema).validate(facts["n05"])  # the schema the checks read
+    assert {h: f["isolation"]["verdict"] for h, f in facts.items() if f["isolation"]["verdict"] != "ok"} == {
+        "n05": "at fault", "n10": "pair only", "n11": "pair only"}
+    n05 = facts["n05"]
+    assert (n05["scale"], n05["threshold_gbps"]) == ("all", 340.0) and n05["busbw_gbps"] < 340
+    (finding,) = n05["isolation"]["findings"]
+    assert finding["members"] == ["n05"] and all("n05" in d["group"] for d in finding["evidence"])
+    assert [la["index"] for la in n05["launches"]] == [la.index for la in run.launches if "n05" in la.group]
+    assert facts["n00"]["isolation"]["findings"] == [] and facts["n00"]["isolation"]["search"] == "at fault"
+    # a host carries its own share of the search's path, not every decision of it
+    assert len(facts["n00"]["launches"]) < len(run.launches)
+
+
+def test_without_a_search_the_hosts_carry_the_figure_and_no_verdict(tmp_path):
+    run, _ = modelled_run(tmp_path)
+    facts = collective.host_facts(run, None)
+    assert all(f["isolation"] is None and f["busbw_gbps"] >= 340 and f["failure"] is None for f in facts.values())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fabricproof.collectors import COLLECTORS, default_collectors, probe_collectors
+from fabricproof.collectors import COLLECTORS, ParseError, default_collectors, probe_collectors
 from fabricproof.probes import spec
 from fabricproof.probes.spec import PROBES, Layout
 from fabricproof.paths import schemas_dir
@@ -25,14 +25,20 @@ def _topo(corpus, name: str) -> dict:
 
 
 def test_every_probe_is_a_non_default_perf_collector_that_loads_the_fabric():
-    assert [c.id for c in probe_collectors()] == PROBE_IDS == list(PROBES)
+    assert [c.id for c in probe_collectors()] == PROBE_IDS + list(spec.GROUP_PROBES) and PROBE_IDS == list(PROBES)
     for c in probe_collectors():
         assert (c.default, c.loads_fabric, c.family, c.provides) == (False, True, "perf", f"/perf/{c.id}"), c.id
         assert c not in default_collectors()
         assert_closed_and_described(c.schema)
         assert 60 <= c.timeout_s <= 900, c.id
+        if c.id in spec.GROUP_PROBES:  # one job over a group, run by its own module: no per-host argv, no parse
+            assert c.argv == () and c.id not in PROBES
+            with pytest.raises(ParseError, match="fabricproof collective run"):
+                c.parse("# Avg bus bandwidth    : 1.0")
+            continue
         assert c.corpus and c.argv[0] == PROBES[c.id].binary({})
-    assert not [c.id for c in COLLECTORS.values() if c.loads_fabric and c.id not in PROBES]
+    assert not [c.id for c in COLLECTORS.values() if c.loads_fabric and c.id not in PROBES
+                and c.id not in spec.GROUP_PROBES]
     builders = {p.id: (p.layout, p.node_argv is not None, p.hca_runs is not None, p.pair_argv is not None)
                 for p in PROBES.values()}
     assert all(b[1:].count(True) == 1 for b in builders.values())  # exactly the builder of its layout

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import slurmkit
 from fabricproof import inventory, transport
-from fabricproof.probes import collective, isolation
+from fabricproof.probes import collective, isolation, spec
 from fabricproof.transport import RunContext
 from fabricproof_lab import manager
 from labkit import LabFactory
@@ -248,3 +248,104 @@ def test_ctrl_c_and_the_timeout_cancel_the_job_step_and_leave_no_task(rack, tmp_
     assert out.kind == "timeout" and "job step was cancelled" in out.failure
     assert c.jobs() == [] and emulators(rack) == []
     idle(rack)
+
+
+def test_the_collective_command_runs_the_search_through_srun_and_judges_the_host_at_fault(rack, tmp_path):
+    """`fabricproof collective run --search` as an operator types it: the groups as srun job steps, the search names
+    the tray whose NVLink carries half, its facts fail perf.collective_at_fault on it alone (exit 1), and the run
+    directory holds the search's path."""
+    import yaml
+
+    idle(rack)
+    base = tmp_path / "baseline.yaml"
+    base.write_text(yaml.safe_dump({"apiVersion": "fabricproof/v1", "kind": "Baseline", "metadata": {"name": "t"},
+                                    "spec": {"defaults": values(rack)}}))
+    manager.fault_inject(rack.lab.dir, "gb200-0004", "nvlink-degraded")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "fabricproof", "collective", "run", "-i", str(rack.inventory), "-b", str(base),
+             "--scale", "all", "--search", "--limit", ",".join(HOSTS[:8]), "-o", str(tmp_path / "run"),
+             "-f", f"json={tmp_path / 'report.json'}"],
+            env=rack.cluster.env(PYTHONPATH=str(REPO / "cli")), capture_output=True, text=True, timeout=900)
+    finally:
+        idle(rack)
+    assert proc.returncode == 1, proc.stderr
+    assert "round 1: 1 group(s) at once (all)" in proc.stderr and "search: at fault" in proc.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    failed = {(r["check_id"], r["host"]) for r in report["results"] if r["outcome"] == "fail"}
+    assert ("perf.collective_at_fault", "gb200-0004") in failed
+    assert {h for c, h in failed if c == "perf.collective_at_fault"} == {"gb200-0004"}
+    path = json.loads((tmp_path / "run" / "collective.json").read_text())
+    assert path["search"]["hosts"] == ["gb200-0004"] and path["launches"][0]["hosts"] == HOSTS[:8]
+    doc = json.loads((tmp_path / "run" / "facts" / "gb200-0004.json").read_text())
+    assert doc["perf"]["collective"]["isolation"]["verdict"] == "at fault"
+    assert not rack.cluster.jobs() and not emulators(rack)
+
+
+def test_the_readmes_expansion_acceptance_run_passes_at_every_scale_as_printed(rack, tmp_path):
+    """The README's expansion acceptance block, each command as printed (bash, `fabricproof` on PATH), in a directory
+    holding the lab's inventory, a baseline with its thresholds and a cabling plan of two scalable units of 8 trays:
+    on the healthy rack every scale runs its groups as srun job steps and passes."""
+    import yaml
+    from cli import readme_examples
+
+    idle(rack)
+    block = readme_examples.section(REPO / "README.md", "#### An expansion acceptance run at all scales")
+    (snippet,) = [b for b in block.split("```yaml\n")[1:]]
+    thresholds = yaml.safe_load(snippet.split("```")[0])["perf"]["probes"]["collective"]["thresholds"]
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "inventory.yml").write_text(rack.inventory.read_text())
+    (ws / "baseline.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "fabricproof/v1", "kind": "Baseline", "metadata": {"name": "t"},
+        "spec": {"defaults": spec.merge(values(rack), {"perf": {"probes": {"collective": {"thresholds": thresholds}}}})}}))
+    (ws / "fabric-plan.yaml").write_text(yaml.safe_dump({
+        "kind": "FabricPlan", "version": 1, "name": "lab", "defaults": {"width": "4x", "speed": "NDR"},
+        "links": [{"a": f"{h} mlx5_{r}", "a_port": 1, "b": f"leaf-su{1 + i // 8}-r{r}", "b_port": 1 + i % 8}
+                  for i, h in enumerate(HOSTS) for r in range(4)]
+        + [{"a": f"leaf-su{su}-r{r}", "a_port": 33, "b": "spine-1", "b_port": 1 + 4 * (su - 1) + r}
+           for su in (1, 2) for r in range(4)]}))
+    steps = readme_examples.commands(block)
+    assert [s.split()[1:4] for s in steps][1:] == [["collective", "run", "-i"]] * 5
+    bin_dir = readme_examples.shim(tmp_path / "bin")
+    try:
+        for step in steps:
+            res = readme_examples.run(step, ws, bin_dir, rack.cluster.env(PYTHONPATH=str(REPO / "cli")), timeout=600)
+            assert res.returncode == 0, (step, res.stdout[-2000:], res.stderr[-2000:])
+    finally:
+        idle(rack)
+    groups = {d: len(json.loads((ws / "runs" / d / "collective.json").read_text())["launches"])
+              for d in ("expansion-domain", "expansion-domain-ib", "expansion-leaf", "expansion-cross-leaf",
+                        "expansion-all")}
+    # each group once, all at once; when every group passes the search runs the whole set once (a pair split by
+    # the screening): 2 leaves + 1, 8 cross-leaf groups + 1; one domain is already the whole set
+    assert groups == {"expansion-domain": 1, "expansion-domain-ib": 1, "expansion-leaf": 3,
+                      "expansion-cross-leaf": 9, "expansion-all": 1}
+    assert not rack.cluster.jobs() and not emulators(rack)
+
+
+def test_faults_only_a_collective_finds_an_hca_slow_under_load_and_a_bad_pair_path(rack, tmp_path):
+    """hca-multinode-slow (its HCAs fine alone and to one peer) and path-slow-pair (two trays slow only together):
+    the lab's faults that only a multi-node collective shows, each declaring perf.collective_at_fault. The search
+    through real srun names the tray and the pair, and the check fails exactly those three trays."""
+    from fabricproof.judging.baseline import Baseline
+    from fabricproof.judging.catalog import load
+    from fabricproof.judging.evaluate import evaluate
+    from fabricproof.model import Outcome
+    from fabricproof_lab.emu.faults import FAULTS
+
+    idle(rack)
+    manager.fault_inject(rack.lab.dir, "gb200-0003", "hca-multinode-slow")
+    manager.fault_inject(rack.lab.dir, "gb200-0010", "path-slow-pair")  # with gb200-0011
+    try:
+        run = collective.Collective(values(rack), "domain_ib", tmp_path / "ev", env=rack.cluster.env())
+        verdict = isolation.search(HOSTS, run, collective.search_settings(values(rack), "domain_ib"))
+    finally:
+        idle(rack)
+    assert verdict.hosts == ("gb200-0003",) and verdict.pairs == (("gb200-0010", "gb200-0011"),), verdict.to_facts()
+    assert not verdict.paths and all(la.argv[0] == "srun" for la in run.launches)
+    docs = collective.facts_documents(run, verdict, {})
+    checks = [c for c in load() if c.id in FAULTS["hca-multinode-slow"].catches_collective
+              + FAULTS["path-slow-pair"].catches_collective]
+    report = evaluate(docs, Baseline("b", values(rack)), checks)
+    assert {r.host for r in report.results if r.outcome is Outcome.FAIL} == {"gb200-0003", "gb200-0010", "gb200-0011"}

@@ -321,6 +321,6 @@ def test_the_tools_vocabulary_alone_spells_tool_argvs_and_durations():
         if cid in tools.TOOLS:
             assert c.tool_argv == tools.TOOLS[cid].argv, f"{cid} runs another tool's argv than its own record"
         else:
-            assert c.fabric_scope or c.tool_argv[0] == "sh" or c.loads_fabric, \
+            assert c.fabric_scope or c.loads_fabric or c.tool_argv[0] == "sh", \
                 f"{cid}: give its tool a record in tools.TOOLS"
     assert set(tools.TOOLS) <= set(COLLECTORS), "a tool record names no collector"

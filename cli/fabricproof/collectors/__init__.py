@@ -39,7 +39,7 @@ from .nvlink import status as nvlink_status
 from .nvlink import throughput as nvlink_throughput
 from .nvswitch import firmware as nvswitch_firmware
 from .nvswitch import pci as nvswitch_pci
-from .probes import dcgmi, nccl_tests, nvbandwidth, perftest
+from .probes import collective, dcgmi, nccl_tests, nvbandwidth, perftest
 
 # Registry order is the order raw/ evidence and facts are written in: keep new modules next to their family.
 _MODULES = (
@@ -53,7 +53,7 @@ _MODULES = (
     pcie,
     ibstat, ibstatus, ibv_devinfo, ibdev2netdev, sysfs_counters, ofed_info, show_gids, rdma_link, sminfo, perfquery,
     mlxfwmanager, flint, mlxlink,
-    nccl_tests, nvbandwidth, perftest, dcgmi,
+    nccl_tests, nvbandwidth, perftest, dcgmi, collective,
     fabric_plan,
 )
 

@@ -19,10 +19,12 @@ from ..collectors.base import ParseError, not_run_reason
 from ..collectors.probes.nccl_tests import parse_nccl_tests
 from ..errors import InputError
 from ..model import Command, Host
+from ..subnet.names import host_of
+from ..subnet.plan import Plan
 from ..transport import HostError, Transport
 from ..transport.fanout import guarded as run_guarded
 from . import guard, spec
-from .isolation import Outcome, Settings
+from .isolation import Outcome, Settings, Verdict
 
 #: The scales a collective runs at: one NVLink domain (a GB200/GB300 rack's trays, multi-node NVLink on), the same
 #: domain with multi-node NVLink off (NCCL_MNNVL_ENABLE=0: its InfiniBand alone), the hosts under one leaf, hosts
@@ -362,6 +364,63 @@ class Collective:
     def to_facts(self) -> dict[str, Any]:
         """The launches of this scale, as /perf/collective/<scale> holds them."""
         return {"scale": self.scale, "launcher": self.launcher, "launches": [la.to_dict() for la in self.launches]}
+
+
+def leaves(plan: Plan, hosts: Sequence[str]) -> dict[str, str]:
+    """Host -> the leaf its lowest rail's HCA is cabled to by the fabric plan (its roles: tier leaf); hosts are
+    matched case-insensitively, hosts the plan does not cable are left out. On a rail-optimised fabric every rail's
+    leaf of a scalable unit serves the same hosts, so one rail's leaves group them."""
+    roles = plan.roles()
+    wanted = {h.lower(): h for h in hosts}
+    best: dict[str, tuple[int, str]] = {}
+    for link in plan.links:
+        for one, other in ((link.a.device, link.b.device), (link.b.device, link.a.device)):
+            named = host_of(one)
+            role = roles.get(other)
+            if named is None or role is None or role.tier != "leaf" or named[0].lower() not in wanted:
+                continue
+            host = wanted[named[0].lower()]
+            rail = plan.rail_of(named[1])
+            key = (rail if rail is not None else 1 << 30, other)
+            if host not in best or key < best[host]:
+                best[host] = key
+    return {h: best[h][1] for h in hosts if h in best}
+
+
+def facts_documents(run: Collective, verdict: Verdict | None, groups: Mapping[str, Sequence[str]]
+                    ) -> dict[str, dict[str, Any]]:
+    """The facts document of each host a collective ran on: its /perf/collective (host_facts) and the collector's
+    run record (`groups`: host -> its inventory groups)."""
+    out = {}
+    for host, fragment in host_facts(run, verdict).items():
+        doc = {"apiVersion": "fabricproof/v1", "kind": "Facts", "host": host, "via": run.launcher,
+               "groups": sorted(groups.get(host, ())), "collectors": {"collective": {"status": "ok"}}}
+        doc["perf"] = {"collective": fragment}
+        out[host] = doc
+    return out
+
+
+def host_facts(run: Collective, verdict: Verdict | None) -> dict[str, dict[str, Any]]:
+    """Each host's /perf/collective fragment (collectors/probes/collective.SCHEMA): its launches, the figure of the
+    first group it was in, and the search's verdict on it with the evidence chain of what names it. Hosts that ran
+    in no launch get none (their checks stay unjudged). A host carries only its own part of the search's path, so
+    a fleet's facts grow with its size, not with its size times the search's tests."""
+    decisions = {d.index: d.to_dict() for d in verdict.decisions} if verdict is not None else {}
+    out: dict[str, dict[str, Any]] = {}
+    for host in dict.fromkeys(h for la in run.launches for h in la.group):
+        mine = [la for la in run.launches if host in la.group]
+        first = mine[0].outcome or Outcome.failed("not run")
+        out[host] = {
+            "scale": run.scale, "launcher": run.launcher, "threshold_gbps": threshold(run.values, run.scale),
+            "busbw_gbps": first.figure, "failure": first.failure,
+            "launches": [{k: v for k, v in la.to_dict().items() if k not in ("argv", "ranks")} for la in mine],
+            "isolation": None if verdict is None else {
+                "verdict": verdict.of_host(host), "search": verdict.state, "rounds": verdict.rounds,
+                "tests": verdict.tests,
+                "findings": [{**f.to_dict(), "evidence": [decisions[i] for i in f.evidence if i in decisions]}
+                             for f in verdict.findings if host in f.members]},
+        }
+    return out
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

@@ -197,6 +197,14 @@ PROBES: dict[str, Probe] = {
 }
 
 
+#: Probes run over a group of hosts as one job, never host by host: not in PROBES (the per-host runner's layouts), each
+#: with the module that runs it. Their collector only declares the facts they write (its parse refuses an output).
+GROUP_PROBES: dict[str, str] = {
+    "collective": "probes/collective.py: nccl-tests over a group through srun or mpirun, and the search "
+                  "(fabricproof collective run)",
+}
+
+
 def missing_binary(probe_id: str, values: Mapping[str, Any]) -> str:
     """The error of a probe whose binary is not on the host: the path it looked for and the key that sets it."""
     probe = PROBES[probe_id]

@@ -294,3 +294,14 @@ def test_garbage_gives_a_one_line_parse_error(text, reason):
     with pytest.raises(ParseError, match=reason) as err:
         parse_nccl_tests(text)
     assert "\n" not in str(err.value)
+
+
+def test_several_runs_pasted_into_one_output_are_refused(corpus):
+    """16 single-node outputs pasted together read as one 16-host run without this; each run prints its header."""
+    one = read(corpus, FAMILY, H100_1NODE)
+    with pytest.raises(ParseError, match=r"^16 nccl-tests runs in one output \(a header per run, at lines \d+, \d+, "
+                                         r"\d+, \d+, \d+, \.\.\.\): give one run's output$"):
+        parse_nccl_tests(one * 16)
+    with pytest.raises(ParseError, match="^2 nccl-tests runs in one output"):
+        parse_nccl_tests(read(corpus, FAMILY, POLARIS_TCP) + read(corpus, FAMILY, OLD_ALLREDUCE))
+    assert parse_nccl_tests(one)["avg_busbw_gbps"]  # one run still parses

@@ -187,6 +187,7 @@ def parse_nccl_tests(text: str, expected_hosts: Sequence[str] | None = None) -> 
     if not text.strip():
         raise ParseError("empty nccl-tests output")
     lines = lines_of(text, launcher=True)
+    _one_run(lines)
     frag: dict[str, Any] = {"test": None, "nccl_tests_version": None, "nccl_version": None, "params": None,
                             "max_bytes_reduced_to": None, "devices": []}
     header: tuple[int, str] | None = None
@@ -287,6 +288,17 @@ def parse_nccl_tests(text: str, expected_hosts: Sequence[str] | None = None) -> 
         net_transport=net, gdr=gdr, nccl_warnings=warnings[:20],
     )
     return frag
+
+
+def _one_run(lines: Sequence[str]) -> None:
+    """Refuse an output holding several runs (single-node outputs pasted together would read as one many-host run):
+    each run prints its parameters, version, test name and average once."""
+    marks = [[no for no, line in enumerate(lines, 1) if pattern(line)] for pattern in
+             (_PARAMS.search, _VERSION.search, _STARTING.search, _SUMMARY_AVG.match)]
+    most = max(marks, key=len)
+    if len(most) > 1:
+        raise ParseError(f"{len(most)} nccl-tests runs in one output (a header per run, at lines "
+                         f"{', '.join(map(str, most[:5]))}{', ...' if len(most) > 5 else ''}): give one run's output")
 
 
 def _stuck(init: dict[int, str], info_ranks: dict[int, tuple[str, int | None]], warnings: list[str]) -> str:

@@ -34,6 +34,9 @@ class Fault:
     catches_probes: tuple[str, ...] = ()
     catches_probes_by_profile: dict[str, tuple[str, ...]] = field(default_factory=dict)
     blocks_probes: bool = False
+    #: perf.* checks that fail on the node only once a multi-node collective over it runs and its search names the
+    #: node (fabricproof collective run --search); its own single-node and pair probes pass.
+    catches_collective: tuple[str, ...] = ()
     #: kind "fabric": the subnet.* checks (issue 21) that fail on the host once the fabric is diffed against the
     #: lab's fabric-plan.yaml; `catches` stays what the node's own view fails (a 1x link lowers its ibstat rate).
     catches_subnet: tuple[str, ...] = ()
@@ -69,6 +72,7 @@ class Fault:
             "catches_probes": list(self.catches_probes),
             "catches_probes_by_profile": {p: list(self.catches_probes_for(p)) for p in self.profiles},
             "blocks_probes": self.blocks_probes,
+            "catches_collective": list(self.catches_collective),
             "catches_subnet": list(self.catches_subnet),
         }
 

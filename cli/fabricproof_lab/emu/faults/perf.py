@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ..model import Node, profile_of
 from .base import NVLINK_PROBES, NVLINK_PROBES_BY, PCIE_PROBES, Fault, compute_hcas
 
@@ -26,6 +28,24 @@ def _pcie_x8(view: Node) -> None:
     view["gpus"][X8_GPU % len(view["gpus"])]["pcie_width"] = 8
 
 
+def _multinode_slow(view: Node) -> None:
+    """Its HCAs move their full rate alone and to one peer, and half under a collective's many-node load (an adapter
+    starved of PCIe credits or throttled by congestion control with many queue pairs)."""
+    view["multinode_bw"] = 0.5
+
+
+def next_host(hostname: str) -> str:
+    """The lab node after this one by number (gb200-0004 -> gb200-0005): the far end of its bad path."""
+    m = re.fullmatch(r"(.*?)(\d+)", hostname)
+    return f"{m.group(1)}{int(m.group(2)) + 1:0{len(m.group(2))}d}" if m else hostname
+
+
+def _path_slow(view: Node) -> None:
+    """The path between this node and the next one (a cable or switch port between their leaves) carries 40%: each
+    is fine alone and with any other node, slow only together."""
+    view["slow_peers"] = [next_host(view["hostname"])]
+
+
 def _gpu_busy(view: Node) -> None:
     """A training job holds every GPU: one python3 process each, most of the memory in use."""
     mem = profile_of(view)["gpu"]["memory_mib"]
@@ -41,7 +61,16 @@ def _slurm_job(view: Node) -> None:
     view["slurm"]["state"] = view["slurm"]["state"].replace("IDLE", "ALLOCATED")
 
 
+#: What names a fault only a multi-node collective shows: the search's verdict on the node.
+COLLECTIVE = ("perf.collective_at_fault",)
+
 FAULTS: tuple[Fault, ...] = (
+    Fault("hca-multinode-slow", "The node's HCAs pass their GPUDirect and pairwise perftest at full rate, but carry "
+          "half under a multi-node collective's load: only a collective across nodes, and its search, single it "
+          "out.", "overlay", catches_collective=COLLECTIVE, apply=_multinode_slow),
+    Fault("path-slow-pair", "The path between this node and the next lab node by number carries 40%: both are fine "
+          "alone and with any other node; the collective search names the pair.", "overlay",
+          catches_collective=COLLECTIVE, apply=_path_slow),
     Fault("gpu-busy", "A training job runs on the node: one /usr/bin/python3 compute process per GPU "
           "(`nvidia-smi --query-compute-apps` lists them); no probe may start here.", "overlay",
           blocks_probes=True, apply=_gpu_busy),
