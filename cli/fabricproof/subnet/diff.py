@@ -9,7 +9,7 @@ from typing import Any
 
 from .checks import CHECKS, COLLECTOR
 from .model import End, Link, Node, Subnet, speed_rank, width_rank
-from .names import chassis, end_name, host_of, switch_name
+from .names import chassis, end_name, host_of, is_aggregation_node, switch_name
 from .plan import Plan, PlanEnd, PlannedLink
 
 #: Switch-port counters whose growth over the window is a failing cable or port.
@@ -295,7 +295,8 @@ def _rail(found: Link, fab: _Fabric, plan: Plan, rails: Mapping[str, Mapping[str
 
 def _duplicates(subnet: Subnet, fab: _Fabric, add: Any) -> None:
     for desc, nodes in subnet.by_desc().items():
-        if len(nodes) < 2:
+        # every Quantum switch's SHARP aggregation node shares one description by design; vendor-default HCAs do not
+        if len(nodes) < 2 or all(is_aggregation_node(n) for n in nodes):
             continue
         guids = ", ".join(sorted(n.guid for n in nodes))
         affected: set[str] = set()
