@@ -70,4 +70,5 @@ def test_sharp_aggregation_nodes_share_their_description_by_design_and_vendor_de
     path.write_text(json.dumps(plan_from(subnet, hosts)))
     dupes = [f for f in diff(load_plan(path), subnet, hosts=hosts).findings if f.check == "subnet.names_unique"]
     assert [(f.ends, f.sentence.split(" (")[0]) for f in dupes] == [
-        (("MT4129 ConnectX7   Mellanox Technologies",), "69 nodes are named 'MT4129 ConnectX7   Mellanox Technologies'")]
+        (("MT4129 ConnectX7   Mellanox Technologies",),
+         "69 nodes are named 'MT4129 ConnectX7   Mellanox Technologies'")]
