@@ -21,12 +21,14 @@ from pathlib import Path
 import paramiko
 import pytest
 
+from fabricproof.collectors.subnet import ibnetdiscover
 from fabricproof.inventory import load as load_inventory
 from fabricproof_lab import manager, procs
 from fabricproof_lab import state as lab_state
 from fabricproof_lab.errors import LabError
-from fabricproof_lab.fabric import runtime, sim, topology
+from fabricproof_lab.fabric import edits, netfile, runtime, sim, topology
 from fabricproof_lab.fabric.sim import FabricState
+from fabricproof_lab.topology import plan_hosts
 from labkit import connect_node
 
 pytestmark = pytest.mark.lab
@@ -356,10 +358,6 @@ def test_a_cable_linked_through_ibsims_console_trains_at_the_fabrics_width_and_s
     the real ibnetdiscover shows it at the fabric's 4x and speed (HDR under ibsim for an NDR fabric), not at ibsim's
     4x SDR default, so it fails subnet.cable_unplanned alone. No lab: ibsim alone on the lab's net file."""
     _skip_without_ibsim()
-    from fabricproof.collectors.subnet import ibnetdiscover
-    from fabricproof_lab.fabric import edits, netfile
-    from fabricproof_lab.topology import plan_hosts
-
     healthy = topology.build(plan_hosts(NODES, PROFILE))
     commands = sim.console_commands(healthy, edits.extra_link(healthy, TARGET))
     assert commands and len(commands) == 1 and commands[0].startswith("Link ")
