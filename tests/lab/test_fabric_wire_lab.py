@@ -38,17 +38,6 @@ NODES, PROFILE = 8, "dgx-h100"
 TARGET = "h100-0003"  # in the first scalable unit: port 3 of its leaves
 NODE_CHECKS = ("ib.port_active", "ib.phys_linkup", "ib.rate")
 CHECKS = ",".join(("subnet.*", *NODE_CHECKS))
-#: What two faults fail beyond the checks they name, as the parts stand at this commit; each an open question for the
-#: part that owns it, kept exact here so that settling it shows (remove the entry then):
-#: - subnet-extra-link: ibsim trains the extra cable (spine-1 port 64 to leaf-su1-r0 port 64) at SDR where both ends
-#:   could run QDR, so subnet.link_speed fails on it too (the lab's fabric: should the extra cable run at the
-#:   fabric's speed?);
-#: - subnet-duplicate-desc: two CAs named 'h100-0003 mlx5_0' leave the diff matching the plan's cables of that name to
-#:   either node, so it also reports a misplaced, a missing and an unplanned cable and a rail (subnet.diff: a name
-#:   two nodes share could be judged by GUID, or its cables left to subnet.names_unique alone).
-BEYOND = {"subnet-extra-link": {"subnet.link_speed"},
-          "subnet-duplicate-desc": {"subnet.cable_placement", "subnet.cable_present", "subnet.cable_unplanned",
-                                    "subnet.rail_aligned"}}
 
 
 @pytest.fixture(scope="module")
@@ -171,8 +160,7 @@ def test_each_fabric_fault_is_caught_by_exactly_its_checks_naming_the_cable(lab,
         manager.fault_clear(lab, TARGET)
         judged = results(report)
         failed = {c for c, by in judged.items() if "fail" in by}
-        want = (set(fault["catches_subnet"]) | (set(fault["catches_by_profile"][PROFILE]) & set(NODE_CHECKS))
-                | BEYOND.get(fault["name"], set()))
+        want = set(fault["catches_subnet"]) | (set(fault["catches_by_profile"][PROFILE]) & set(NODE_CHECKS))
         unjudged = {c for c, by in judged.items() if set(by) & {"error", "unknown"}}
         if done.returncode != 1 or failed != want or unjudged:
             mismatches.append(f"{fault['name']}: exit {done.returncode}, failed {sorted(failed)}, catches "

@@ -11,19 +11,24 @@ assertion rests on an emulated part say so.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import paramiko
 import pytest
 
+from fabricproof.collectors.subnet import ibnetdiscover
 from fabricproof.inventory import load as load_inventory
 from fabricproof_lab import manager, procs
 from fabricproof_lab import state as lab_state
 from fabricproof_lab.errors import LabError
-from fabricproof_lab.fabric import runtime, sim, topology
+from fabricproof_lab.fabric import edits, netfile, runtime, sim, topology
 from fabricproof_lab.fabric.sim import FabricState
+from fabricproof_lab.topology import plan_hosts
 from labkit import connect_node
 
 pytestmark = pytest.mark.lab
@@ -346,3 +351,42 @@ def test_lab_down_stops_ibsim_and_opensm_by_pid_and_leaves_none(lab_factory) -> 
     assert len(nodes) == 2 * 8 + 8 + 2 - 1 and "a100-0002 mlx5_2" not in _by_desc(nodes)
     manager.down(directory)
     assert _fabric_processes(again.dir) == []
+
+
+def test_a_cable_linked_through_ibsims_console_trains_at_the_fabrics_width_and_speed(tmp_path: Path) -> None:
+    """The extra cable subnet-extra-link adds joins two spare switch ports through ibsim's console, as the lab does;
+    the real ibnetdiscover shows it at the fabric's 4x and speed (HDR under ibsim for an NDR fabric), not at ibsim's
+    4x SDR default, so it fails subnet.cable_unplanned alone. No lab: ibsim alone on the lab's net file."""
+    _skip_without_ibsim()
+    healthy = topology.build(plan_hosts(NODES, PROFILE))
+    commands = sim.console_commands(healthy, edits.extra_link(healthy, TARGET))
+    assert commands and len(commands) == 1 and commands[0].startswith("Link ")
+    net = tmp_path / "net"
+    net.write_text(netfile.render(healthy), encoding="utf-8")
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "IBSIM_SOCKNAME": f"fabricproof-test-link-{os.getpid()}"}
+    log = tmp_path / "ibsim.log"
+    with open(log, "wb") as out:
+        ibsim = subprocess.Popen([str(sim.IBSIM), "-s", str(net)], stdin=subprocess.PIPE, stdout=out,
+                                 stderr=subprocess.STDOUT, env=env)
+    try:
+        for _ in range(600):  # ready in about a second here; bounded for a loaded machine
+            if b"sim>" in log.read_bytes() or ibsim.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert b"sim>" in log.read_bytes(), log.read_text(errors="replace")[-2000:]
+        ibsim.stdin.write((commands[0] + "\n").encode())
+        ibsim.stdin.flush()
+        ends = {(next(s.guid for s in healthy.switches if s.name == "leaf-su1-r0"), 64), (healthy.switches[0].guid, 64)}
+        for _ in range(30):  # the console command is read at once; bounded all the same
+            found = subprocess.run(["ibnetdiscover"], env={**env, "LD_PRELOAD": str(sim.UMAD2SIM)},
+                                   capture_output=True, text=True, timeout=120, check=True).stdout
+            links = {(lk.a, lk.b): lk for lk in ibnetdiscover.parse(found).links}
+            extra = [lk for lk in links.values() if {(e.guid, e.port) for e in (lk.a, lk.b)} == ends]
+            if extra:
+                break
+            time.sleep(0.2)
+    finally:
+        ibsim.terminate()
+        ibsim.wait(timeout=60)
+    assert len(extra) == 1, (ends, log.read_text(errors="replace")[-2000:])
+    assert (extra[0].width, extra[0].speed) == ("4x", netfile.sim_speed(healthy, healthy.speed)) == ("4x", "HDR")

@@ -56,8 +56,8 @@ DUMPS = {
     "ibnetdiscover-edr-fdr-switchib-sx6012-leading-umad-timeout-line-loopbacks.txt": 0,
     "ibnetdiscover-gb200-node-isolated-ca-no-links-topograph.txt": 0,
     "ibnetdiscover-hdr-director-mcs8500-400sw-2328ca-putty-log-crlf-ufm-ndt.txt": 1,
-    "ibnetdiscover-ndr-dgx-h100-superpod-mqm9701-40sw-582ca-topograph.txt": 2,
-    "ibnetdiscover-selene-dgx-a100-superpod-compute-hdr-666sw-4341ca.txt": 1,
+    "ibnetdiscover-ndr-dgx-h100-superpod-mqm9701-40sw-582ca-topograph.txt": 1,
+    "ibnetdiscover-selene-dgx-a100-superpod-compute-hdr-666sw-4341ca.txt": 0,
     "ibnetdiscover-ufm-lab-mixed-fdr-fdr10-edr-hdr-loopback-cables.txt": 0,
 }
 

@@ -4,6 +4,7 @@ built as Subnets by tests/subnet/fabrics.py)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import jsonschema
 import pytest
@@ -219,6 +220,30 @@ def test_duplicate_node_descriptions_name_the_guids():
     assert (dup.kind, dup.ends, dup.hosts) == ("duplicate", ("node06 mlx5_0",), ("node06",))
     assert dup.sentence == (f"2 nodes are named 'node06 mlx5_0' (GUIDs {guids[0]}, {guids[1]}): give each its own "
                             "description")
+
+
+def describe(fab: Builder, name: str, desc: str) -> None:
+    """The node called `name` answers with another node description (its rdma-ndd wrote the wrong one)."""
+    guid = fab.guids[name]
+    fab.subnet.nodes[guid] = dataclasses.replace(fab.subnet.nodes[guid], desc=desc)
+
+
+@pytest.mark.parametrize("order", ["first", "second"])
+def test_a_host_hca_answering_with_its_neighbours_description_is_one_names_finding_naming_both_ports(order):
+    """node03 mlx5_1 describes itself as node03 mlx5_0: the diff tells the two apart by their switch ends, whichever
+    the fabric lists first, and reports one finding, in place of a misplaced, missing, unplanned or off-rail cable."""
+    fab = fabric()
+    if order == "first":
+        describe(fab, "node03 mlx5_1", "node03 mlx5_0")
+    else:  # the impostor listed before the real one
+        real = fab.guids["node03 mlx5_0"]
+        fab.subnet.nodes[real] = fab.subnet.nodes.pop(real)
+        describe(fab, "node03 mlx5_1", "node03 mlx5_0")
+    assert found(fab) == [Finding(
+        "subnet.names_unique", "duplicate", ("leaf-su1-r1 port 3", "leaf-su1-r0 port 3", "node03 mlx5_1 port 1"),
+        ("node03",),
+        "leaf-su1-r1 port 3 holds a node describing itself as node03 mlx5_0, as does the one on leaf-su1-r0 port 3; "
+        "the plan puts node03 mlx5_1 there: fix its node description")]
 
 
 def test_switch_counters_that_grew_over_the_window_name_the_port_and_its_cable():

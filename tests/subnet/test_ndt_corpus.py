@@ -54,3 +54,21 @@ def test_the_diff_finds_what_the_ndt_plugin_reports(result):
     assert unplanned == {"MT4123 ConnectX6   Mellanox Technologies": 103, "sat11-0101-0902-01ufm HCA-1": 1,
                          "sat11-0101-0902-01ufm HCA-2": 1, "sat11-0101-0902-02ufm HCA-1": 1,
                          "sat11-0101-0902-02ufm HCA-2": 1}
+
+
+NDR = IB_FABRIC / "ibnetdiscover-ndr-dgx-h100-superpod-mqm9701-40sw-582ca-topograph.txt"
+
+
+def test_sharp_aggregation_nodes_share_their_description_by_design_and_vendor_defaults_stay_reported(tmp_path):
+    """The NDR SuperPOD dump: each of its 40 Quantum switches has a SHARP aggregation node, all 'Mellanox Technologies
+    Aggregation Node'; 69 HCAs kept the vendor default 'MT4129 ConnectX7   Mellanox Technologies'."""
+    from fabricproof.subnet.capture import plan_from
+
+    subnet = ibnetdiscover.parse(NDR.read_bytes().decode())
+    hosts = sorted({named[0] for n in subnet.cas() if (named := host_of(n.desc))})
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan_from(subnet, hosts)))
+    dupes = [f for f in diff(load_plan(path), subnet, hosts=hosts).findings if f.check == "subnet.names_unique"]
+    assert [(f.ends, f.sentence.split(" (")[0]) for f in dupes] == [
+        (("MT4129 ConnectX7   Mellanox Technologies",),
+         "69 nodes are named 'MT4129 ConnectX7   Mellanox Technologies'")]

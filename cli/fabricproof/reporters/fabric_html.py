@@ -12,7 +12,7 @@ from typing import Protocol
 from ..collectors.textutil import natural_key
 from ..fsutil import atomic_write_text
 from ..subnet.model import End, Link, Node, Subnet
-from ..subnet.names import switch_name
+from ..subnet.names import is_aggregation_node, switch_name
 from ..words import counted
 from ._html import attr, e, page
 
@@ -34,9 +34,6 @@ MAX_LISTED = 2000
 MAX_HOSTS_NAMED = 10
 
 _PORT = re.compile(r"^(.*\S) port (\d+)$")
-#: A SHARP aggregation node is a CA inside a switch, on its internal port (every Quantum switch of the corpus' HDR and
-#: NDR fabrics has one): not a host, and its link is no cable.
-AGGREGATION_NODE = "Aggregation Node"
 
 
 class Finding(Protocol):
@@ -129,14 +126,10 @@ def _tier_rank(tier: str) -> int:
     return _RANK.get(tier, 0)
 
 
-def _internal(node: Node | None) -> bool:
-    return node is not None and node.kind == "ca" and AGGREGATION_NODE in node.desc
-
-
 def _cables(subnet: Subnet) -> list[Link]:
     """The links that are cables: all but a switch's link to its own aggregation node."""
     nodes = subnet.nodes
-    return [lk for lk in subnet.links if not (_internal(nodes.get(lk.a.guid)) or _internal(nodes.get(lk.b.guid)))]
+    return [lk for lk in subnet.links if not (is_aggregation_node(nodes.get(lk.a.guid)) or is_aggregation_node(nodes.get(lk.b.guid)))]
 
 
 def _derived_tiers(subnet: Subnet, cables: Iterable[Link]) -> dict[str, str]:
@@ -342,7 +335,7 @@ def _summary(subnet: Subnet, fabric: _Fabric, findings: Sequence[Finding]) -> st
     seen = [b for b in fabric.boxes.values() if b.guid is not None]
     tiers = Counter(b.tier for b in seen)
     by_tier = ", ".join(counted(tiers[t], t, "leaves" if t == "leaf" else None) for t in reversed(TIERS) if tiers[t])
-    sharp = sum(1 for n in subnet.cas() if _internal(n))
+    sharp = sum(1 for n in subnet.cas() if is_aggregation_node(n))
     cas = sum(1 for _ in subnet.cas()) - sharp
     kinds = Counter(f.kind for f in findings)
     order = [k for k in KINDS if kinds[k]] + sorted(k for k in kinds if k not in KINDS)
@@ -489,7 +482,7 @@ def render(subnet: Subnet, findings: Sequence[Finding], roles: Mapping[str, Role
     fabric = _layout(subnet, findings, roles, plan)
     legend = "".join(f'<span><i class="{c}"></i>{e(w)}</span>' for c, w in _LEGEND)
     body = [f'<section id="fabric" class="fabric" data-switches="{sum(1 for _ in subnet.switches())}" '
-            f'data-cas="{sum(1 for n in subnet.cas() if not _internal(n))}" data-cables="{fabric.cables}" '
+            f'data-cas="{sum(1 for n in subnet.cas() if not is_aggregation_node(n))}" data-cables="{fabric.cables}" '
             f'data-failing="{len(findings)}">',
             "<h2>Fabric</h2>", f'<p class="fv-summary">{e(_summary(subnet, fabric, findings))}</p>']
     for tier in ("core", "spine"):

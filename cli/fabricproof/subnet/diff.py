@@ -9,7 +9,7 @@ from typing import Any
 
 from .checks import CHECKS, COLLECTOR
 from .model import End, Link, Node, Subnet, speed_rank, width_rank
-from .names import chassis, end_name, host_of, switch_name
+from .names import chassis, end_name, host_of, is_aggregation_node, switch_name
 from .plan import Plan, PlanEnd, PlannedLink
 
 #: Switch-port counters whose growth over the window is a failing cable or port.
@@ -80,9 +80,21 @@ class _Fabric:
         found = self.by_name.get(device.strip().lower())
         return found[0] if found else None
 
-    def end(self, pe: PlanEnd) -> End | None:
-        node = self.node(pe.device)
-        return End(node.guid, pe.port) if node is not None else None
+    def end(self, pe: PlanEnd, far: End | None = None) -> End | None:
+        """The fabric port a plan's end names; a description several nodes share resolves to the one whose cable
+        reaches `far` (the planned far end, a switch port, which is unambiguous) when one does."""
+        if _GUID.fullmatch(pe.device):
+            node = self.subnet.nodes.get(pe.device.lower())
+            return End(node.guid, pe.port) if node is not None else None
+        found = self.by_name.get(pe.device.strip().lower())
+        if not found:
+            return None
+        if far is not None and len(found) > 1:
+            for node in found:
+                link = self.subnet.link_at(End(node.guid, pe.port))
+                if link is not None and link.other(End(node.guid, pe.port)) == far:
+                    return End(node.guid, pe.port)
+        return End(found[0].guid, pe.port)
 
     def host(self, end: End) -> str | None:
         """The inventory host whose HCA `end` is, if any."""
@@ -143,7 +155,7 @@ def diff(plan: Plan, subnet: Subnet, *, hosts: Sequence[str], rails: Mapping[str
     role = {name.lower(): r for name, r in plan.roles().items()}
     resolved: list[tuple[PlannedLink, End | None, End | None]] = []
     for link in plan.links:
-        a, b = fab.end(link.a), fab.end(link.b)
+        a, b = fab.end(link.a, fab.end(link.b)), fab.end(link.b, fab.end(link.a))
         if a is None and b is not None or a is not None and b is not None and _rank(fab, b, role) < _rank(fab, a, role):
             link = PlannedLink(link.b, link.a, link.width, link.speed, link.where)
             a, b = b, a
@@ -156,6 +168,8 @@ def diff(plan: Plan, subnet: Subnet, *, hosts: Sequence[str], rails: Mapping[str
                 out.cables[host] = out.cables.get(host, 0) + 1
 
     idle = {p.end: p for p in subnet.idle_ports}
+    by_desc = subnet.by_desc()
+    renamed: set[str] = set()  # CAs a names finding explains: they answer with another's description
     explained: set[tuple[End, End]] = set()  # found cables a finding already names
     matched: dict[tuple[End, End], PlannedLink] = {}
     done: set[int] = set()
@@ -178,6 +192,9 @@ def diff(plan: Plan, subnet: Subnet, *, hosts: Sequence[str], rails: Mapping[str
                 # the port holds a device the plan does not name: the plan's device is not cabled there
                 stray = there.other(known[0])
                 explained.add((there.a, there.b))
+                if _renamed(fab, by_desc, known[0], stray, unknown, host, add):
+                    renamed.add(stray.guid)
+                    continue
                 add("cable_placement", "miswired", (fab.name(known[0]), fab.name(stray), str(unknown)),
                     fab.hosts_of(stray) | ({host} if host else set()),
                     f"{fab.name(known[0])} holds {fab.name(stray)}; the plan puts {unknown} there, which is not "
@@ -246,9 +263,10 @@ def diff(plan: Plan, subnet: Subnet, *, hosts: Sequence[str], rails: Mapping[str
                 a, b = (found.b, found.a) if fab.is_ca(found.b) and not fab.is_ca(found.a) else (found.a, found.b)
                 add(f"link_{what}", what, (fab.name(a), fab.name(b)), fab.hosts_of(a, b),
                     f"the cable {fab.name(a)} to {fab.name(b)} runs at {low[0]} {what}; {low[1]}")
-        _rail(found, fab, plan, rails, role, add)
+        if found.a.guid not in renamed and found.b.guid not in renamed:
+            _rail(found, fab, plan, rails, role, add)
 
-    _duplicates(subnet, fab, add)
+    _duplicates(subnet, fab, add, {subnet.nodes[g].desc for g in renamed})
     if counters_before is not None:
         _counters(subnet, counters_before, fab, add)
     _sm(subnet, add)
@@ -293,9 +311,30 @@ def _rail(found: Link, fab: _Fabric, plan: Plan, rails: Mapping[str, Mapping[str
                 f"{fab.name(ca)} (rail {want}) is on {fab.name(sw)}, a rail-{r.rail} leaf")
 
 
-def _duplicates(subnet: Subnet, fab: _Fabric, add: Any) -> None:
+def _renamed(fab: _Fabric, by_desc: Mapping[str, list[Node]], port: End, stray: End, unknown: PlanEnd,
+             host: str | None, add: Any) -> bool:
+    """A planned HCA absent while its switch port holds a CA answering with a description another node has too: the
+    CA is surely the planned one misnamed, so one names finding (naming both ports and what the plan puts there)
+    rather than a misplaced, missing, unplanned and off-rail cable. False when the stray's description is its own."""
+    node = fab.subnet.nodes.get(stray.guid)
+    twins = [n for n in by_desc.get(node.desc, ()) if n.guid != stray.guid] if node and node.kind == "ca" else []
+    if not twins:
+        return False
+    where = [fab.name(link.other(end)) for n in twins for p in range(1, n.ports + 1)
+             if (link := fab.subnet.link_at(end := End(n.guid, p))) is not None]
+    also = (f"the one on {' and '.join(where)}" if where else
+            f"{', '.join(n.guid for n in twins)}, with no cable up")
+    add("names_unique", "duplicate", (fab.name(port), *where, str(unknown)),
+        fab.hosts_of(stray) | ({host} if host else set()),
+        f"{fab.name(port)} holds a node describing itself as {node.desc.strip()}, as does {also}; the plan puts "
+        f"{unknown.device} there: fix its node description")
+    return True
+
+
+def _duplicates(subnet: Subnet, fab: _Fabric, add: Any, explained: set[str]) -> None:
     for desc, nodes in subnet.by_desc().items():
-        if len(nodes) < 2:
+        # every Quantum switch's SHARP aggregation node shares one description by design; vendor-default HCAs do not
+        if len(nodes) < 2 or desc in explained or all(is_aggregation_node(n) for n in nodes):
             continue
         guids = ", ".join(sorted(n.guid for n in nodes))
         affected: set[str] = set()

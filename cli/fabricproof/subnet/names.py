@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .model import End, Subnet
+from .model import End, Node, Subnet
 
 #: A director's ASIC location after its chassis name: "MCS8500/L16/U2" is leaf blade 16, ASIC 2 (NDT plans write
 #: its ports "Blade 16_Port 2/20"); "/S03/U1" a spine blade's.
@@ -28,6 +28,16 @@ def chassis(desc: str) -> str | None:
     between two ASICs of one chassis are its backplane, not cabling."""
     name = switch_name(desc)
     return name.rsplit("/", 2)[0] if name != desc.strip() and _ASIC.search(name) else None
+
+
+#: A SHARP aggregation node is a CA inside a switch, on its internal port (every Quantum switch of the corpus' HDR and
+#: NDR fabrics has one, all with the same description by design): not a host, and its link is no cable.
+AGGREGATION_NODE = "Aggregation Node"
+
+
+def is_aggregation_node(node: Node | None) -> bool:
+    """Whether a node is a switch's SHARP aggregation node ("Mellanox Technologies Aggregation Node")."""
+    return node is not None and node.kind == "ca" and AGGREGATION_NODE in node.desc
 
 
 def host_of(desc: str) -> tuple[str, str] | None:

@@ -8,6 +8,11 @@ from .topology import Ca, Cable, Fabric, Switch
 #: ibsim one generation lower, and emulate.py raises the real tools' output by the same step.
 SIM_STEP_DOWN = {"NDR": "HDR", "HDR": "EDR", "EDR": "FDR"}
 _DEVID = {"NDR": "0x1021", "HDR": "0x101b"}  # ConnectX-7, ConnectX-6
+#: ibsim's enabled-speed bits as its parser sets them for a "4xHDR" port line (LinkSpeedEnabled SDR|DDR|QDR, then
+#: LinkSpeedExtEnabled FDR=1, EDR=2, HDR=4, each speed with those below it) and 1x|4x for the width.
+_EXT_BITS = {"FDR": 1, "EDR": 3, "HDR": 7}
+_SPEED_BITS = 7
+_WIDTH_4X = 3
 
 
 def shifted(fabric: Fabric) -> bool:
@@ -34,7 +39,10 @@ def render(fabric: Fabric) -> str:
     for cable in fabric.cables:
         by_end[cable.a] = (cable.b, cable)
         by_end[cable.b] = (cable.a, cable)
-    out = ["# fabricproof lab fabric: ibsim topology (ibnetdiscover format). Written by `fabricproof lab up`.", ""]
+    out = ["# fabricproof lab fabric: ibsim topology (ibnetdiscover format). Written by `fabricproof lab up`.", "",
+           # every port of the nodes below, spare ones too, enabled at the fabric's width and speed: a cable linked
+           # later through ibsim's console (a fault's extra cable) trains at them rather than at ibsim's 4x SDR
+           f"width={_WIDTH_4X}", f"speed={_SPEED_BITS}", f"extspeed={_EXT_BITS[sim_speed(fabric, fabric.speed)]}", ""]
     for sw in fabric.switches:
         out += _switch_block(fabric, sw, by_end, lids, descs, cas)
     for ca in fabric.cas:
