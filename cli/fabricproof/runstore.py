@@ -44,6 +44,8 @@ FACTS_DIR = "facts"
 PROBES_DIR = "probes"
 FABRIC_DIR = "fabric"
 FABRIC_FILE = "fabric.json"
+COLLECTIVE_DIR = "collective"  # under PROBES_DIR: each launcher's output and host file
+COLLECTIVE_FILE = "collective.json"
 META_FILE = "meta.json"
 REPORT_FILE = "report.json"
 STDOUT_SUFFIX = ".txt"
@@ -205,12 +207,12 @@ class RunStore:
     @property
     def collective_dir(self) -> Path:
         """A collective run's launches: each launcher's output and host file (`fabricproof collective run`)."""
-        return self.root / PROBES_DIR / "collective"
+        return self.root / PROBES_DIR / COLLECTIVE_DIR
 
     @property
     def collective_path(self) -> Path:
         """A collective run's every launch and the search's path (collective.json)."""
-        return self.root / "collective.json"
+        return self.root / COLLECTIVE_FILE
 
     @property
     def report_path(self) -> Path:
