@@ -223,6 +223,8 @@ class Report:
     #: The run's fabric as the HTML report draws it ({"subnet", "findings", "roles", "plan"}); None: no fabric was
     #: read (validate --fabric-plan). The other reports carry its findings through the subnet.* checks.
     fabric: Mapping[str, Any] | None = None
+    #: A collective run's tests and the search's path (probes.collective_section.section); None: no collective ran.
+    collective: Mapping[str, Any] | None = None
 
     @property
     def tally(self) -> Tally:

@@ -101,9 +101,10 @@ class _Modelled(collective.Collective):
 
     def run(self, groups_):
         outs = self.model(groups_)
+        self.rounds += 1
         for g, o in zip(groups_, outs, strict=True):
             self.launches.append(collective.Launch(len(self.launches), tuple(g), ("srun",), self.dir / "x.out",
-                                                   "fp", outcome=o, seconds=1.0))
+                                                   "fp", outcome=o, seconds=1.0, round=self.rounds))
         return outs
 
 

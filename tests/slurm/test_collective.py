@@ -253,7 +253,7 @@ def test_ctrl_c_and_the_timeout_cancel_the_job_step_and_leave_no_task(rack, tmp_
 def test_the_collective_command_runs_the_search_through_srun_and_judges_the_host_at_fault(rack, tmp_path):
     """`fabricproof collective run --search` as an operator types it: the groups as srun job steps, the search names
     the tray whose NVLink carries half, its facts fail perf.collective_at_fault on it alone (exit 1), and the run
-    directory holds the search's path."""
+    directory holds the search's path, as do report.json's collective section and the HTML page."""
     import yaml
 
     idle(rack)
@@ -265,7 +265,7 @@ def test_the_collective_command_runs_the_search_through_srun_and_judges_the_host
         proc = subprocess.run(
             [sys.executable, "-m", "fabricproof", "collective", "run", "-i", str(rack.inventory), "-b", str(base),
              "--scale", "all", "--search", "--limit", ",".join(HOSTS[:8]), "-o", str(tmp_path / "run"),
-             "-f", f"json={tmp_path / 'report.json'}"],
+             "-f", f"json={tmp_path / 'report.json'}", "-f", f"html={tmp_path / 'report.html'}"],
             env=rack.cluster.env(PYTHONPATH=str(REPO / "cli")), capture_output=True, text=True, timeout=900)
     finally:
         idle(rack)
@@ -277,6 +277,22 @@ def test_the_collective_command_runs_the_search_through_srun_and_judges_the_host
     assert {h for c, h in failed if c == "perf.collective_at_fault"} == {"gb200-0004"}
     path = json.loads((tmp_path / "run" / "collective.json").read_text())
     assert path["search"]["hosts"] == ["gb200-0004"] and path["launches"][0]["hosts"] == HOSTS[:8]
+    # the report beside the evidence carries every srun step and the search's path to the tray
+    section = json.loads((tmp_path / "run" / "report.json").read_text())["collective"]
+    assert section == report["collective"] and (section["scale"], section["launcher"]) == ("all", "srun")
+    assert [t["hosts"] for t in section["tests"]] == [la["hosts"] for la in path["launches"]]
+    assert [t["busbw_gbps"] for t in section["tests"]] == [la["figure"] for la in path["launches"]]
+    assert all(t["algbw_gbps"] for t in section["tests"])  # read from each step's own table
+    assert (section["tests"][0]["outcome"], section["tests"][0]["round"]) == ("slow", 1)
+    (finding,) = section["search"]["findings"]
+    assert (finding["kind"], finding["members"]) == ("host", ["gb200-0004"])
+    assert [k["test"] for k in section["search"]["confirmations"] if k["suspects"] == ["gb200-0004"]
+            and k["outcome"] == "slow"] == finding["evidence"][-2:]
+    assert section["sentence"].startswith("gb200-0004 is at fault: slow with two hosts that passed")
+    page = (tmp_path / "report.html").read_text()
+    assert f'<p class="coll-verdict at-fault"><b>Verdict</b> {section["sentence"]}</p>' in page
+    assert page.count('<tr class="coll-test') == len(section["tests"]) == section["search"]["tests"]
+    assert 'data-kind="host" data-members="gb200-0004"' in page
     doc = json.loads((tmp_path / "run" / "facts" / "gb200-0004.json").read_text())
     assert doc["perf"]["collective"]["isolation"]["verdict"] == "at fault"
     assert not rack.cluster.jobs() and not emulators(rack)

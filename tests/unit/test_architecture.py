@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "subnet.hosts": 1,  # the fabric's reading of the inventory: the vantage host, each host's rail map
     "collect": 4, "factschema": 4, "probes.runner": 4,
     "probes.collective": 4,  # a collective launched by srun/mpirun, the search's runner (parsers, Slurm's words)
+    "probes.collective_section": 5,  # a collective run as the report's section (pure; above the run it reads)
     "subnet.step": 5,  # the fabric step of a run: vantage, the fabric read once, its diff, each host's /subnet facts
     "judging.projection": 5, "reporters": 5, "probes.options": 5,
     "judging.evaluate": 6,

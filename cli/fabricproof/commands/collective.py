@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +18,8 @@ from ..fsutil import atomic_write_text
 from ..judging import baseline as baseline_mod
 from ..judging import catalog
 from ..judging.pipeline import Delegated, Gathered, Request, run
-from ..probes import collective, isolation
+from ..model import Report
+from ..probes import collective, collective_section, isolation
 from ..reporters import REPORTERS
 from ..runstore import RunStore
 from ..transport import RunContext
@@ -40,7 +42,8 @@ Examples:
 Groups: domain/domain_ib, each NVLink domain (cliques from --facts); leaf, the hosts under each leaf and cross_leaf,
 one host of each leaf together (leaves from --fabric-plan); pair, consecutive pairs; all, every host at once.
 Writes RUNDIR/facts/<host>.json (/perf/collective), RUNDIR/collective.json (every launch and the search's path),
-RUNDIR/probes/collective/ (each launcher's output) and RUNDIR/report.json; judged by perf.collective_busbw and
+RUNDIR/probes/collective/ (each launcher's output) and RUNDIR/report.json (its `collective` section: every test's
+figure and outcome, the search's rounds and verdict; -f html draws them); judged by perf.collective_busbw and
 perf.collective_at_fault. Exit codes as validate's: 0 pass; 1 a check failed; 2 invalid input (nothing launched);
 3 a host got no figure (a round refused: a node not idle, the budget spent); 130 interrupted (every step cancelled).
 """
@@ -127,9 +130,13 @@ def run_collective(
         why = outcome.get("stopped", "in no group of this scale")
         return Gathered(docs, {h: why for h in _hosts if h not in docs})
 
+    def finish(report: Report) -> Report:
+        return replace(report, collective=collective_section.section(launches, outcome.get("verdict"),
+                                                                     outcome.get("stopped")))
+
     try:
-        judged = run(Request(Delegated(hosts, store.root, collect), base, checks, groups=group_of, reports=("json",),
-                             run_id=run_id))
+        judged = run(Request(Delegated(hosts, store.root, collect, finish), base, checks, groups=group_of,
+                             reports=("json",), run_id=run_id))
     finally:
         link.close()
     verdict = outcome.get("verdict")

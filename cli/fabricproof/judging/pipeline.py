@@ -97,6 +97,7 @@ class Delegated:
     hosts: Sequence[str]
     evidence_dir: Path
     collect: Callable[[list[str], Path], Returned]
+    finish: Callable[[Report], Report] = _same  # a last touch to the report, once judged (a collective's section)
 
 
 Source = Live | Saved | Delegated
@@ -157,7 +158,7 @@ def run(request: Request) -> Judged:
     if isinstance(source, Saved):
         return _judged_saved(request, source)
     gathered = gather(source)
-    return _judged(request, gathered.facts, gathered.errors, source.evidence_dir)
+    return _judged(request, gathered.facts, gathered.errors, source.evidence_dir, source.finish)
 
 
 def gather(source: Delegated) -> Gathered:

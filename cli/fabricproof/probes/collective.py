@@ -209,6 +209,7 @@ class Launch:
     parsed: dict[str, Any] | None = None
     seconds: float = 0.0
     proc: subprocess.Popen | None = field(default=None, repr=False)
+    round: int = 0  # the run's round it ran in (groups of a round run at once)
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcome or Outcome.failed("not run", "error")
@@ -306,7 +307,7 @@ class Collective:
             hf = self.dir / f"{index:04d}.hosts"
             hf.write_text(hostfile(self.values, group))
             argv = mpirun_argv(self.values, group, hf, self.scale)
-        launch = Launch(index, tuple(group), argv, evidence, name)
+        launch = Launch(index, tuple(group), argv, evidence, name, round=self.rounds)
         self.launches.append(launch)
         with evidence.open("wb") as out:
             launch.proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,

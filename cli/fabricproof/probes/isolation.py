@@ -49,6 +49,7 @@ class Decision:
     outcome: Outcome
     result: str  # "pass" | "slow" | "failed" | "borderline"
     why: str
+    refs: tuple[str, ...] = ()  # the hosts that passed earlier, added to the group to confirm its suspect(s)
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "round": self.round, "group": list(self.group), "figure": self.outcome.figure,
@@ -409,7 +410,7 @@ class _Search:
             why = t.req.why if len(t.decisions) == 0 else (
                 f"retest: {t.figures[-2]:g} is within {self.s.margin:.0%} of the threshold {self.s.threshold:g}")
             t.decisions.append(len(self.decisions))
-            self.decisions.append(Decision(len(self.decisions), self.round, t.group, out, result, why))
+            self.decisions.append(Decision(len(self.decisions), self.round, t.group, out, result, why, t.refs))
         return True
 
     def drain(self) -> None:

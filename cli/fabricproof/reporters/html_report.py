@@ -13,7 +13,7 @@ from ..model import Outcome, Report, Result
 from ..words import counted
 from ._common import (by_severity, failures, family_of, found_lines, not_proven_reason, not_verified, status, status_word,
                       summary_phrase)
-from . import fabric_html
+from . import collective_html, fabric_html
 from ._html import attr, e, page
 from .base import Reporter
 
@@ -313,10 +313,17 @@ def render(report: Report) -> str:
     fails = failures(report)
     anchors = {(r.check_id, r.host): f"f{i}" for i, r in enumerate(fails)}
     groups = row_group(report)
-    body = [*_header(report), "<main>", *_controls(), *_heatmap(report, anchors), *_failures(report, anchors, groups),
-            *_fabric(report), *_not_verified(report, groups), *_unapplied(report), *_checks(report), "</main>"]
+    body = [*_header(report), "<main>", *_controls(), *_collective(report), *_heatmap(report, anchors),
+            *_failures(report, anchors, groups), *_fabric(report), *_not_verified(report, groups), *_unapplied(report),
+            *_checks(report), "</main>"]
     css = _CSS + fabric_html.CSS if report.fabric is not None else _CSS
+    css += collective_html.CSS if report.collective is not None else ""
     return page(f"fabricproof: {status_word(report)}", body, css=css, script=_SCRIPT)
+
+
+def _collective(report: Report) -> list[str]:
+    """A collective run's tests and the search's path, its verdict first, when the run had collectives."""
+    return [] if report.collective is None else [collective_html.render(report.collective)]
 
 
 def _fabric(report: Report) -> list[str]:

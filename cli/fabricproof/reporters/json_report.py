@@ -65,6 +65,8 @@ def _envelope(report: Report) -> tuple[dict[str, Any], dict[str, Any]]:
     }
     if report.figures:
         after["figures"] = [dict(f) for f in report.figures]
+    if report.collective is not None:
+        after["collective"] = report.collective
     return before, after
 
 
@@ -152,6 +154,7 @@ def report_from_json(text: str) -> Report:
         not_proven={h: tuple(ids) for h, ids in doc.get("not_proven", {}).items()},
         tool_version=meta["tool_version"],
         figures=tuple(dict(f) for f in doc.get("figures", ())),
+        collective=doc.get("collective"),
     )
 
 
