@@ -1,7 +1,7 @@
 """The collective gate's decision, pure (issue 22.7): a wave with proven hosts runs the collective before and after
 the change; a drop beyond the tolerance fails the wave and the search names the host to roll back first. The
-collectives are the search simulator's modelled fleet (probes.isolation_sim), not Slurm: the gate is not in the
-registry yet, so no rollout runs it."""
+collectives are the search simulator's modelled fleet (probes.isolation_sim) or a fake seam, not Slurm (the lab
+rollout through real Slurm is in tests/slurm/test_collective.py)."""
 
 from __future__ import annotations
 
@@ -82,8 +82,9 @@ def test_nothing_named_rolls_the_whole_wave_back_and_a_failed_before_proves_noth
 
 # -- the gate in a rollout on the fake fleet ---------------------------------------------------------------------
 
-def collective_seam(fleet, slows: set[str], calls: list):
-    """Each group's busbw as the change left it: 400 GB/s, 200 once a host of `slows` runs the new version."""
+def collective_seam(fleet, slows: set[str], calls: list, busy=None):
+    """Each group's busbw as the change left it: 400 GB/s, 200 once a host of `slows` runs the new version.
+    `busy(calls)`: the hosts the cluster is using now (host -> why), given what was measured so far."""
     from fabricproof.rollout.gates.collective import Seam
 
     def figure(hosts):
@@ -101,26 +102,30 @@ def collective_seam(fleet, slows: set[str], calls: list):
             calls.append(("search", tuple(hosts), floor))
             return isolation.search(hosts, lambda groups: [figure(g) for g in groups], Settings(threshold=floor))
 
-        return Seam(measure, search)
+        def in_use(hosts, evidence, baseline):
+            calls.append(("busy", tuple(hosts)))
+            return {h: why for h, why in busy(calls).items() if h in hosts}
+
+        return Seam(measure, search, in_use if busy else None)
 
     return factory
 
 
-def start(tmp_path, slows):
+def start(tmp_path, slows, busy=None, waves=None):
     from fabricproof.rollout import runs
 
     from .fakes import Fleet
     from .test_executor import HOSTS, THREE, FakeClock, write_plan
 
     fleet, calls = Fleet(HOSTS), []
-    plan = write_plan(tmp_path, THREE).read_text().replace(
+    plan = write_plan(tmp_path, waves or THREE).read_text().replace(
         "  gates: {checks: [t.version], retry_interval: 5s, timeout: 20s}\n",
         "  gates: {checks: [t.version], retry_interval: 5s, timeout: 20s, collective: {tolerance_pct: 10, "
         "proven_hosts: 3}}\n")
     assert "collective:" in plan
     (tmp_path / "plan.yml").write_text(plan)
     seams = runs.Seams(collect_factory=fleet.collect_factory, run_playbook=fleet.run_playbook, clock=FakeClock(),
-                       collective_factory=collective_seam(fleet, slows, calls))
+                       collective_factory=collective_seam(fleet, slows, calls, busy))
     code, run_id = runs.start(tmp_path / "plan.yml", runs_dir=tmp_path / "runs", seams=seams)
     return fleet, calls, code, tmp_path / "runs" / run_id
 
@@ -164,3 +169,68 @@ def test_the_plan_block_is_checked_by_the_schema(tmp_path):
                                                                 "tolerance_pct: 10}}"))
     with _pytest.raises(InputError, match=r"plan\.yml:\d+.*collective"):
         plan_mod.load(path, [])
+
+
+ALLOCATED = "Slurm shows it allocated"
+
+
+def test_proven_hosts_running_jobs_are_passed_over_and_named_before_and_after_the_change(tmp_path):
+    """The decision of issue 22.7: proven hosts are back in service, and a collective never starts on a node running
+    a job. n1 runs one from the start: every wave's collective goes without it and the log names it; n2 takes one
+    while the last wave changes: the collective after the change goes without it too."""
+    from fabricproof.rollout import decisions
+
+    def busy(calls):
+        late = ("measure", ("n4", "n5", "n2", "n3"), "before") in calls
+        return {"n1": ALLOCATED, **({"n2": ALLOCATED} if late else {})}
+
+    fleet, calls, code, run_dir = start(tmp_path, set(), busy)
+    assert code == 0 and fleet.version == dict.fromkeys(fleet.hosts, "2.0")
+    measured = [c[1:] for c in calls if c[0] == "measure"]
+    assert measured == [(("n2", "n3"), "before"), (("n2", "n3"), "after"),
+                        (("n4", "n5", "n2", "n3"), "before"), (("n4", "n5", "n3"), "after")]
+    log = decisions.read(run_dir)
+    pre = [d for d in log if d["what"] == "PRE_COLLECTIVE"]
+    assert [d["passed_over"] for d in pre] == [{"n1": ALLOCATED}] * 2
+    assert pre[0]["why"].endswith(f"; proven hosts running jobs, passed over: n1: {ALLOCATED}")
+    post = [d for d in log if d["what"] == "COLLECTIVE_GATE"]
+    assert [d["passed_over"] for d in post] == [{}, {"n2": ALLOCATED}] and post[1]["group"] == ["n4", "n5", "n3"]
+    assert all(d["passed"] for d in post)
+
+
+def test_too_few_idle_hosts_for_a_collective_fails_closed_before_the_change(tmp_path):
+    """A wave of one host whose proven hosts all run jobs has no collective to prove it by: its host is left out
+    of the change and fails the wave, named with the hosts passed over; nothing is launched, the rest never runs."""
+    from fabricproof.rollout import decisions
+
+    waves = "waves:\n  - {name: pilot, size: 2}\n  - {name: one, size: 1}\n  - {name: rest, size: rest}\n"
+    fleet, calls, code, run_dir = start(tmp_path, set(), lambda calls: {"n1": ALLOCATED, "n2": "Slurm shows it mixed"},
+                                        waves)
+    assert code == 4 and fleet.version["n3"] == "1.0" and fleet.version["n4"] == "1.0"  # n3 never changed
+    assert [c for c in calls if c[0] == "measure" and "n3" in c[1]] == []
+    log = decisions.read(run_dir)
+    pre = [d for d in log if d["what"] == "PRE_COLLECTIVE"][-1]
+    assert pre["hosts"] == ["n3"] and pre["figure"] is None and pre["group"] == ["n3"]
+    assert pre["failure"] == ("too few idle hosts for a collective: 1 (proven hosts running jobs, passed over: n1: "
+                              f"{ALLOCATED}; n2: Slurm shows it mixed)")
+    assert [(d["what"], d["hosts"]) for d in log if d["what"] in ("APPLY", "ROLLBACK") and d["wave"] == "one"] == [
+        ("ROLLBACK", ["n3"])]
+
+
+def test_too_few_idle_hosts_after_the_change_fails_the_wave(tmp_path):
+    """Both proven hosts take jobs while a wave of one host changes: no collective can prove it after the change,
+    so the wave fails and its host is rolled back (the gate never launches on a node running a job)."""
+    from fabricproof.rollout import decisions
+
+    def busy(calls):
+        late = ("measure", ("n3", "n1", "n2"), "before") in calls
+        return {"n1": ALLOCATED, "n2": ALLOCATED} if late else {}
+
+    waves = "waves:\n  - {name: pilot, size: 2}\n  - {name: one, size: 1}\n  - {name: rest, size: rest}\n"
+    fleet, calls, code, run_dir = start(tmp_path, set(), busy, waves)
+    assert code == 4 and fleet.rollbacks.get("n3") == 1 and fleet.version["n4"] == "1.0"
+    assert [c for c in calls if c[0] == "measure" and c[2] == "after" and "n3" in c[1]] == []
+    gate_rec = [d for d in decisions.read(run_dir) if d["what"] == "COLLECTIVE_GATE"][-1]
+    assert not gate_rec["passed"] and gate_rec["hosts"] == ["n3"] and gate_rec["group"] == ["n3"]
+    assert gate_rec["passed_over"] == {"n1": ALLOCATED, "n2": ALLOCATED}
+    assert gate_rec["why"].startswith("the collective after the change could not run (too few idle hosts")

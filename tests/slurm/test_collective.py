@@ -2,7 +2,7 @@
 on 16 lab trays of one GB200 rack, each task the emulated all_reduce_perf on its node, the tasks meeting over
 loopback and rank 0 printing the multi-node format; the search (probes.isolation) finds the faulty trays through
 probes.collective's runner; Ctrl-C and the per-test timeout leave no job step and no task; a node running a job is
-never used."""
+never used; a rollout with a collective: gate (issue 22.7) rolls back the wave whose change slows one tray."""
 
 from __future__ import annotations
 
@@ -365,3 +365,134 @@ def test_faults_only_a_collective_finds_an_hca_slow_under_load_and_a_bad_pair_pa
               + FAULTS["path-slow-pair"].catches_collective]
     report = evaluate(docs, Baseline("b", values(rack)), checks)
     assert {r.host for r in report.results if r.outcome is Outcome.FAIL} == {"gb200-0003", "gb200-0010", "gb200-0011"}
+
+
+# -- a rollout with a collective gate, through real Slurm --------------------------------------------------------
+
+DEGRADED = "gb200-0004"
+# The lab's change: a version file written on each tray over SSH; on DEGRADED it also slows the HCAs under a
+# collective's load (hca-multinode-slow: links, GPUDirect and a pairwise perftest unchanged), as a bad firmware would.
+CHANGE = """\
+- name: A lab change that, on one tray, slows its HCAs under a collective's load
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Write the new version on the tray
+      ansible.builtin.command:
+        argv: [sh, -c, 'mkdir -p "$FABRICPROOF_HOST_ROOT/etc" && echo 2 > "$FABRICPROOF_HOST_ROOT/etc/lab-change"']
+    - name: hca-multinode-slow
+      when: inventory_hostname == {degraded!r}
+      delegate_to: localhost
+      vars: {{ansible_connection: local}}
+      environment: {{PYTHONPATH: {cli!r}}}
+      ansible.builtin.command:
+        argv: [{python!r}, -m, fabricproof, lab, fault, {verb}, --dir, {lab!r}, "{{{{ inventory_hostname }}}}",
+               hca-multinode-slow]
+"""
+UNDO = CHANGE.replace("Write the new version on the tray", "Remove the new version").replace(
+    'mkdir -p "$FABRICPROOF_HOST_ROOT/etc" && echo 2 > "$FABRICPROOF_HOST_ROOT/etc/lab-change"',
+    'rm -f "$FABRICPROOF_HOST_ROOT/etc/lab-change"').replace("when: inventory_hostname == {degraded!r}\n      ", "")
+
+
+def rollout_plan(sl: SlurmLab, directory: Path) -> Path:
+    """Three waves over the rack's trays (a pilot of three; two more, the first of which the change slows; the
+    other eleven), paused before the second; a checks gate and a collective gate over InfiniBand (domain_ib, where
+    the slow HCAs show) with two proven hosts; the baseline the lab's, with this rack's collective settings."""
+    import yaml
+
+    from .slurmlab import BASELINE
+
+    base = yaml.safe_load(BASELINE.read_text())
+    base["spec"]["defaults"] = spec.merge(base["spec"]["defaults"], {"perf": values(sl)["perf"]})
+    (directory / "baseline.yaml").write_text(yaml.safe_dump(base, sort_keys=False))
+    fill = {"degraded": DEGRADED, "cli": str(REPO / "cli"), "python": sys.executable, "lab": str(sl.lab.dir)}
+    (directory / "apply.yml").write_text(CHANGE.format(verb="inject", **fill))
+    (directory / "rollback.yml").write_text(UNDO.format(verb="clear", **fill))
+    plan = {
+        "apiVersion": "fabricproof/v1", "kind": "RolloutPlan",
+        "metadata": {"name": "lab-collective", "description": "A lab change gated by a collective over InfiniBand."},
+        "spec": {
+            "target": "gb200_nvl72",
+            "change": {"apply": {"playbook": "apply.yml", "vars": {"ansible_become": False}},
+                       "rollback": {"playbook": "rollback.yml", "vars": {"ansible_become": False}}},
+            "baseline": {"before": "baseline.yaml", "after": "baseline.yaml"},
+            "waves": [{"name": "pilot", "size": {"pattern": "gb200-0001:gb200-0002:gb200-0003"}},
+                      {"name": "second", "size": {"pattern": f"{DEGRADED}:gb200-0005"}, "pause": True},
+                      {"name": "rest", "size": "rest"}],
+            "gates": {"checks": ["gpu.count"], "retry_interval": "1s", "timeout": "10s", "max_failed_hosts": 0,
+                      "collective": {"scale": "domain_ib", "tolerance_pct": 10, "proven_hosts": 2}},
+            "on_failure": "rollback_wave",
+            "reports": ["json"],
+        },
+    }
+    path = directory / "plan.yml"
+    path.write_text(yaml.safe_dump(plan, sort_keys=False))
+    return path
+
+
+def changed(sl: SlurmLab, host: str) -> bool:
+    return (sl.lab.dir / "nodes" / "by-name" / host / "root" / "etc" / "lab-change").exists()
+
+
+def test_a_rollout_with_a_collective_gate_rolls_back_the_wave_whose_change_slows_one_tray(rack, tmp_path):
+    """`fabricproof rollout run` as an operator runs it: real ansible-runner changes the trays over SSH, every
+    collective is an srun job step. The pilot passes; while the run is paused a job lands on a proven tray, which
+    the next wave's collective passes over (named in the decision log); that wave's change halves one tray's
+    figure under load, its collective gate fails it, the search names it first and the wave is rolled back (the
+    rollback playbook clears the fault), the pilot keeps the change and the last wave never starts."""
+    from fabricproof.model import ExitCode
+    from fabricproof.rollout import decisions
+    from fabricproof.rollout import state as st
+    from fabricproof_lab.emu.api import active_faults
+
+    idle(rack)
+    c = rack.cluster
+    plan, runs = rollout_plan(rack, tmp_path), tmp_path / "runs"
+
+    def fabricproof(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "fabricproof", *args], capture_output=True, text=True,
+                              timeout=900, stdin=subprocess.DEVNULL, cwd=tmp_path,
+                              env=c.env(PYTHONPATH=str(REPO / "cli")))
+
+    try:
+        first = fabricproof("rollout", "run", str(plan), "-i", str(rack.inventory), "--runs-dir", str(runs))
+        assert first.returncode == ExitCode.HALTED, first.stdout + first.stderr  # paused before the second wave
+        # back in service, a proven tray runs someone's job
+        c.run("sbatch", "--quiet", "--nodelist=gb200-0001", "--job-name=someone-else", "--wrap", "sleep 600")
+        wait_for(lambda: c.states().get("gb200-0001") == "allocated", WAIT_S, "the job to start")
+        second = fabricproof("rollout", "resume", "last", "--runs-dir", str(runs))
+        assert c.run("squeue", "-h", "-o", "%j").stdout.split() == ["someone-else"]  # no step of ours is left
+        assert not emulators(rack)
+        (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+        faults = active_faults(rack.lab.dir, inventory.load(str(rack.inventory)).hosts[DEGRADED].vars["ansible_host"])
+        marks = {h: changed(rack, h) for h in HOSTS}
+    finally:
+        for h in HOSTS:
+            (rack.lab.dir / "nodes" / "by-name" / h / "root" / "etc" / "lab-change").unlink(missing_ok=True)
+        idle(rack)
+    assert second.returncode == ExitCode.ROLLED_BACK, second.stdout + second.stderr
+    log = decisions.read(run_dir)
+    story = [(d["what"], d.get("wave")) for d in log]
+    gates = [d for d in log if d["what"] == "COLLECTIVE_GATE"]
+    pilot, wave = gates  # the last wave never ran
+    assert pilot["passed"] and pilot["group"] == ["gb200-0001", "gb200-0002", "gb200-0003"]
+    # the wave's collective passed over the proven tray running a job, and said so
+    pre = [d for d in log if d["what"] == "PRE_COLLECTIVE"][-1]
+    assert pre["group"] == [DEGRADED, "gb200-0005", "gb200-0002", "gb200-0003"] and pre["figure"] is not None
+    assert pre["passed_over"] == {"gb200-0001": "Slurm shows it allocated"}
+    assert "proven hosts running jobs, passed over: gb200-0001: Slurm shows it allocated" in pre["why"]
+    # the wave's gate: the degraded tray named first, both figures, the search and its evidence (srun's outputs)
+    assert not wave["passed"] and wave["hosts"] == [DEGRADED] and wave["roll_back_first"] == [DEGRADED], wave
+    assert wave["after"]["figure"] < 0.9 * wave["before"]["figure"], wave
+    assert wave["search"]["hosts"] == [DEGRADED] and f"the search names {DEGRADED}: roll back first" in wave["why"]
+    outputs = [p for ev in wave["evidence"] for p in (run_dir / ev).glob("**/*.out")]
+    assert len(outputs) == 1 + wave["search"]["tests"] and all(
+        "# Avg bus bandwidth" in p.read_text() for p in outputs), outputs
+    # the wave rolled back (the rollback playbook cleared the fault), the pilot kept the change, the rest never ran
+    assert ("ROLLBACK", "second") in story
+    assert story[-1][0] == "ROLLBACK_DONE" and st.find_run(runs, "last").status == st.ROLLED_BACK
+    assert faults == []
+    assert marks == {h: h in ("gb200-0001", "gb200-0002", "gb200-0003") for h in HOSTS}
+    assert not [d for d in log if d.get("wave") == "rest" and d["what"] in ("APPLY", "PRE_GATE", "PRE_COLLECTIVE")]
+    print(f"\ncollective gate: {wave['before']['figure']} -> {wave['after']['figure']} GB/s over {len(wave['group'])} "
+          f"trays, the search named {DEGRADED} in {wave['search']['rounds']} rounds, {wave['search']['tests']} tests")

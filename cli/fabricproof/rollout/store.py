@@ -30,6 +30,9 @@ PRE_GATE_DIR, POST_GATE_DIR, SOAK_DIR = "pre-gate", "post-gate", "soak"
 ROLLBACK_GATE_DIR = "gate"
 #: Inside a stage: each proof of a gate, each re-read of a soak, and the soak's first snapshot.
 ATTEMPT, SAMPLE, SOAK_START = "attempt-", "sample-", "start"
+#: Inside the collective gate's evidence: the search's launches, apart from the collective that measured the wave
+#: (both number their launches from 0).
+SEARCH_DIR = "search"
 APPLY_FAILED_DIR = "apply-failed"
 IN_DOUBT_PREFIX = "in-doubt-"
 _NUMBERED = re.compile(r"^(attempt|sample)-(\d+)$")

@@ -30,8 +30,26 @@ Search = Callable[[Sequence[str], float], Verdict]
 def group(wave: Sequence[str], proven: Sequence[str], count: int) -> list[str]:
     """The wave's hosts and up to `count` hosts already proven (changed in an earlier wave, or not changed and
     passing): with them a change that slows only the new hosts' traffic to the rest shows too."""
-    extra = [h for h in proven if h not in set(wave)][:count]
-    return [*wave, *extra]
+    return pick(wave, proven, count, {})[0]
+
+
+def pick(wave: Sequence[str], proven: Sequence[str], count: int, busy: Mapping[str, str]
+         ) -> tuple[list[str], dict[str, str]]:
+    """The group (as `group`) leaving out proven hosts the cluster is using (`busy`: back in service, a job runs
+    there; a collective never starts on such a node), and those it passed over before it had `count`, with why."""
+    extra: list[str] = []
+    skipped: dict[str, str] = {}
+    in_wave = set(wave)
+    for h in proven:
+        if len(extra) == count:
+            break
+        if h in in_wave:
+            continue
+        if h in busy:
+            skipped[h] = busy[h]
+        else:
+            extra.append(h)
+    return [*wave, *extra], skipped
 
 
 @dataclass(frozen=True)
@@ -108,6 +126,8 @@ class Seam:
 
     measure: Callable[[Sequence[str], Path, Baseline], Outcome]
     search: Callable[[Sequence[str], float, Path, Baseline], Verdict]
+    #: Hosts -> each one the cluster is using (a job runs there), with why; None: every host is taken as idle.
+    busy: Callable[[Sequence[str], Path, Baseline], Mapping[str, str]] | None = None
 
 
 def live_collective(inventory: Inventory, scale: str) -> Seam:
@@ -131,7 +151,10 @@ def live_collective(inventory: Inventory, scale: str) -> Seam:
         return isolation.search(hosts, run, isolation.Settings(threshold=floor,
                                                                margin=float(launch.config(v)["margin"])))
 
-    return Seam(measure, search)
+    def busy(hosts: Sequence[str], evidence: Path, baseline: Baseline) -> Mapping[str, str]:
+        return launch.Collective(values(hosts, baseline), scale, evidence).not_idle(hosts) if hosts else {}
+
+    return Seam(measure, search, busy)
 
 
 class CollectiveGate(GateKind):
@@ -162,37 +185,52 @@ class CollectiveGate(GateKind):
         return {"collective": {"scale": spec.scale, "tolerance_pct": spec.tolerance_pct,
                                "proven_hosts": spec.proven_hosts}}
 
-    def _group(self, run: RunSteps, w: Wave, spec: Spec, hosts: Sequence[str]) -> list[str]:
-        proven = [h for h in run.state.hosts_in(st.PASSED) if run.state.hosts[h]["wave"] < w.index]
-        return group(hosts, proven, spec.proven_hosts)
+    def _proven(self, run: RunSteps, w: Wave) -> list[str]:
+        return [h for h in run.state.hosts_in(st.PASSED) if run.state.hosts[h]["wave"] < w.index]
+
+    def _busy(self, run: RunSteps, hosts: Sequence[str], evidence: Path) -> Mapping[str, str]:
+        seam = run.ctx.collective
+        return dict(seam.busy(hosts, evidence, run.ctx.before)) if seam.busy is not None and hosts else {}
 
     def before(self, run: RunSteps, w: Wave, spec: Spec) -> None:
-        """The collective before the change over the drained wave and proven hosts; kept in the step's record. When
-        it fails there is nothing to compare with: the wave's hosts are left out of the change."""
+        """The collective before the change over the drained wave and proven hosts the cluster shows idle (one
+        running a job is passed over, and named); kept in the step's record. When it fails, or too few idle hosts
+        are left for a collective, there is nothing to compare with: the wave's hosts are left out of the change."""
         sid = StepId(w.index, PRE_COLLECTIVE)
         hosts = run.state.hosts_in(st.PENDING, wave=w.index)
-        hosts_all = self._group(run, w, spec, hosts)
-        run.state.begin(sid, hosts=hosts_all)
-        if len(hosts_all) < 2:
+        proven = [h for h in self._proven(run, w) if h not in set(hosts)]
+        planned = group(hosts, proven, spec.proven_hosts)
+        run.state.begin(sid, hosts=planned)
+        if len(planned) < 2:
             run.state.finish(sid, failed={}, ran=False)
             return
         evidence = store.fresh_dir(store.gate_dir(run.wave_dir(w, store.PRE_GATE_DIR), self.name))
         assert run.ctx.collective is not None
-        out = run.ctx.collective.measure(hosts_all, evidence, run.ctx.before)
+        hosts_all, skipped = pick(hosts, proven, spec.proven_hosts,
+                                  self._busy(run, proven if spec.proven_hosts else [], evidence))
+        passed = "; ".join(f"{h}: {why}" for h, why in skipped.items())
+        if len(hosts_all) < 2:
+            out = Outcome.failed(f"too few idle hosts for a collective: {len(hosts_all)} (proven hosts running "
+                                 f"jobs, passed over: {passed})", "error")
+        else:
+            out = run.ctx.collective.measure(hosts_all, evidence, run.ctx.before)
         failed: dict[str, str] = {}
         if out.figure is None:
             failed = {h: f"pre-gate collective failed: {out.failure}" for h in hosts}
             run.state.set_hosts(hosts, st.EXCLUDED, reason=f"pre-gate collective failed: {out.failure}")
         why = (f"{out.figure:g} GB/s over {len(hosts_all)} host(s) before the change ({spec.scale})"
                if out.figure is not None else f"the collective failed before the change: {out.failure}")
+        if skipped and out.figure is not None:
+            why += f"; proven hosts running jobs, passed over: {passed}"
         run.log.record("PRE_COLLECTIVE", why, step=sid, wave=w.name, hosts=failed, evidence=[evidence],
-                       figure=out.figure, failure=out.failure, group=hosts_all)
+                       figure=out.figure, failure=out.failure, group=hosts_all, passed_over=skipped)
         run.state.finish(sid, failed=failed, evidence=[str(evidence)], before=_outcome(out), group=hosts_all)
         run.say(f"  pre-gate collective: {why}")
 
     def after(self, run: RunSteps, w: Wave, spec: Spec) -> None:
-        """The collective again after the post-gate, over the same group less the hosts the change failed; a drop
-        beyond the tolerance fails the hosts the search names (the whole wave when it names none)."""
+        """The collective again after the post-gate, over the same group less the hosts the change failed and the
+        proven hosts a job runs on by now; a drop beyond the tolerance fails the hosts the search names (the whole
+        wave when it names none, or when too few idle hosts are left to run it)."""
         sid = StepId(w.index, COLLECTIVE)
         pre = run.state.step(StepId(w.index, PRE_COLLECTIVE)) or {}
         hosts = run.state.hosts_in(st.PASSED, wave=w.index)
@@ -204,15 +242,25 @@ class CollectiveGate(GateKind):
             run.state.finish(sid, failed={}, ran=False)
             return
         evidence = store.fresh_dir(store.gate_dir(run.wave_dir(w, store.POST_GATE_DIR), self.name))
-        assert run.ctx.collective is not None
-        after = run.ctx.collective.measure(group_, evidence, run.ctx.after)
-        d = decide(hosts, group_, Outcome(before["figure"]), after, spec.tolerance_pct,
-                   lambda hs, floor: run.ctx.collective.search(hs, floor, evidence, run.ctx.after))  # type: ignore[union-attr]
+        seam = run.ctx.collective
+        assert seam is not None
+        skipped = dict(self._busy(run, [h for h in group_ if run.state.hosts[h]["wave"] != w.index], evidence))
+        group_ = [h for h in group_ if h not in skipped]
+        passed = "; ".join(f"{h}: {why}" for h, why in skipped.items())
+        if len(group_) < 2:
+            after = Outcome.failed(f"too few idle hosts for a collective: {len(group_)} (proven hosts running jobs, "
+                                   f"passed over: {passed})", "error")
+            d = Decision(False, f"the collective after the change could not run ({after.failure}): the wave is not "
+                                "proven", Outcome(before["figure"]), after)
+        else:
+            after = seam.measure(group_, evidence, run.ctx.after)
+            d = decide(hosts, group_, Outcome(before["figure"]), after, spec.tolerance_pct,
+                       lambda hs, floor: seam.search(hs, floor, evidence / store.SEARCH_DIR, run.ctx.after))
         failed = {} if d.passed else {h: f"collective: {d.why}" for h in (d.roll_back_first or hosts)}
         for h, why in failed.items():
             run.state.set_hosts([h], st.FAILED, reason=why)
         run.log.record("COLLECTIVE_GATE", d.why, step=sid, wave=w.name, hosts=failed, evidence=[evidence],
-                       **{k: v for k, v in d.to_record().items() if k != "why"})
+                       group=group_, passed_over=skipped, **{k: v for k, v in d.to_record().items() if k != "why"})
         run.state.finish(sid, failed=failed, evidence=[str(evidence)])
         run.say(f"  collective: {d.why}")
 
