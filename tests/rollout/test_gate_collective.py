@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+from fabricproof.probes import collective as launch
 from fabricproof.probes import isolation, isolation_sim
 from fabricproof.probes.isolation import Outcome, Settings
 from fabricproof.rollout.gates import collective as gate
@@ -78,6 +79,18 @@ def test_nothing_named_rolls_the_whole_wave_back_and_a_failed_before_proves_noth
     assert not d.passed and d.roll_back_first == () and "the whole wave rolls back" in d.why
     failed = gate.decide(WAVE, hosts, Outcome.failed("NCCL WARN ...", "error"), Outcome(400.0), 10, searcher(f))
     assert not failed.passed and "failed before the change" in failed.why
+
+
+def test_a_search_stopped_midway_rolls_the_whole_wave_back_rather_than_ending_the_rollout():
+    hosts = gate.group(WAVE, PROVEN, 2)
+
+    def stopped(hosts, threshold):  # as the live seam's runner stops when a host takes a job mid-search
+        raise launch.Stopped("node00003 is not idle: Slurm shows it allocated")
+
+    d = gate.decide(WAVE, hosts, Outcome(400.0), Outcome(200.0), 10, stopped)
+    assert not d.passed and d.roll_back_first == () and d.verdict is None
+    assert d.why.endswith("the search stopped (node00003 is not idle: Slurm shows it allocated): the whole wave "
+                          "rolls back")
 
 
 # -- the gate in a rollout on the fake fleet ---------------------------------------------------------------------

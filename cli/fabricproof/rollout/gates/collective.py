@@ -90,7 +90,10 @@ def decide(wave: Sequence[str], hosts: Sequence[str], before: Outcome, after: Ou
     what = (f"{after.figure:g} GB/s after the change, below {floor:g} ({before.figure:g} before, tolerance "
             f"{tolerance_pct:g}%)" if after.figure is not None else f"the collective failed after the change "
             f"({after.failure})")
-    verdict = search(hosts, floor)
+    try:
+        verdict = search(hosts, floor)
+    except launch.Stopped as exc:  # a host took a job mid-search, or the budget ran out: no verdict to act on
+        return Decision(False, f"{what}; the search stopped ({exc}): the whole wave rolls back", before, after)
     in_wave = set(wave)
     named = [m for f in verdict.findings if f.kind == "host" for m in f.members]
     named += [m for f in verdict.findings if f.kind == "pair" for m in f.members if m not in named]
