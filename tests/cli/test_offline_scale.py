@@ -22,6 +22,9 @@ LAB = REPO / "inventories" / "lab"
 #: Hosts cloned from the four lab facts (~170 KB each). Held whole, as before, they took ~0.55 MB each in memory
 #: (583 MB for 1,000): 400 of them ~280 MB. Judged one at a time the client stays near its start-up size.
 HOSTS, PEAK_LIMIT_MB = 400, 150
+#: The default run's two sizes: between them the peak may grow by the judged results alone (~22 KB a host measured,
+#: 49.3 -> 51.9 MiB), not by the facts (~560 KB a host held whole: 66 MB more at the larger).
+FEW, MORE, GROWTH_PER_HOST = 40, 160, 64 * 1024
 MB = 1 << 20
 
 
@@ -50,16 +53,38 @@ def _comparable(report_text: str) -> dict:
     return doc
 
 
-def test_validate_facts_judges_a_host_at_a_time_and_reports_as_the_whole_directory_evaluation(tmp_path):
-    facts_dir = clone_fleet(tmp_path / "facts", HOSTS)
-    report_path = tmp_path / "report.json"
+def _validate_as_the_whole_directory_evaluation(tmp_path: Path, hosts: int) -> int:
+    """validate --facts over `hosts` cloned hosts in a process of its own: its JSON report is the one the
+    whole-directory evaluation gives; its peak RSS in bytes."""
+    facts_dir = clone_fleet(tmp_path / f"facts-{hosts}", hosts)
+    report_path = tmp_path / f"report-{hosts}.json"
     code, peak = memkit.run_measured(["validate", "--facts", str(facts_dir), "-b", str(LAB / "baseline.yaml"),
-                                      "-f", f"json={report_path}"], tmp_path / "output", limit_s=900)
-    output = (tmp_path / "output").read_text()
+                                      "-f", f"json={report_path}"], tmp_path / f"output-{hosts}", limit_s=900)
+    output = (tmp_path / f"output-{hosts}").read_text()
     # The whole-directory evaluation, as validate --facts ran before: every host's facts held, then judged.
     report = evaluate(facts_mod.load_dir(facts_dir), baseline_mod.load(LAB / "baseline.yaml"), catalog.load(),
                       run_id="", tool_version=__version__)
     assert code == exit_code(report) == 1, output  # the faulted hosts fail
     whole = "".join(REPORTERS["json"].pieces(report))
     assert _comparable(report_path.read_text()) == _comparable(whole)
+    return peak
+
+
+def test_validate_facts_memory_grows_by_the_results_not_the_facts_and_reports_as_the_whole_directory(tmp_path):
+    """The default twin of the slow 400-host test below: at two sizes the peak differs by far less than the
+    facts of the added hosts would take held whole."""
+    few = tmp_path / "few"
+    few.mkdir()
+    code, peak_few = memkit.run_measured(["validate", "--facts", str(clone_fleet(few / "facts", FEW)),
+                                          "-b", str(LAB / "baseline.yaml")], few / "output", limit_s=900)
+    assert code == 1, (few / "output").read_text()
+    peak_more = _validate_as_the_whole_directory_evaluation(tmp_path, MORE)
+    assert peak_more - peak_few < GROWTH_PER_HOST * (MORE - FEW), (f"peak RSS {peak_few / MB:.1f} MiB for {FEW} "
+                                                                   f"hosts, {peak_more / MB:.1f} MiB for {MORE}")
+    assert peak_more < PEAK_LIMIT_MB * MB, f"peak RSS {peak_more / MB:.0f} MiB for {MORE} hosts"
+
+
+@pytest.mark.slow
+def test_validate_facts_judges_a_host_at_a_time_and_reports_as_the_whole_directory_evaluation(tmp_path):
+    peak = _validate_as_the_whole_directory_evaluation(tmp_path, HOSTS)
     assert peak < PEAK_LIMIT_MB * MB, f"peak RSS {peak / MB:.0f} MiB for {HOSTS} hosts"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,13 @@ LAYERS: dict[str, int] = {
 }
 
 
+@cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for the whole file: each parametrized case walks every module, and
+    parsing them all again took ~1.3 CPU-s a case. The tests only read the trees."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _modules() -> Iterator[tuple[str, Path]]:
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = path.relative_to(PACKAGE).with_suffix("").parts
@@ -62,7 +70,7 @@ def _imports(dotted: str, path: Path) -> Iterator[str]:
     """Every fabricproof module `dotted` imports, as a dotted path inside the package (at any depth: lazy
     imports inside functions count too)."""
     package = dotted.split(".")[:-1] if path.name != "__init__.py" else dotted.split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
@@ -157,10 +165,15 @@ _PATH_CALLS = {"Path", "private_dir", "joinpath", "evidence_dir", "wave_dir", "r
 ROLLOUT_STORE = "rollout/store.py"
 
 
-def _path_literals(path: Path) -> Iterator[tuple[str, bool]]:
+@cache
+def _path_literals(path: Path) -> tuple[tuple[str, bool], ...]:
     """(text, is a path part) of every string literal of a module: an f-string by its leading text; a path part is
-    an operand of `/` or an argument of a call (Path(...), private_dir(...), joinpath(...))."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    an operand of `/` or an argument of a call (Path(...), private_dir(...), joinpath(...)). Once a module: each of
+    the layout's 22 names reads them all."""
+    return tuple(_literals(_tree(path)))
+
+
+def _literals(tree: ast.Module) -> Iterator[tuple[str, bool]]:
     parts: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
@@ -202,7 +215,7 @@ LAB_USERS = {"commands.lab", "commands.demo"}
 
 
 def _imports_the_lab(path: Path) -> bool:
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == LAB:
             return True
         if isinstance(node, ast.Import) and any(a.name.split(".")[0] == LAB for a in node.names):
@@ -234,7 +247,7 @@ def test_the_probe_runner_alone_uses_the_guard_the_rendezvous_and_the_pairing():
 
 
 def _declares_collectors(path: Path) -> bool:
-    return any(isinstance(t, ast.Name) and t.id == "COLLECTORS" for n in ast.walk(ast.parse(path.read_text("utf-8")))
+    return any(isinstance(t, ast.Name) and t.id == "COLLECTORS" for n in ast.walk(_tree(path))
                if isinstance(n, ast.Assign) for t in n.targets)
 
 
@@ -265,7 +278,7 @@ PIPELINE_USERS = {"commands.validate", "commands.check", "rollout.gate", "rollou
 
 def _evaluates(path: Path) -> list[str]:
     """The names of the evaluation a module imports that judge facts (evaluate, StreamingEvaluation)."""
-    return [alias.name for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    return [alias.name for node in ast.walk(_tree(path))
             if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("judging.evaluate")
             for alias in node.names if alias.name in ("evaluate", "StreamingEvaluation")]
 
@@ -290,7 +303,7 @@ def _spelled_argvs(path: Path) -> list[int]:
     """Lines where a module writes a tool's argv itself: `argv=("tool", ...)` or `guarded(requires, "tool", ...)`;
     an `sh -c` script the collector owns is its own code, not a tool invocation."""
     lines = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if not isinstance(node, ast.Call):
             continue
         spelled = [kw.value for kw in node.keywords if kw.arg == "argv" and isinstance(kw.value, ast.Tuple)]
@@ -316,7 +329,7 @@ def test_the_tools_vocabulary_alone_spells_tool_argvs_and_durations():
     speaking = sorted(m for m, p in _modules() if m != TOOLS_OWNER and any(
         isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", "")) in ("Duration", "Tool")
         or isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "QUERY_GPU_FIELDS" for t in n.targets)
-        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))))
+        for n in ast.walk(_tree(p))))
     assert not speaking, f"durations or the --query-gpu fields written outside tools.py: {speaking}"
     for cid, c in COLLECTORS.items():
         if cid in tools.TOOLS:
