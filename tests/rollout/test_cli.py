@@ -246,3 +246,19 @@ def test_plan_checks_every_waves_hosts_for_the_transport_the_run_will_use(tmp_pa
     assert (f"{lab_inventory}: wave 2 (rest), host 'h100-0004': --via ssh cannot use its connection settings: "
             f"ansible_become_method 'su' is not supported by --via ssh") in said, refused.output
     assert cli("rollout", "plan", PLANS / "hca-firmware.yml", "-i", lab_inventory, "--via", "ansible").exit_code == 0
+
+
+def test_a_slurm_drained_plan_with_an_srun_collective_gate_exits_2_before_any_host_is_touched(tmp_path, lab_inventory):
+    plan = tmp_path / "plan.yml"
+    plan.write_text((PLANS / "hca-firmware.yml").read_text()
+                    .replace("    max_failed_hosts: 0\n", "    max_failed_hosts: 0\n    collective: {tolerance_pct: 10}\n")
+                    .replace("../baseline.yaml", str(REPO / "inventories/lab/baseline.yaml"))
+                    .replace("baselines/", str(PLANS / "baselines") + "/"))
+    line = next(i for i, text in enumerate(plan.read_text().splitlines(), 1) if "scheduler: slurm" in text)
+    for args in (("plan", plan, "-i", lab_inventory), ("run", plan, "-i", lab_inventory, "--runs-dir", tmp_path / "runs")):
+        result = cli("rollout", *args)
+        assert result.exit_code == 2, result.output
+        (said,) = result.output.splitlines()
+        assert said.startswith(f"error: {plan}:{line}: at /spec/drain/scheduler drain: {{scheduler: slurm}} "
+                               "cannot be combined with a collective gate launched by srun"), said
+    assert not (tmp_path / "runs").exists()

@@ -137,6 +137,9 @@ def start(tmp_path, slows, busy=None, waves=None):
         "proven_hosts: 3}}\n")
     assert "collective:" in plan
     (tmp_path / "plan.yml").write_text(plan)
+    for name in ("before.yaml", "after.yaml"):  # the plan drains in Slurm: srun would never get a drained node
+        path = tmp_path / name
+        path.write_text(path.read_text() + "    perf: {probes: {collective: {launcher: mpirun}}}\n")
     seams = runs.Seams(collect_factory=fleet.collect_factory, run_playbook=fleet.run_playbook, clock=FakeClock(),
                        collective_factory=collective_seam(fleet, slows, calls, busy))
     code, run_id = runs.start(tmp_path / "plan.yml", runs_dir=tmp_path / "runs", seams=seams)

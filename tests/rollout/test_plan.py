@@ -330,3 +330,40 @@ def test_a_plan_runs_only_playbooks_kept_with_it_or_shipped(tmp_path):
     msgs = {p.pointer: p.message for p in exc.value.problems}
     assert "is /etc/passwd, outside" in msgs["/spec/change/rollback/playbook"]
     assert "is not an Ansible playbook" in msgs["/spec/change/apply/playbook"]
+
+
+def test_a_slurm_drain_with_a_collective_gate_launched_by_srun_is_refused_at_its_line(tmp_path):
+    """srun never gets a drained node, so the gate's first collective would fail on every wave: refused at load, at
+    the drain's scheduler line, saying why and what to do; with the collective launched by mpirun it loads."""
+    import yaml
+
+    spec = GATES + D("""\
+          collective: {scale: all, tolerance_pct: 10}
+        waves:
+          - {name: all, size: rest}
+        drain:
+          scheduler: slurm
+        """)
+    (problem,) = problems_of(tmp_path, spec)  # the lab baseline sets no launcher: srun, the default
+    assert (problem.file, problem.line, problem.pointer) == (
+        str(tmp_path / "plan.yml"), line_of(tmp_path, "scheduler: slurm"), "/spec/drain/scheduler")
+    assert "srun never gets a drained node" in problem.message and "remove spec.drain" in problem.message
+    assert "\n" not in problem.message
+
+    def launched_by(defaults: str, group: str | None = None) -> Path:
+        doc = yaml.safe_load(LAB_BASELINE.read_text())
+        doc["spec"]["defaults"]["perf"] = {"probes": {"collective": {"launcher": defaults}}}
+        if group:
+            doc["spec"]["groups"]["gb200_nvl72"]["perf"] = {"probes": {"collective": {"launcher": group}}}
+        path = tmp_path / "baseline.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        plan = write_plan(tmp_path, spec)
+        plan.write_text(plan.read_text().replace(str(LAB_BASELINE), str(path)))
+        return plan
+
+    plan = load(launched_by("mpirun"), CATALOG)
+    assert plan.drain.scheduler == "slurm" and plan.gates.kinds["collective"].scale == "all"
+    with pytest.raises(InputError) as exc:  # one group of the baseline launching by srun is enough
+        load(launched_by("mpirun", group="srun"), CATALOG)
+    assert [p.pointer for p in exc.value.problems] == ["/spec/drain/scheduler"]
+    assert load(write_plan(tmp_path, spec.replace("scheduler: slurm", "scheduler: kubernetes")), CATALOG)

@@ -291,10 +291,11 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
                         dict(change["rollback"].get("vars") or {}))
     before = file_at(("spec", "baseline", "before"), spec["baseline"]["before"], "baseline")
     after = file_at(("spec", "baseline", "after"), spec["baseline"]["after"], "baseline")
+    loaded = []
     for key, path in (("before", before), ("after", after)):
         if path.is_file():
             try:
-                baseline_mod.load(path)
+                loaded.append(baseline_mod.load(path))
             except InputError as exc:
                 problems.extend(exc.problems)
 
@@ -351,6 +352,12 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
                       playbook_at(("spec", "drain", "drain"), dr.get("drain", "drain.yml")),
                       playbook_at(("spec", "drain", "undrain"), dr.get("undrain", "undrain.yml")),
                       dict(dr.get("vars") or {}))
+        if scheduler == "slurm" and "collective" in kinds:
+            from .gates.collective import drain_conflict
+
+            conflict = drain_conflict(loaded)
+            if conflict:
+                problems.append(doc.problem(("spec", "drain", "scheduler"), conflict))
 
     if problems:
         raise InputError(problems)

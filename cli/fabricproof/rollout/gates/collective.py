@@ -108,6 +108,20 @@ def decide(wave: Sequence[str], hosts: Sequence[str], before: Outcome, after: Ou
     return Decision(False, why, before, after, first, proven, verdict)
 
 
+def drain_conflict(baselines: Sequence[Baseline]) -> str | None:
+    """Why a plan whose waves `drain: {scheduler: slurm}` drains cannot have this gate when a baseline (its defaults
+    or any group's values) launches the collective with srun; None when none does."""
+    values = [v for b in baselines for v in (b.defaults, *(b.for_groups([g]) for g in b.groups))]
+    if not any(launch.config(v)["launcher"] == "srun" for v in values):
+        return None
+    return ("drain: {scheduler: slurm} cannot be combined with a collective gate launched by srun: the drain step "
+            "drains the wave's nodes in Slurm and srun never gets a drained node (not even root in a maintenance "
+            "reservation), so every wave's collective before the change would fail ('Slurm shows it drained') and "
+            "no wave would ever be changed; remove spec.drain (the gate then runs only on nodes Slurm shows idle, "
+            "but nothing keeps jobs off a wave while it changes) or launch the collective with mpirun "
+            "(perf.probes.collective.launcher in the baselines)")
+
+
 # -- the gate kind ----------------------------------------------------------------------------------------------
 
 PRE_COLLECTIVE, COLLECTIVE = "pre_collective", "collective"
