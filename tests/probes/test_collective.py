@@ -28,6 +28,10 @@ def test_srun_argv_is_fixed_from_the_baseline_one_task_per_gpu():
         "tasks_per_node": "one", "mpi": "pmi2", "partition": "gpu"}}}}), ["a", "b"], "fp-2", "domain_ib")
     assert "--export=ALL,NCCL_MNNVL_ENABLE=0" in ib and "--ntasks-per-node=1" in ib and "--mpi=pmi2" in ib
     assert "--partition=gpu" in ib and ib[-2:] == ("-g", "4")
+    # the leaf scales prove the InfiniBand fabric: with multi-node NVLink on, one rack's trays would bypass it
+    for scale, env in (("leaf", "ALL,NCCL_MNNVL_ENABLE=0"), ("cross_leaf", "ALL,NCCL_MNNVL_ENABLE=0"),
+                       ("domain", "ALL"), ("all", "ALL")):
+        assert f"--export={env}" in collective.srun_argv(VALUES, ["a", "b"], "fp-3", scale), scale
 
 
 def test_mpirun_argv_and_its_host_file_come_from_the_inventory_names(tmp_path):

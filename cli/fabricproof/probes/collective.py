@@ -77,8 +77,13 @@ def gpus_per_task(values: Mapping[str, Any]) -> int:
     return 1 if config(values)["tasks_per_node"] == "gpus" else gpus(values)
 
 
+#: Scales that prove the InfiniBand fabric: multi-node NVLink off, or NCCL would carry trays of one NVLink domain
+#: (a GB200 rack's, under one leaf) over NVLink and never touch the leaves.
+IB_SCALES = ("domain_ib", "leaf", "cross_leaf")
+
+
 def _env(scale: str) -> dict[str, str]:
-    return {"NCCL_MNNVL_ENABLE": "0"} if scale == "domain_ib" else {}
+    return {"NCCL_MNNVL_ENABLE": "0"} if scale in IB_SCALES else {}
 
 
 def srun_argv(values: Mapping[str, Any], hosts: Sequence[str], job_name: str, scale: str = "all") -> tuple[str, ...]:
