@@ -28,6 +28,10 @@ def test_srun_argv_is_fixed_from_the_baseline_one_task_per_gpu():
         "tasks_per_node": "one", "mpi": "pmi2", "partition": "gpu"}}}}), ["a", "b"], "fp-2", "domain_ib")
     assert "--export=ALL,NCCL_MNNVL_ENABLE=0" in ib and "--ntasks-per-node=1" in ib and "--mpi=pmi2" in ib
     assert "--partition=gpu" in ib and ib[-2:] == ("-g", "4")
+    # the leaf scales prove the InfiniBand fabric: with multi-node NVLink on, one rack's trays would bypass it
+    for scale, env in (("leaf", "ALL,NCCL_MNNVL_ENABLE=0"), ("cross_leaf", "ALL,NCCL_MNNVL_ENABLE=0"),
+                       ("domain", "ALL"), ("all", "ALL")):
+        assert f"--export={env}" in collective.srun_argv(VALUES, ["a", "b"], "fp-3", scale), scale
 
 
 def test_mpirun_argv_and_its_host_file_come_from_the_inventory_names(tmp_path):
@@ -138,3 +142,23 @@ def test_without_a_search_the_hosts_carry_the_figure_and_no_verdict(tmp_path):
     run, _ = modelled_run(tmp_path)
     facts = collective.host_facts(run, None)
     assert all(f["isolation"] is None and f["busbw_gbps"] >= 340 and f["failure"] is None for f in facts.values())
+
+
+def test_the_searchs_findings_cite_the_fabric_diffs_findings_that_bear_on_them():
+    """A path (leaf, spines) cites the diff's findings naming a port of that leaf (not of a leaf whose name merely
+    starts alike); a host cites those affecting it; the rest of the search's facts are kept."""
+    from fabricproof.subnet.diff import Finding
+
+    search = {"verdict": "at fault", "rounds": 4, "findings": [
+        {"kind": "path", "members": ["leaf-su1-r0", "spines"], "why": "w", "evidence": [3]},
+        {"kind": "host", "members": ["gb200-0007"], "why": "w", "evidence": [5]}]}
+    uplink = Finding("subnet.cable_present", "missing", ("leaf-su1-r0 port 33", "spine-1 port 1"),
+                     ("gb200-0001", "gb200-0002"), "leaf-su1-r0 port 33 to spine-1 port 1 is missing")
+    other = Finding("subnet.cable_present", "missing", ("leaf-su1-r01 port 33", "spine-2 port 9"), ("x",), "other")
+    swap = Finding("subnet.cable_placement", "swapped", ("gb200-0007 mlx5_0 port 1", "gb200-0007 mlx5_1 port 1"),
+                   ("gb200-0007",), "gb200-0007 mlx5_0 and mlx5_1 are swapped")
+    out = collective.with_fabric(search, [uplink, other, swap])
+    assert [[f["sentence"] for f in found["fabric"]] for found in out["findings"]] == \
+        [[uplink.sentence], [swap.sentence]]
+    assert out["rounds"] == 4 and out["findings"][0]["evidence"] == [3] and out["fabric_error"] is None
+    assert collective.with_fabric(search, [], "no vantage")["fabric_error"] == "no vantage"

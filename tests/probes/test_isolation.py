@@ -108,6 +108,18 @@ def test_a_leaf_whose_uplinks_are_slow_points_at_the_fabric_not_a_host():
     assert_decisions_complete(v, runner)
 
 
+def test_a_leaf_whose_uplinks_are_slow_is_found_when_every_screening_group_spans_it():
+    """The cross_leaf scale screens with one host of each leaf together, so every group holds a host of the leaf
+    with the missing uplink and no host of it ever passes: each is slow with hosts of two other leaves and fine with
+    a host of its own leaf (no spine between them), which names the leaf's uplinks, not a host."""
+    f = fleet(16, leaf_size=4, uplinks={"leaf00": 0.5})
+    cross = [[f"n{leaf * 4 + i:05d}" for leaf in range(4)] for i in range(4)]
+    v, runner = run_search(f, groups=cross)
+    assert v.paths == (("leaf00", SPINES),) and not v.hosts and not v.pairs, v.to_facts()
+    assert all(v.of_host(h) == "ok" for h in f.hosts)
+    assert_decisions_complete(v, runner)
+
+
 def test_a_slow_path_between_two_leaves_names_both_leaves():
     f = fleet(128, leaf_size=16, leaf_pairs={frozenset({"leaf01", "leaf06"}): 0.6})
     v, runner = run_search(f)
@@ -192,8 +204,10 @@ def test_the_round_budget_bounds_the_search():
 
 def test_a_host_confirmed_only_with_hosts_of_other_leaves_is_not_blamed_for_its_leaf_uplinks():
     """A small leaf (n00008..n00010) with slow uplinks and a bad host: its other hosts are slow with every reference
-    from another leaf, like a bad host would be; a control (another host of the leaf) tells them apart."""
+    from another leaf, like a bad host would be; a control (another host of the leaf) tells them apart: n00010 is
+    fine with n00008 of its own leaf, which names the leaf's uplinks."""
     f = fleet(11, leaf_size=4, uplinks={"leaf02": 0.6}, bad={"n00009": 0.5})
     v, runner = run_search(f)
-    assert "n00008" not in v.hosts and "n00010" not in v.hosts and {"n00008", "n00010"} <= set(v.unresolved)
+    assert "n00008" not in v.hosts and "n00010" not in v.hosts and "n00008" in v.unresolved
+    assert v.paths == (("leaf02", SPINES),)
     assert_decisions_complete(v, runner)

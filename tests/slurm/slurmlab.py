@@ -107,11 +107,12 @@ def _script(path: Path, text: str) -> Path:
     return path
 
 
-def start(lab_factory: LabFactory, nodes: int = len(NODES), baseline: Path = BASELINE) -> SlurmLab:
-    """The lab rack of `nodes` trays, then the cluster on it (its scripts written first, the health check judging
-    `baseline`); the caller stops the cluster."""
+def start(lab_factory: LabFactory, nodes: int = len(NODES), baseline: Path = BASELINE, fabric: bool = False
+          ) -> SlurmLab:
+    """The lab rack of `nodes` trays (on the lab's InfiniBand fabric with `fabric`), then the cluster on it (its
+    scripts written first, the health check judging `baseline`); the caller stops the cluster."""
     directory = lab_factory.new_dir()
-    status = lab_factory.up(directory, nodes=nodes, profile="gb200-nvl72")
+    status = lab_factory.up(directory, nodes=nodes, profile="gb200-nvl72", fabric=fabric)
     assert status.running, status.as_dict()
     lab = RunningLab(dir=directory, status=status)
 

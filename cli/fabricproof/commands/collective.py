@@ -18,12 +18,12 @@ from ..fsutil import atomic_write_text
 from ..judging import baseline as baseline_mod
 from ..judging import catalog
 from ..judging.pipeline import Delegated, Gathered, Request, run
-from ..model import Report
+from ..model import Host, Report
 from ..probes import collective, collective_section, isolation
 from ..reporters import REPORTERS
 from ..runstore import RunStore
 from ..transport import RunContext
-from ..subnet.plan import load_plan
+from ..subnet.plan import Plan, load_plan
 from ._common import (BASELINE_HELP, FORMAT_HELP, INVENTORY_DEFAULT, SEVERITIES, check_fail_on, emit_report,
                       err_console, input_errors, pair_outputs, shown)
 
@@ -87,7 +87,8 @@ def run_collective(
         raise InputError("nothing to run: give --inventory")
     hosts = [collective.node_name(h.name) for h in select_hosts(inventory, limit, "ssh", loaded=inv)]
     values = base.for_groups(inv.hosts[hosts[0]].groups)
-    leaves = collective.leaves(load_plan(fabric_plan, groups=inv.groups), hosts) if fabric_plan else None
+    plan = load_plan(fabric_plan, groups=inv.groups) if fabric_plan else None
+    leaves = collective.leaves(plan, hosts) if plan is not None else None
     if scale in ("leaf", "cross_leaf") and not leaves:
         raise InputError(f"--scale {scale} groups hosts by leaf: give --fabric-plan PLAN (it cables none of the hosts)"
                          if fabric_plan else f"--scale {scale} groups hosts by leaf: give --fabric-plan PLAN")
@@ -140,9 +141,11 @@ def run_collective(
     finally:
         link.close()
     verdict = outcome.get("verdict")
+    searched = None if verdict is None else verdict.to_facts()
+    if searched is not None and searched["findings"] and plan is not None:
+        searched = _with_fabric(searched, plan, inventory, [inv.hosts[h] for h in hosts], store.root, run_id, quiet)
     atomic_write_text(store.collective_path, json.dumps({
-        **launches.to_facts(), "stopped": outcome.get("stopped"),
-        "search": None if verdict is None else verdict.to_facts()}, indent=1) + "\n")
+        **launches.to_facts(), "stopped": outcome.get("stopped"), "search": searched}, indent=1) + "\n")
     if verdict is not None and not quiet:
         found = "; ".join(f"{f.kind} {', '.join(f.members)}" for f in verdict.findings) or "nothing"
         err_console.print(shown(f"search: {verdict.state} in {verdict.rounds} round(s), {verdict.tests} test(s): "
@@ -150,3 +153,18 @@ def run_collective(
     err_console.print(f"evidence and report: {store.root}", highlight=False)
     emit_report(judged.report, pairs, judged.written)
     raise typer.Exit(judged.exit_code(fail_on))
+
+
+def _with_fabric(searched: dict[str, Any], plan: Plan, inventory: str, inventory_hosts: list[Host], run_dir: Path,
+                 run_id: str, quiet: bool) -> dict[str, Any]:
+    """The search's findings with the fabric's diff against the plan as evidence: the fabric read once from the
+    vantage (RUNDIR/fabric/), as `fabric diff` reads it."""
+    from ..subnet import step
+    from . import _fabric
+
+    proof = step.prove(plan, inventory_hosts, {}, run_dir, via="ssh",
+                       options=transport.configure("ssh", inventory_path=inventory), window_s=0, run_id=run_id)
+    if not quiet:
+        for line in _fabric.lines(proof):
+            err_console.print(shown(line), soft_wrap=True, highlight=False)
+    return collective.with_fabric(searched, proof.findings, proof.error)

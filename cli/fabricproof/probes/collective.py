@@ -19,12 +19,13 @@ from ..collectors.base import ParseError, not_run_reason
 from ..collectors.probes.nccl_tests import parse_nccl_tests
 from ..errors import InputError
 from ..model import Command, Host
+from ..subnet.diff import Finding
 from ..subnet.names import host_of
 from ..subnet.plan import Plan
 from ..transport import HostError, Transport
 from ..transport.fanout import guarded as run_guarded
 from . import guard, spec
-from .isolation import Outcome, Settings, Verdict
+from .isolation import SPINES, Outcome, Settings, Verdict
 
 #: The scales a collective runs at: one NVLink domain (a GB200/GB300 rack's trays, multi-node NVLink on), the same
 #: domain with multi-node NVLink off (NCCL_MNNVL_ENABLE=0: its InfiniBand alone), the hosts under one leaf, hosts
@@ -77,8 +78,13 @@ def gpus_per_task(values: Mapping[str, Any]) -> int:
     return 1 if config(values)["tasks_per_node"] == "gpus" else gpus(values)
 
 
+#: Scales that prove the InfiniBand fabric: multi-node NVLink off, or NCCL would carry trays of one NVLink domain
+#: (a GB200 rack's, under one leaf) over NVLink and never touch the leaves.
+IB_SCALES = ("domain_ib", "leaf", "cross_leaf")
+
+
 def _env(scale: str) -> dict[str, str]:
-    return {"NCCL_MNNVL_ENABLE": "0"} if scale == "domain_ib" else {}
+    return {"NCCL_MNNVL_ENABLE": "0"} if scale in IB_SCALES else {}
 
 
 def srun_argv(values: Mapping[str, Any], hosts: Sequence[str], job_name: str, scale: str = "all") -> tuple[str, ...]:
@@ -386,6 +392,24 @@ def leaves(plan: Plan, hosts: Sequence[str]) -> dict[str, str]:
             if host not in best or key < best[host]:
                 best[host] = key
     return {h: best[h][1] for h in hosts if h in best}
+
+
+def with_fabric(search: Mapping[str, Any], findings: Sequence[Finding], error: str = "") -> dict[str, Any]:
+    """The search's facts (Verdict.to_facts) with, on each of its findings, the fabric diff's findings that bear on it
+    (a host: those affecting the host; a path: those naming a port of its leaves), so a verdict on the fabric cites
+    the cables beside the collectives; `fabric_error` says why the fabric could not be read."""
+    def bears(f: Finding, found: Mapping[str, Any]) -> bool:
+        if found["kind"] != "path":
+            return bool(set(found["members"]) & set(f.hosts))
+        leaves = [m for m in found["members"] if m != SPINES]
+        return any(e == leaf or e.startswith(leaf + " ") for e in f.ends for leaf in leaves)
+
+    out = dict(search)
+    out["findings"] = [{**found, "fabric": [{"check": f.check, "sentence": f.sentence, "hosts": list(f.hosts)}
+                                            for f in findings if bears(f, found)]}
+                       for found in search.get("findings", ())]
+    out["fabric_error"] = error or None
+    return out
 
 
 def facts_documents(run: Collective, verdict: Verdict | None, groups: Mapping[str, Sequence[str]]

@@ -247,7 +247,19 @@ class _Search:
                 # both references from other leaves: slow uplinks of its leaf would slow them alike
                 control = next((h for h in sorted(self.cleared - self.suspects) if self.leaves.get(h) == home), None)
                 if control is None:
-                    return  # unresolved: nothing of its leaf passed to tell the host from the leaf's uplinks
+                    # no host of its leaf passed (every screening group spanned the leaf, as at cross_leaf): a host
+                    # of its own leaf has no spine between them, so a pass there leaves only its leaf's uplinks
+                    mate = next((h for h in sorted(self.suspects - self.accused() - {host})
+                                 if self.leaves.get(h) == home), None)
+                    if mate is None:
+                        return  # unresolved: nothing of its leaf to tell the host from the leaf's uplinks
+                    (w,) = yield [_Req((host, mate), 0, f"within leaf {home}: {host} with {mate}, no spine between "
+                                       "them")]
+                    if w.passed:
+                        self.suspects.discard(host)
+                        self.accuse("path", (home, SPINES), f"{host} is slow with hosts of two other leaves and fine "
+                                    f"with {mate} of its own leaf {home}: its uplinks", (*chain, *w.decisions))
+                    return
                 (c,) = yield [_Req((control, first.refs[0]), 0, f"control: another host of leaf {home} with "
                                    f"{first.refs[0]}")]
                 if not c.passed:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import perfmodel, render_perf
+from . import fabricpaths, perfmodel, render_perf
 from .faults.base import compute_hcas
 from .model import Node, profile_of
 
@@ -73,15 +73,23 @@ def summary(view: Node, ngpus: int) -> dict[str, Any]:
             "nvlink": perfmodel.nvlink_factor(view), "ib_gbps": have, "ib_full_gbps": full,
             "multinode": float(view.get("multinode_bw", 1.0)), "slow_peers": list(view.get("slow_peers", [])),
             "clique": clique, "imex": None if imex is None else imex["active"] == "active",
-            "hang": bool(view.get("collective_hang"))}
+            "hang": bool(view.get("collective_hang")), "fabric_dir": (view.get("fabric") or {}).get("dir")}
 
 
-def bottleneck(nodes: list[dict[str, Any]], test: str, mnnvl_enabled: bool) -> tuple[float, bool]:
+def fabric_paths(nodes: list[dict[str, Any]]) -> fabricpaths.Paths | None:
+    """The lab fabric's paths the nodes are cabled to (None when none is: a lab without `--fabric`)."""
+    return fabricpaths.load(next((n["fabric_dir"] for n in nodes if n.get("fabric_dir")), None))
+
+
+def bottleneck(nodes: list[dict[str, Any]], test: str, mnnvl_enabled: bool,
+               paths: fabricpaths.Paths | None = None) -> tuple[float, bool]:
     """busbw (GB/s) at the asymptote of a collective over `nodes`, and whether it ran over multi-node NVLink.
 
     One NVLink domain (every node in the same clique, IMEX up everywhere, NCCL_MNNVL_ENABLE not 0): the rack's
     figure at the pace of its worst tray's NVLink. Otherwise over InfiniBand: the slowest node's HCAs (their share
-    under multi-node load), capped by its own NVLink figure, and lower still where a pair's path is bad."""
+    under multi-node load) at the share the lab fabric's leaves and uplinks carry for this set (`paths`, when the
+    lab has a fabric: fabricpaths.factor), capped by its own NVLink figure, and lower still where a pair's path is
+    bad."""
     scale = perfmodel.NOMINAL[nodes[0]["profile"]][render_perf.NCCL_TESTS[test][0]] / perfmodel.NOMINAL[
         nodes[0]["profile"]]["all_reduce"]
     cliques = {json.dumps(n["clique"]) for n in nodes}
@@ -90,7 +98,8 @@ def bottleneck(nodes: list[dict[str, Any]], test: str, mnnvl_enabled: bool) -> t
     if domain:
         return DOMAIN_BUSBW * scale * min(n["nvlink"] for n in nodes) * min(n["multinode"] for n in nodes), True
     names = {n["host"] for n in nodes}
-    worst = min(min(n["intra"] * scale, n["ib_gbps"] / 8 * IB_EFFICIENCY * n["multinode"]) for n in nodes)
+    fabric = fabricpaths.factor(paths, sorted(names))
+    worst = min(min(n["intra"] * scale, n["ib_gbps"] / 8 * IB_EFFICIENCY * n["multinode"] * fabric) for n in nodes)
     if any(set(n["slow_peers"]) & (names - {n["host"]}) for n in nodes):
         worst *= BAD_PATH_FACTOR
     return worst, False

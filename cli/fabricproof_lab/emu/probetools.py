@@ -159,7 +159,8 @@ def nccl_across(node_dir: Path, test: str, args: list[str], t: multinode.Task) -
         raise HangRequested()  # a rank never joined: NCCL's init waits for it
     nodes, conns = met
     try:
-        target, _mnnvl = multinode.bottleneck(nodes, test, os.environ.get("NCCL_MNNVL_ENABLE", "") != "0")
+        target, _mnnvl = multinode.bottleneck(nodes, test, os.environ.get("NCCL_MNNVL_ENABLE", "") != "0",
+                                              multinode.fabric_paths(nodes))
         out = render_perf.render_nccl_nodes(test, parse_size(opts.get("-b", "32M")), parse_size(opts.get("-e", "32M")),
                                             int(opts.get("-f", "2")), ngpus, nodes, target)
         _sleep(real)

@@ -3,6 +3,7 @@ opensm, and put fabric faults into the simulated subnet."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from fabricproof.fsutil import atomic_write_text
 
 from .. import emu
+from ..emu.fabricpaths import PATHS_FILE
 from ..errors import LabError
 from ..topology import LabHost
 from . import edits, netfile, plan, sim, topology
@@ -69,7 +71,14 @@ def prepare(lab_root: Path, state: FabricState, hosts: Sequence[LabHost], owner:
     atomic_write_text(lab_root / plan.PLAN_FILE, plan.render(healthy(state, hosts), str(lab_root)), mode=0o644)
     fabric = current(state, hosts)
     sim.prepare(state, fabric, owner)
+    publish(state, hosts)
     return fabric
+
+
+def publish(state: FabricState, hosts: Sequence[LabHost]) -> None:
+    """The fabric's paths where the nodes' emulated collectives read them (emu.fabricpaths)."""
+    atomic_write_text(state.path / PATHS_FILE, json.dumps(topology.paths(healthy(state, hosts),
+                                                                         current(state, hosts))), mode=0o644)
 
 
 def ensure_running(state: FabricState) -> bool:
@@ -91,7 +100,10 @@ def inject(state: FabricState, hosts: Sequence[LabHost], host: LabHost, fault: s
         return "none"
     old = current(state, hosts)
     state.faults.append([host.name, fault])
-    return sim.change(state, old, current(state, hosts), owner)
+    try:
+        return sim.change(state, old, current(state, hosts), owner)
+    finally:
+        publish(state, hosts)
 
 
 def clear(state: FabricState, hosts: Sequence[LabHost], host: LabHost, names: Sequence[str],
@@ -101,7 +113,10 @@ def clear(state: FabricState, hosts: Sequence[LabHost], host: LabHost, names: Se
         return "none"
     old = current(state, hosts)
     state.faults = [f for f in state.faults if f not in gone]
-    return sim.change(state, old, current(state, hosts), owner)
+    try:
+        return sim.change(state, old, current(state, hosts), owner)
+    finally:
+        publish(state, hosts)
 
 
 def describe(state: FabricState, hosts: Sequence[LabHost], lab_root: Path) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..emu.faults.subnet import RATE_4X
 from ..emu.model import compute_hca_identities, ib_base_lid
 from ..emu.profiles import PROFILES
 from ..emu.render_ib import SM_GUID
@@ -233,3 +234,27 @@ def counts(fabric: Fabric) -> dict[str, int]:
             "spines": sum(s.tier == "spine" for s in fabric.switches), "cas": len(fabric.cas),
             "host_cables": host_cables, "uplinks": len(fabric.cables) - host_cables,
             "cables": len(fabric.cables)}
+
+
+def paths(planned: Fabric, fabric: Fabric) -> dict[str, Any]:
+    """What a collective across nodes meets on `fabric` (emu.fabricpaths reads it): each host's compute HCAs by rail
+    with the leaf each is cabled to now (None: no cable), each leaf's rail, and each leaf's uplink rate (width x
+    speed of its cables to spines) present now over what `planned` gives it."""
+    leaves = {s.node_id: s for s in planned.switches if s.tier == "leaf"}
+    spines = {s.node_id for s in planned.switches if s.tier == "spine"}
+
+    def uplink_rates(f: Fabric) -> dict[str, float]:
+        out = dict.fromkeys((s.name for s in leaves.values()), 0.0)
+        for c in f.cables:
+            for leaf, far in ((c.a[0], c.b[0]), (c.b[0], c.a[0])):
+                if leaf in leaves and far in spines:
+                    out[leaves[leaf].name] += RATE_4X.get(c.speed, 0) * int(c.width.rstrip("x")) / 4
+        return out
+
+    now, plan = uplink_rates(fabric), uplink_rates(planned)
+    rails: dict[str, dict[str, str | None]] = {}
+    for ca in fabric.cas:
+        peer = fabric.peer((ca.node_id, 1))
+        rails.setdefault(ca.host, {})[str(ca.rail)] = leaves[peer[0]].name if peer and peer[0] in leaves else None
+    return {"rails": rails, "leaf_rail": {s.name: s.rail for s in leaves.values()},
+            "uplinks": {leaf: round(now[leaf] / plan[leaf], 4) if plan[leaf] else 1.0 for leaf in plan}}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..model import Node
 from .base import GDR, GDR_BUT_GB200, Fault, compute_hcas, compute_port
+from .perf import COLLECTIVE
 
 #: The check ids of issue 21's fabric diff (the subnet family); a fault names the ones that fail on its host.
 SUBNET_CHECKS = ("subnet.cable_placement", "subnet.cable_present", "subnet.cable_unplanned", "subnet.link_width",
@@ -53,12 +54,14 @@ def hca_name(node: Node, n: int) -> str:
 
 FAULTS: tuple[Fault, ...] = (
     Fault("subnet-rails-swapped", "mlx5_0 and mlx5_1 are cabled to each other's rail leaf (two cables crossed at the "
-          "host); both ports stay Active at full rate, so the node's own checks pass.", "fabric",
-          catches_subnet=("subnet.cable_placement", "subnet.rail_aligned")),
+          "host); both ports stay Active at full rate, so the node's own checks pass. Their rails' traffic crosses "
+          "the spines: a collective over the node's leaf is slow and its search names the node.", "fabric",
+          catches_subnet=("subnet.cable_placement", "subnet.rail_aligned"), catches_collective=COLLECTIVE),
     Fault("subnet-hca-wrong-port", "mlx5_2 is on the right leaf but its spare host port, not the port the plan gives "
           "it.", "fabric", catches_subnet=("subnet.cable_placement",)),
     Fault("subnet-uplink-missing", "The first spine uplink of mlx5_0's leaf is unplugged (every host on that leaf "
-          "loses a path).", "fabric", catches_subnet=("subnet.cable_present",)),
+          "loses a path): collectives across leaves through it run at half, and the collective search names the "
+          "leaf's path to the spines, no host.", "fabric", catches_subnet=("subnet.cable_present",)),
     Fault("subnet-link-1x", "mlx5_3's cable trained at 1X width: the node's ibstat shows a quarter of its rate.",
           "fabric", catches=("ib.rate",), catches_subnet=("subnet.link_width",), catches_probes=GDR,
           catches_probes_by_profile=GDR_BUT_GB200, apply=_narrow),
