@@ -23,6 +23,7 @@ LONG = (
     "tests/slurm/test_real_slurm.py",            # 103 s
     "tests/cli/test_packaging.py",               # 102 s
     "tests/transport/test_flood_lab.py",         # 94 s
+    "tests/lab/test_collective_mpirun.py",       # 3 tests, 58-137 s alone (one 4-tray lab; coll-mpirun branch)
     "tests/rollout/test_lab_secrets.py",         # 60 s
 )
 

@@ -26,6 +26,8 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 # whitespace and treats quotes specially, and the emulated tools are /bin/sh scripts.
 SAFE_PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+@:,")
 READY_TIMEOUT_S = 10.0
+#: A node's own temporary directory for Open MPI, inside its node directory (emu.api.create_node makes it).
+NODE_TMP = "tmp"
 
 
 def assert_loopback(addresses: Sequence[str]) -> None:
@@ -94,6 +96,10 @@ def render_config(*, title: str, addresses: Sequence[str], port: int, host_key: 
     # adding to it (sshd keeps the first SetEnv it sees for a connection, and the Match block's
     # list wins over the global one). So there is no global SetEnv: every block carries PATH too.
     # Without these variables the tools fall back to field 3 of $SSH_CONNECTION (the dialed address).
+    # OMPI_MCA_orte_tmpdir_base: each node its own temporary directory for Open MPI, as a real machine has its own
+    # /tmp. orted keeps its session directory in <tmpdir>/ompi.<hostname>.<uid>, and every lab node shares this
+    # machine's host name and the lab user: in one /tmp the orteds of one mpirun race to create the same directory
+    # and one fails to start. Not TMPDIR: the SSH transport's private directories stay on /dev/shm.
     by_address = {n.address: n for n in nodes}
     for addr in addresses:
         node = by_address[addr]
@@ -102,7 +108,7 @@ def render_config(*, title: str, addresses: Sequence[str], port: int, host_key: 
         lines += [
             f"Match LocalAddress {addr}",
             (f"    SetEnv PATH={tools_dir}:{SYSTEM_PATH} FABRICPROOF_LAB_NODE={node.node_dir}"
-             f" FABRICPROOF_HOST_ROOT={node.host_root}"),
+             f" FABRICPROOF_HOST_ROOT={node.host_root} OMPI_MCA_orte_tmpdir_base={node.node_dir / NODE_TMP}"),
         ]
     return "\n".join(lines) + "\n"
 

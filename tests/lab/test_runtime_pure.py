@@ -89,7 +89,8 @@ def test_sshd_config_listens_on_each_address_and_sets_per_node_env_in_match_bloc
     match = lines.index("Match LocalAddress 127.10.0.2")
     assert lines[match + 1].split() == [
         "SetEnv", "PATH=/srv/lab/bin:/usr/local/bin:/usr/bin:/bin",
-        "FABRICPROOF_LAB_NODE=/srv/lab/nodes/127.10.0.2", "FABRICPROOF_HOST_ROOT=/srv/lab/nodes/127.10.0.2/root"]
+        "FABRICPROOF_LAB_NODE=/srv/lab/nodes/127.10.0.2", "FABRICPROOF_HOST_ROOT=/srv/lab/nodes/127.10.0.2/root",
+        "OMPI_MCA_orte_tmpdir_base=/srv/lab/nodes/127.10.0.2/tmp"]
     # A global SetEnv would be silently replaced inside every Match block (OpenSSH 9.2): none allowed.
     assert not [ln for ln in lines[:lines.index("Match LocalAddress 127.10.0.1")] if ln.startswith("SetEnv")]
     for directive in ("PasswordAuthentication no", "PermitRootLogin no", "AllowUsers fabricproof-lab",

@@ -7,8 +7,10 @@ import random
 from pathlib import Path
 
 import pytest
+import yaml
 from fabricproof.collectors import COLLECTORS
 from fabricproof.errors import InputError
+from fabricproof.judging import baseline
 from fabricproof.probes import collective, spec
 from fabricproof.probes.isolation import search
 from fabricproof.probes.isolation_sim import Fleet, Runner
@@ -42,6 +44,27 @@ def test_mpirun_argv_and_its_host_file_come_from_the_inventory_names(tmp_path):
     argv = collective.mpirun_argv(values, hosts, hf, "domain_ib")
     assert argv[:9] == ("mpirun", "--hostfile", str(hf), "-np", "24", "--map-by", "ppr:8:node", "--tag-output", "-x")
     assert argv[9] == "NCCL_MNNVL_ENABLE=0" and argv[10] == "/opt/nccl-tests/build/all_reduce_perf"
+    assert "--mca" not in argv  # no agent in the baseline: Open MPI's own ssh
+
+
+def test_mpiruns_rsh_agent_is_the_baseline_value_as_one_argv_element(tmp_path):
+    agent = "ssh -F /etc/fabricproof/ssh_config"
+    values = spec.merge(VALUES, {"perf": {"probes": {"collective": {"launcher": "mpirun", "rsh_agent": agent}}}})
+    argv = collective.mpirun_argv(values, ["h1", "h2"], tmp_path / "hosts")
+    assert argv[8:11] == ("--mca", "plm_rsh_agent", agent) and argv[11] == "/opt/nccl-tests/build/all_reduce_perf"
+
+
+@pytest.mark.parametrize("agent", ["ssh -o 'ProxyCommand=sh'", "ssh; reboot", "ssh $(id)", "ssh  -F x", " ssh", ""])
+def test_an_rsh_agent_with_quotes_or_shell_text_is_a_baseline_error_naming_its_line_and_path(tmp_path, agent):
+    path = tmp_path / "baseline.yaml"
+    doc = {"apiVersion": "fabricproof/v1", "kind": "Baseline", "metadata": {"name": "t"},
+           "spec": {"defaults": {"perf": {"probes": {"collective": {"launcher": "mpirun", "rsh_agent": agent}}}}}}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(InputError, match=rf"{path}:\d+: at /spec/defaults/perf/probes/collective/rsh_agent "):
+        baseline.load(str(path))
+    doc["spec"]["defaults"]["perf"]["probes"]["collective"]["rsh_agent"] = "ssh -F /lab/ssh_config -o BatchMode=yes"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert collective.config(baseline.load(str(path)).for_groups([]))["rsh_agent"].startswith("ssh -F ")
 
 
 @pytest.mark.parametrize("bad", ["gb200-[0001-0004]", "a,b", "-w", "host name", "$(reboot)", "", "x;y"])

@@ -107,12 +107,14 @@ def hostfile(values: Mapping[str, Any], hosts: Sequence[str]) -> str:
 
 def mpirun_argv(values: Mapping[str, Any], hosts: Sequence[str], hostfile_path: Path, scale: str = "all"
                 ) -> tuple[str, ...]:
-    """`mpirun --hostfile <file> -np <n x t> --map-by ppr:<t>:node --tag-output [-x VAR=value] <nccl-tests argv>`."""
+    """`mpirun --hostfile <file> -np <n x t> --map-by ppr:<t>:node --tag-output [--mca plm_rsh_agent <agent>]
+    [-x VAR=value] <nccl-tests argv>`: the agent (how orted reaches each host) is the baseline's, one argv element."""
     c = config(values)
     t = tasks_per_node(values)
+    agent = ("--mca", "plm_rsh_agent", c["rsh_agent"]) if c["rsh_agent"] else ()
     env = tuple(a for k, v in _env(scale).items() for a in ("-x", f"{k}={v}"))
     return (c["mpirun"], "--hostfile", str(hostfile_path), "-np", str(len(hosts) * t), "--map-by", f"ppr:{t}:node",
-            "--tag-output", *env, *nccl_argv(values))
+            "--tag-output", *agent, *env, *nccl_argv(values))
 
 
 def threshold(values: Mapping[str, Any], scale: str) -> float | None:

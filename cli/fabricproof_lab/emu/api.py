@@ -12,6 +12,7 @@ from fabricproof import tools
 
 from . import faults
 from .model import Node, attach_fabric, new_node
+from .multinode import rendezvous_dir
 from .outputs import COMMANDS, ROOT_FILES, render_node, write_atomic
 from .store import STATE, load, locked, transaction
 
@@ -177,7 +178,7 @@ def create_node(labdir: Path | str, address: str, profile: str, index: int, rack
     fabric: its place on the lab's InfiniBand fabric (model.attach_fabric), if the lab has one.
     """
     nd = node_path(labdir, address)
-    for sub in ("out", "root"):
+    for sub in ("out", "root", "tmp"):  # tmp: the node's own for Open MPI (sshd.NODE_TMP)
         (nd / sub).mkdir(parents=True, exist_ok=True)
     node = new_node(profile, index, rack, hostname or f"node-{index:04d}", address)
     if peers:
@@ -192,8 +193,11 @@ def create_node(labdir: Path | str, address: str, profile: str, index: int, rack
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(Path("..") / address)
+    rendezvous = rendezvous_dir(nd)
+    rendezvous.mkdir(exist_ok=True)
     if owner is not None:
         _chown_dirs(nd, owner)
+        os.chown(rendezvous, *owner)
     return nd
 
 

@@ -105,10 +105,15 @@ def bottleneck(nodes: list[dict[str, Any]], test: str, mnnvl_enabled: bool,
     return worst, False
 
 
+def rendezvous_dir(node_dir: Path) -> Path:
+    """Where the tasks of a launch meet: beside the lab's node directories (its tmpfs store when it has one), so no
+    other lab shares it; `lab up` hands it to the lab user, as whom tasks run when mpirun starts them over SSH."""
+    return node_dir.resolve().parent / "collective"
+
+
 def _rendezvous_dir(node_dir: Path) -> Path:
-    # <lab>/nodes/<address>: the lab's own directory is shared by every node of the lab
-    d = node_dir.resolve().parents[1] / "collective"
-    d.mkdir(exist_ok=True)
+    d = rendezvous_dir(node_dir)
+    d.mkdir(exist_ok=True)  # a lab made before `lab up` created it: root's Slurm tasks may
     return d
 
 

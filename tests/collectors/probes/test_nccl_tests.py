@@ -1,4 +1,4 @@
-"""nccl-tests parser over every real output of ../shared/corpus/nccl-tests (and two launcher-prefixed samples):
+"""nccl-tests parser over every real output of ../shared/corpus/nccl-tests (and three launcher samples):
 anchors the files show, old and new layouts, NCCL INFO facts, and every failure as a ParseError, never a figure."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ NETWORK_FAIL = "alltoall-h100-2node-8rank-FAIL-remote-process-exited-network-err
 HANG = "blackwell-b200-gke-2node-4rank-all-gather-HANG-header-only-no-rows.txt"
 SRUN = "nccl-tests-all-reduce-h100-2node-16rank-srun-label-prefix-nccl-tests-issue-290.txt"
 MPIRUN = "nccl-tests-all-reduce-eks-2node-mpirun-tag-output-prefix-socket-fallback-excerpt.txt"
+MPIRUN_ROOT = "nccl-tests-mpirun-openmpi4.1.4-refuses-root-no-run.txt"
 
 #: The corpus files that are failed runs, and what their ParseError must say.
 FAILURES = {
@@ -277,6 +278,20 @@ def test_the_launcher_ending_a_task_fails_the_run_in_its_words(line, host):
     with pytest.raises(ParseError) as err:
         parse_nccl_tests(text)
     assert str(err.value) == f"the launcher ended the run: {line} (host(s): {host})"
+
+
+def test_mpirun_that_runs_nothing_fails_in_open_mpis_words():
+    """Debian's Open MPI 4.1.4 refusing root prints no nccl-tests line: its banner is the failure, not 'not
+    nccl-tests output'."""
+    with pytest.raises(ParseError) as err:
+        parse_nccl_tests(sample(MPIRUN_ROOT), expected_hosts=["gb200-0001", "gb200-0002"])
+    assert str(err.value) == "the launcher did not run nccl-tests: mpirun has detected an attempt to run as root."
+    rule = "-" * 74
+    text = f"{rule}\nA call to mkdir was unable to create the desired directory:\n\n  Directory: /tmp/x\n  Error: " \
+           f"    File exists\n\nPlease check\n{rule}\n"
+    with pytest.raises(ParseError, match=r": A call to mkdir was unable to create the desired directory: Directory: "
+                                         r"/tmp/x Error: File exists$"):
+        parse_nccl_tests(text)
 
 
 HEADER = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"

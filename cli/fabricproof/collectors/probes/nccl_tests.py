@@ -46,6 +46,9 @@ _INIT = re.compile(r"ncclCommInitRank comm \S+ rank (?P<rank>\d+) nranks \d+ .*-
 _LAUNCHER_END = re.compile(r"^(?:srun: error: (?P<srun>\S+): tasks? [\d,-]+: .*"
                            r"|slurmstepd: error: \*\*\* (?:STEP|JOB) \S+ ON (?P<step>\S+) CANCELLED AT .*"
                            r"|mpirun noticed that process rank \d+ with PID \d+ on node (?P<mpi>\S+) exited on .*)$")
+# Open MPI's help messages (mpirun's or orted's own words when it cannot start a run or aborts one) stand between
+# rules of 74 dashes; their first paragraph says what went wrong
+_OMPI_RULE = "-" * 74
 # "cnode2-001: Test NCCL failure ..." names the host whose rank reported the failure
 _FAILURE_HOST = re.compile(r"^\s*(?:\.\. )?(?P<host>[^\s:]+)(?: pid \d+)?: Test ")
 
@@ -260,6 +263,8 @@ def parse_nccl_tests(text: str, expected_hosts: Sequence[str] | None = None) -> 
         ended = sorted({h for _, h in launcher_ends})
         raise ParseError(f"the launcher ended the run: {launcher_ends[0][0]} (host(s): {', '.join(ended)})")
     if header is None:
+        if words := _ompi_words(lines):
+            raise ParseError(f"the launcher did not run nccl-tests: {words}")
         raise ParseError("no nccl-tests result header (size count type ... busbw): not nccl-tests output")
     if not rows:
         raise ParseError("nccl-tests printed its result header but no row: the run hung or was stopped before its "
@@ -288,6 +293,26 @@ def parse_nccl_tests(text: str, expected_hosts: Sequence[str] | None = None) -> 
         net_transport=net, gdr=gdr, nccl_warnings=warnings[:20],
     )
     return frag
+
+
+def _ompi_words(lines: Sequence[str]) -> str | None:
+    """The first paragraph of Open MPI's first help message, on one line (with the next one when it ends in ':',
+    as "A call to mkdir was unable to create the desired directory:" does); None without one."""
+    for i, line in enumerate(lines):
+        if line.strip() != _OMPI_RULE:
+            continue
+        paragraphs: list[list[str]] = [[]]
+        for nxt in lines[i + 1:]:
+            if nxt.strip() == _OMPI_RULE:
+                break
+            if nxt.strip():
+                paragraphs[-1].append(nxt.strip())
+            elif paragraphs[-1]:
+                paragraphs.append([])
+        said = [" ".join(" ".join(p).split()) for p in paragraphs if p]
+        if said:
+            return " ".join(said[:2] if said[0].endswith(":") and len(said) > 1 else said[:1])
+    return None
 
 
 def _one_run(lines: Sequence[str]) -> None:
