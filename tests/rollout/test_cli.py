@@ -149,6 +149,23 @@ def test_plan_output_shows_control_characters_from_hosts_and_the_plan_never_obey
     assert "\\x1b[2J\\x1b[31mred\\x0d" in result.output and "h100-\\x1b]0;owned" in result.output
 
 
+def test_unlock_names_a_run_once_though_its_locks_were_taken_in_different_seconds(tmp_path):
+    from fabricproof.paths import state_dir
+
+    from .test_state_lock_decisions import _died_holding, new_state
+
+    base = state_dir()
+    old = new_state(tmp_path / "runs", "run-old")
+    _died_holding(base, "run-old", old.dir)
+    h2 = base / "locks" / "h2.lock"
+    record = json.loads(h2.read_bytes())  # a loaded machine: h2 locked a second after h1
+    first = json.loads((base / "locks" / "h1.lock").read_bytes())["since"]
+    h2.write_text(json.dumps({**record, "since": "2099-01-01T00:00:00Z"}))
+    asked = cli("rollout", "unlock", "run-old")
+    assert asked.exit_code == 2 and asked.output.count("held by run run-old") == 1, asked.output
+    assert f"since {first}): h1, h2. They may be drained" in " ".join(asked.output.split()), asked.output
+
+
 def test_unlock_releases_a_stopped_runs_hosts_only_when_confirmed(tmp_path):
     from fabricproof.paths import state_dir
     from fabricproof.rollout import decisions, lock

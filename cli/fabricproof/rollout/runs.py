@@ -434,12 +434,17 @@ def unlock(run: str | None, hosts: Sequence[str], *, yes: bool) -> str:
         what = " and ".join(x for x in (f"run {run}" if run else "", ", ".join(hosts)) if x)
         raise InputError(Problem(f"no lock record holds {what}: nothing to release", where))
     by_holder: dict[tuple[str, str], list[str]] = {}
+    since: dict[tuple[str, str], str] = {}
     for host, owner in found.items():
+        # One holder per run and process, whatever second each lock was taken in: a run's locks straddle seconds.
         holder = (f"unknown holder ({owner[lock.UNREADABLE]})" if lock.UNREADABLE in owner else
-                  f"run {owner.get('run_id', '?')} (pid {owner.get('pid', '?')}, {owner.get('owner', '?')}, "
-                  f"since {owner.get('since', '?')})")
-        by_holder.setdefault((holder, str(owner.get("run_dir", ""))), []).append(host)
-    listing = "; ".join(f"{holder}: {', '.join(sorted(taken))}" for (holder, _d), taken in sorted(by_holder.items()))
+                  f"run {owner.get('run_id', '?')} (pid {owner.get('pid', '?')}, {owner.get('owner', '?')}")
+        key = (holder, str(owner.get("run_dir", "")))
+        by_holder.setdefault(key, []).append(host)
+        if lock.UNREADABLE not in owner:
+            since[key] = min(since.get(key, "~"), str(owner.get("since", "?")))
+    listing = "; ".join(f"{holder}{f', since {since[key]})' if key in since else ''}: {', '.join(sorted(taken))}"
+                        for key, taken in sorted(by_holder.items()) for holder in key[:1])
     if not yes:
         raise InputError(Problem(f"would release {len(found)} host(s) held by {listing}. They may be drained or "
                                  "half-changed; nothing was released: add --yes to release them", where))
