@@ -60,7 +60,7 @@ def bad_baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _fabricproof(sl: SlurmLab, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fabricproof", *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "fabricproof", *args], capture_output=True, text=True, timeout=WAIT_S,
                           stdin=subprocess.DEVNULL, cwd=sl.cluster.root, check=False,
                           env=sl.cluster.env(PYTHONPATH=str(REPO / "cli")))
 
