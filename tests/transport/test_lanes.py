@@ -48,18 +48,3 @@ def test_probes_never_run_at_once_on_a_host():
     assert len(probes) >= 2 and {c.lock for c in probes} == {"fabric-load"}
     commands = [Command(c.argv, c.timeout_s, c.id, c.lock, c.typical_s) for c in probes]
     assert len(lanes.plan(commands)) == 1
-
-
-def test_on_the_node_itself_every_chain_gets_a_lane_so_a_long_optional_command_holds_back_nothing():
-    # plan() packs every command but nvfwupd into one lane beside it: 8.4 s in sequence on a node whose nvfwupd is
-    # not configured (not run at once), against its longest chain of 4 s (mlxfwmanager). spread() gives each chain
-    # its own lane, up to MAX_LANES, longest first onto the least loaded.
-    commands = [Command(c.argv, c.timeout_s, c.id, c.lock, c.typical_s) for c in default_collectors()]
-    packed, spread = lanes.plan(commands), lanes.spread(commands)
-    assert sorted(i for lane in spread for i in lane) == list(range(len(commands)))  # every command once
-    assert len(packed) == 2 and len(spread) == lanes.MAX_LANES
-    load = {lane: sum(lanes.weight(commands[i]) for i in lane if commands[i].tool != "nvfwupd") for lane in spread}
-    assert max(load.values()) == lanes.longest_chain_s([c for c in commands if c.tool != "nvfwupd"])
-    nvsmi = [i for i, c in enumerate(commands) if c.tool == "nvidia-smi"]
-    assert any(set(nvsmi) <= set(lane) and list(lane) == sorted(lane) for lane in spread)  # one tool, in order
-    assert lanes.spread([cmd("one")]) == ((0,),) and lanes.spread([]) == ()

@@ -62,25 +62,6 @@ def plan(commands: Sequence[Command], max_lanes: int = MAX_LANES) -> Lanes:
     return tuple(tuple(sorted(lane)) for lane in sorted(lanes, key=min))
 
 
-def spread(commands: Sequence[Command], max_lanes: int = MAX_LANES) -> Lanes:
-    """Command indices per lane, each lane in command order: every chain in a lane of its own, up to max_lanes (then
-    longest first onto the least loaded lane). For lanes that cost threads, not host processes (the node running its
-    own check): plan() packs every other command into one lane beside the longest chain, in sequence, and that chain
-    is often a command that does not run at all (nvfwupd without its BMC settings: 20 s planned, none taken), so a
-    node would wait for the sum of its commands (8.4 s of the standard set's) rather than its longest chain (4 s)."""
-    units = chains(commands)
-    if not units:
-        return ()
-    cost = [sum(weight(commands[i]) for i in u) for u in units]
-    lanes: list[list[int]] = [[] for _ in range(min(len(units), max(1, max_lanes)))]
-    loads = [0.0] * len(lanes)
-    for k in sorted(range(len(units)), key=lambda k: (-cost[k], units[k][0])):
-        fit = min(range(len(lanes)), key=loads.__getitem__)
-        lanes[fit].extend(units[k])
-        loads[fit] += cost[k]
-    return tuple(tuple(sorted(lane)) for lane in sorted(lanes, key=min))
-
-
 def skip_reason(tool: str, timed_out: Sequence[str], error: str) -> str:
     """Why a command was not run: `timed_out`, a command of the same tool, ran out of time before it (`error`)."""
     return f"not run: {tool} is hung on this host (`{shlex.join(timed_out)}` {error}), so its other commands were not run"

@@ -40,8 +40,8 @@ class LocalTransport(Transport):
         self.env = dict(options.env) if options.env is not None else None
 
     def run_many(self, host: Host, commands: Sequence[Command], deadline: float) -> list[CommandResult]:
-        """The commands in lanes side by side: a tool's commands in sequence (skipped once one of them timed out),
-        every chain in a lane (a thread) of its own up to lanes.MAX_LANES (lanes.spread)."""
+        """The commands in lanes, as the SSH transport's script runs them: a tool's commands in sequence (skipped
+        once one of them timed out), lanes side by side."""
         results: list[CommandResult | None] = [None] * len(commands)
 
         def lane(indices: Sequence[int]) -> None:
@@ -57,7 +57,7 @@ class LocalTransport(Transport):
                 if cmd.tool and (results[i].error or "").startswith("timed out"):
                     hung[cmd.tool] = results[i]
 
-        plan = lanes.spread(commands)  # lanes are threads here: each chain its own, not packed behind the longest
+        plan = lanes.plan(commands)
         if len(plan) == 1:
             lane(plan[0])
         else:
