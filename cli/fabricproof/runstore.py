@@ -21,7 +21,6 @@ reader sees it complete or not at all; the file system is synced once before run
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import hashlib
 import json
@@ -52,8 +51,6 @@ STDOUT_SUFFIX = ".txt"
 STDERR_SUFFIX = ".stderr"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
-
-_LIBC = ctypes.CDLL(None, use_errno=True)  # this process's libc (dlopen(NULL)): no ldconfig lookup
 
 #: Longest host name a run keeps as its file name: the hidden staging name (.<name>.partial) and the facts' temporary
 #: file (.<name>.json.tmp) must stay within NAME_MAX (255 bytes), with room to spare.
@@ -320,10 +317,13 @@ class RunStore:
     def sync(self) -> None:
         """syncfs(2) on the run directory's file system: one flush for all the evidence of a run. The storage
         failing the flush (EIO: written pages are lost) is a WriteError naming the run directory."""
+        import ctypes  # here, not at import: most commands that load the run store never sync a run
+
+        libc = ctypes.CDLL(None, use_errno=True)  # this process's libc (dlopen(NULL)): no ldconfig lookup
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            if getattr(_LIBC, "syncfs", None) is not None:
-                if _LIBC.syncfs(fd) == 0:
+            if getattr(libc, "syncfs", None) is not None:
+                if libc.syncfs(fd) == 0:
                     return
                 code = ctypes.get_errno()
                 if code in STORAGE_ERRNOS:

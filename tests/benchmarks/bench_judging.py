@@ -11,9 +11,9 @@ the lab. Run from the repo:
             per host and peak RSS, this tree against the code of --old-commit (extracted with git archive, run the
             same way, side by side; at the largest size only with --old-at-largest: it needs ~0.6 MB a host)
   live      bench_fleet.py's fabricproof-vs-floor and replay (lab of --live-nodes, replay of --replay-hosts)
-  local     `check --local` on one lab node, --local-runs times: its own CPU (beside the tools it runs, read from
-            the ended process's /proc stat before it is reaped), the tools' CPU, wall; and `python -c pass` as the
-            interpreter's floor on this machine
+  local     `check --local` on one lab node, --local-runs times alternating with the code of --local-old: its own
+            CPU (beside the tools it runs, read from the ended process's /proc stat before it is reaped), the tools'
+            CPU, wall; and `python -c pass` as the interpreter's floor on this machine
 
 Peak RSS is the child's own VmHWM, read from /proc/<pid>/status as it runs: never wait4's ru_maxrss, which carries
 the pre-exec high-water mark of the process it was forked from. Timings on a shared machine are noisy: compare the
@@ -52,6 +52,8 @@ OLD_RECORDED = {"commit": OLD_COMMIT, "offline_cpu_ms_per_host_1000": 73.7, "off
 #: one result object per check and host. Run the code of that commit side by side with --old-commit 62d2494.
 HELD_RECORDED = {"commit": "62d2494", "offline_peak_rss_mb_1000": 71.9, "offline_peak_rss_mb_10000": 300.8,
                  "offline_rss_largest_vs_smallest": 4.18}
+#: check --local before issue 23.4 (0.68 s of own CPU, README): run alternately with the current tree.
+LOCAL_OLD_COMMIT = "d75fd0d"
 #: Issue 23's goals: figure -> ("max" or "min", bound). Printed with met/missed, never asserted.
 GOALS: dict[str, tuple[str, float]] = {
     "offline_cpu_ms_per_host": ("max", 5.0),
@@ -171,31 +173,60 @@ def live(work: Path, nodes: int, replay_hosts: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------- check --local
 
 
-def local(work: Path, runs: int) -> dict[str, Any]:
+def _median(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    med: dict[str, Any] = {k: round(statistics.median(r[k] for r in rows), 3)
+                           for k in ("own_cpu_s", "children_cpu_s", "wall_s", "peak_rss_mb")}
+    med["own_cpu_s_min_max"] = [min(r["own_cpu_s"] for r in rows), max(r["own_cpu_s"] for r in rows)]
+    med["rc"] = sorted({r["rc"] for r in rows})
+    return med
+
+
+def local(work: Path, runs: int, old_commit: str | None) -> dict[str, Any]:
+    """check --local on one lab node, `runs` times, alternating with the code of `old_commit` (when given) run the
+    same way, so both see the same load. Both run as installed (bytecode compiled once, by a first run that is not
+    counted: pip compiles it at install) and keep their state (the kept catalog) in the work directory, never in
+    this machine's /var/lib/fabricproof."""
     lab_dir = work / "lab1"
     argv, env = fabricproof(REPO / "cli", "lab", "up", "--dir", str(lab_dir), "--nodes", "1", "--profile", "dgx-h100")
     subprocess.run(argv, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    trees = {"new": REPO / "cli"}
+    if old_commit:
+        trees["old"] = old_tree(old_commit, work / f"local-{old_commit}")
     try:
         lab = json.loads((lab_dir / "lab.json").read_text())
         address = lab["hosts"][0]["address"]
         node_dir = lab_dir / "nodes" / address
-        node_env = {**os.environ, "PYTHONPATH": str(REPO / "cli"), "PATH": f"{lab_dir / 'bin'}:{os.environ['PATH']}",
-                    "FABRICPROOF_LAB_NODE": str(node_dir), "FABRICPROOF_HOST_ROOT": str(node_dir / "root")}
+        node_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        node_env.update({"PATH": f"{lab_dir / 'bin'}:{os.environ['PATH']}", "FABRICPROOF_LAB_NODE": str(node_dir),
+                         "FABRICPROOF_HOST_ROOT": str(node_dir / "root")})
+        envs = {name: {**node_env, "PYTHONPATH": str(tree), "PYTHONPYCACHEPREFIX": str(work / f"pyc-{name}"),
+                       "FABRICPROOF_STATE_DIR": str(work / f"state-{name}")} for name, tree in trees.items()}
         check = [sys.executable, "-m", "fabricproof", "check", "--local", "-b", str(BASELINE), "--group", "dgx_h100",
                  "--node-name", "h100-0001"]
-        rows = [run_child(check, node_env, work, work / "check.txt") for _ in range(runs)]
-        floor = [run_child([sys.executable, "-c", "pass"], node_env, work, work / "pass.txt") for _ in range(runs)]
+        first = {name: run_child(check, env, work, work / "check.txt") for name, env in envs.items()}
+        rows: dict[str, list[dict[str, Any]]] = {name: [] for name in envs}
+        floor = []
+        for _ in range(runs):
+            for name, env in envs.items():
+                rows[name].append(run_child(check, env, work, work / "check.txt"))
+            floor.append(run_child([sys.executable, "-c", "pass"], envs["new"], work, work / "pass.txt"))
     finally:
         argv, env = fabricproof(REPO / "cli", "lab", "down", "--dir", str(lab_dir), "--purge")
         subprocess.run(argv, env=env, cwd=REPO, check=False, stdout=subprocess.DEVNULL)
-    med = {k: round(statistics.median(r[k] for r in rows), 3)
-           for k in ("own_cpu_s", "children_cpu_s", "wall_s", "peak_rss_mb")}
-    med["rc"] = sorted({r["rc"] for r in rows})
+    med = _median(rows["new"])
+    med["first_run_own_cpu_s"] = first["new"]["own_cpu_s"]  # bytecode compiled, the catalog loaded and kept
     med["interpreter_start_cpu_s"] = round(statistics.median(r["own_cpu_s"] for r in floor), 3)
     med["runs"] = runs
-    print(f"  check --local  own CPU {med['own_cpu_s']:.3f} s (median of {runs}; python -c pass "
-          f"{med['interpreter_start_cpu_s']:.3f} s)  tools CPU {med['children_cpu_s']:.3f} s  wall {med['wall_s']:.3f} s"
-          f"  peak RSS {med['peak_rss_mb']:.1f} MB", flush=True)
+    if "old" in rows:
+        med["old"] = {"commit": old_commit, **_median(rows["old"])}
+        med["old_vs_new_own_cpu"] = round(med["old"]["own_cpu_s"] / med["own_cpu_s"], 2)
+    for name in rows:
+        m = med if name == "new" else med["old"]
+        print(f"  check --local ({name}{'' if name == 'new' else ' ' + str(old_commit)})  own CPU {m['own_cpu_s']:.3f} s"
+              f" (median of {runs}, {m['own_cpu_s_min_max'][0]:.2f}-{m['own_cpu_s_min_max'][1]:.2f})  tools CPU "
+              f"{m['children_cpu_s']:.3f} s  wall {m['wall_s']:.3f} s  peak RSS {m['peak_rss_mb']:.1f} MB", flush=True)
+    print(f"  python -c pass {med['interpreter_start_cpu_s']:.3f} s; first run (new) {med['first_run_own_cpu_s']:.3f} s",
+          flush=True)
     return med
 
 
@@ -231,6 +262,9 @@ def figures(result: dict[str, Any], sizes: list[int]) -> dict[str, Any]:
     if result.get("local"):
         out["check_local_own_cpu_s"] = result["local"]["own_cpu_s"]
         out["check_local_wall_s"] = result["local"]["wall_s"]
+        if "old" in result["local"]:
+            out["check_local_own_cpu_s_before"] = result["local"]["old"]["own_cpu_s"]
+            out["check_local_wall_s_before"] = result["local"]["old"]["wall_s"]
     return out
 
 
@@ -242,6 +276,8 @@ def main() -> int:
     ap.add_argument("--live-nodes", type=int, default=300)
     ap.add_argument("--replay-hosts", type=int, default=10000)
     ap.add_argument("--local-runs", type=int, default=10)
+    ap.add_argument("--local-old", default=LOCAL_OLD_COMMIT, help="the version check --local runs alternately with "
+                    "(git archive; '' for none)")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: offline, old, live, local")
     ap.add_argument("--out", type=Path, default=Path("bench-judging.json"))
     args = ap.parse_args()
@@ -257,7 +293,7 @@ def main() -> int:
             result["offline"] = offline(work, sizes, old, args.old_at_largest)
         if "local" not in skip:
             print("check --local on one lab node", flush=True)
-            result["local"] = local(work, args.local_runs)
+            result["local"] = local(work, args.local_runs, args.local_old or None)
         if "live" not in skip:
             print(f"live path at {args.live_nodes} lab nodes, replay at {args.live_nodes} and {args.replay_hosts}",
                   flush=True)

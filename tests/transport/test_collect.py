@@ -194,3 +194,14 @@ def test_reparse_rebuilds_facts_and_errors_from_a_run_without_writing(recorded, 
     assert {k: v for k, v in facts["h1"].items() if k not in drop} == \
         {k: v for k, v in run.facts_by_host["h1"].items() if k not in drop}
     assert facts["h1"]["via"] == "replay" and set(facts["h1"]["collectors"]) == {"lsmod", "cmdline"}
+
+
+def test_only_a_run_that_is_kept_is_synced_before_it_says_complete(recorded, tmp_path, monkeypatch):
+    # syncfs(2) flushes the run directory's whole file system (on a node, the job's writes too): worth it before
+    # run.json says complete, not for check --local's temporary run, removed once judged.
+    synced: list[Path] = []
+    monkeypatch.setattr(RunStore, "sync", lambda store: synced.append(store.root))
+    kept = collect([Host("h1")], tmp_path / "kept", collectors=PICK, **replay(recorded))
+    scratch = collect([Host("h1")], tmp_path / "scratch", collectors=PICK, durable=False, **replay(recorded))
+    assert synced == [kept.run_dir]
+    assert json.loads((scratch.run_dir / "run.json").read_text())["status"] == "complete"

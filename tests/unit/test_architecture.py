@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "fsutil": 1,  # raises InputError for bad targets
     # readers: tool output -> facts fragments, baselines, run directories
     "config": 2, "starter": 2, "collectors": 2, "breaker": 2, "runstore": 2, "judging.baseline": 2, "capture": 2,
+    "cache": 2,  # a JSON document kept between runs under a key made from its inputs (the packaged catalog's)
     "judging.catalog": 3, "facts": 3, "transport": 3, "probes.guard": 3,
     "subnet.hosts": 1,  # the fabric's reading of the inventory: the vantage host, each host's rail map
     "collect": 4, "factschema": 4, "probes.runner": 4,

@@ -128,7 +128,8 @@ def collect(hosts: Sequence[Host], run_dir: Path, *, via: str = "ssh", options: 
             collectors: Sequence[Collector] | None = None, forks: int = DEFAULT_FORKS,
             host_timeout_s: float = DEFAULT_HOST_TIMEOUT_S, command_timeout_s: float | None = None,
             progress: Progress | None = None, sink: Sink | None = None, run_id: str | None = None,
-            inventory: str | None = None, limit: str | None = None, workers: int | None = None) -> CollectResult:
+            inventory: str | None = None, limit: str | None = None, workers: int | None = None,
+            durable: bool = True) -> CollectResult:
     """Run the collectors on every host over transport `via` into a new run directory: RUNDIR/raw/<host>/,
     RUNDIR/facts/<host>.json and RUNDIR/run.json (see runstore). Host failures become per-host errors; the
     run goes on.
@@ -137,7 +138,9 @@ def collect(hosts: Sequence[Host], run_dir: Path, *, via: str = "ssh", options: 
     takes its defaults). `command_timeout_s` caps every collector's own timeout; `host_timeout_s` bounds one
     host from connect to last byte. `inventory` and `limit` are recorded in run.json. `progress` is called once
     per host, one call at a time. `sink`, when given, takes each host's facts as the host finishes, and the result
-    does not hold them (facts_by_host stays empty).
+    does not hold them (facts_by_host stays empty). `durable=False` skips the one flush of the file system before
+    run.json says complete, for a run directory removed once judged (check --local's temporary one): on a node whose
+    job is writing, syncfs(2) would wait for the job's data too.
 
     `workers` processes share the hosts (default: the machine's cores, for fleets big enough to pay for them; see
     shards.worker_count), each parsing and writing its own hosts; `forks` stays the hosts collected at once in
@@ -185,7 +188,8 @@ def collect(hosts: Sequence[Host], run_dir: Path, *, via: str = "ssh", options: 
         r.finished_at = utc_now()
         r.duration_s = time.monotonic() - run.t0
         try:
-            store.sync()  # evidence and facts are on disk before run.json says so
+            if durable:
+                store.sync()  # evidence and facts are on disk before run.json says so
             run.write_manifest(status, settings, reason)
         except WriteError:
             if not reason:

@@ -13,22 +13,23 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import WriteError
 from ..model import Command, Host
 from ..runstore import RunStore
 from ..transport import ErrorKind, HostError, RunContext, fanout
 from .record import Finished, not_collected
+
+if TYPE_CHECKING:  # imported by the runs that start workers: a one-host run (check --local) never does
+    from multiprocessing.connection import Connection
 
 #: Default worker count at most, whatever the machine has: past this the run store's disk is the limit.
 MAX_DEFAULT_WORKERS = 16
@@ -95,6 +96,9 @@ class _Worker:
 
 
 def _start(shard: Shard) -> _Worker:
+    import pickle
+    from multiprocessing.connection import Connection
+
     read_fd, write_fd = os.pipe()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_PARENT), env.get("PYTHONPATH", "")) if p)
@@ -166,6 +170,8 @@ def run_sharded(hosts: Sequence[Host], commands: Sequence[Command], collector_id
 
 def _drain(pool: list[_Worker], accept: Callable[[Finished], None], deadline: float | None) -> None:
     """Take records until every worker's pipe has closed, or the deadline passes."""
+    from multiprocessing.connection import wait
+
     while True:
         live = [w for w in pool if not w.gone]
         if not live:

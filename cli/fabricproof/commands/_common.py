@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from ..errors import STORAGE_ERRNOS, InputError, WriteError
 from ..fsutil import NotWritten, check_target, read_chunks, write_target
@@ -20,14 +18,37 @@ from ..textsafe import for_terminal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-console = Console(highlight=False, soft_wrap=False)
-# Messages soft-wrap: the terminal folds a long line, and a path or command in it is never cut by a newline.
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+@functools.cache
+def consoles() -> tuple[Any, Any]:
+    """The consoles (stdout, stderr), made when a command first prints through rich: `check --local`, run by Slurm
+    on every node every few minutes, prints plain lines and never imports rich (~0.04 s of CPU a run)."""
+    from rich.console import Console
+
+    # Messages soft-wrap: the terminal folds a long line, and a path or command in it is never cut by a newline.
+    return Console(highlight=False, soft_wrap=False), Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def __getattr__(name: str) -> Any:
+    """`console` and `err_console`, as the commands import them."""
+    if name == "console":
+        return consoles()[0]
+    if name == "err_console":
+        return consoles()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def shown(text: object) -> str:
     """Host- or file-provided text as rich prints it literally: no markup, no terminal control sequence."""
+    from rich.markup import escape
+
     return escape(for_terminal(str(text)))
+
+
+def plain(text: object) -> str:
+    """Host- or file-provided text as a plain line shows it: what rich prints for shown(text) (tabs expanded to
+    its 8-column stops), without rich; no terminal control sequence."""
+    return for_terminal(str(text)).expandtabs(8)
 
 
 def whole_ids(table: Any, column: int, ids: Iterable[str]) -> None:
@@ -48,14 +69,14 @@ def input_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except InputError as exc:
             for problem in exc.problems:
-                err_console.print(f"[bold red]error:[/] {shown(assignments(str(problem)))}", markup=True,
+                consoles()[1].print(f"[bold red]error:[/] {shown(assignments(str(problem)))}", markup=True,
                                   highlight=False, soft_wrap=True)
             raise typer.Exit(ExitCode.INVALID_INPUT) from None
         except WriteError as exc:
-            err_console.print(f"[bold red]error:[/] {shown(exc)}", markup=True, highlight=False, soft_wrap=True)
+            consoles()[1].print(f"[bold red]error:[/] {shown(exc)}", markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(ExitCode.WRITE_FAILED) from None
         except NotWritten as exc:  # a decision not appended whole (a full disk): the run waits for space, exit 6
-            err_console.print(f"[bold red]error:[/] {shown(f'cannot write {exc.filename}: {exc.strerror}')}",
+            consoles()[1].print(f"[bold red]error:[/] {shown(f'cannot write {exc.filename}: {exc.strerror}')}",
                               markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(ExitCode.WRITE_FAILED) from None
         except OSError as exc:
@@ -63,11 +84,11 @@ def input_errors(fn: F) -> F:
                 raise
             # A write outside our own files' helpers (a report on stdout redirected to a full disk): the same exit.
             where = f" {exc.filename}" if exc.filename else ""
-            err_console.print(f"[bold red]error:[/] {shown(f'cannot write{where}: {exc.strerror}')}", markup=True,
+            consoles()[1].print(f"[bold red]error:[/] {shown(f'cannot write{where}: {exc.strerror}')}", markup=True,
                               highlight=False, soft_wrap=True)
             raise typer.Exit(ExitCode.WRITE_FAILED) from None
         except KeyboardInterrupt:
-            err_console.print("interrupted")
+            consoles()[1].print("interrupted")
             raise typer.Exit(ExitCode.INTERRUPTED) from None
 
     return wrapper  # type: ignore[return-value]
@@ -179,11 +200,11 @@ def emit_report(report: Any, pairs: list[tuple[str, Path | None]], written: dict
         if out is None:
             if fmt == "table" and not (written and fmt in written):
                 # The console knows the width (the terminal's, $COLUMNS, or 80 in a pipe) and colours only terminals.
-                table.print_to(console, report, per_host)
+                table.print_to(consoles()[0], report, per_host)
             else:
                 for piece in pieces(fmt):
                     sys.stdout.write(piece)
                 sys.stdout.flush()
         else:
             write_target(out, pieces(fmt), mode=mode, option=f"--format {fmt}")
-            err_console.print(f"wrote {fmt} report to {out}")
+            consoles()[1].print(f"wrote {fmt} report to {out}")

@@ -6,19 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from ..collect import CollectResult
 from ..judging.baseline import Baseline
 from ..judging.pipeline import Added
 from ..model import Host
-from ..probes.figures import worst_first
-from ..probes.runner import ProbeEvent, ProbeRun, ProbeSettings, merged, run_probes, with_figures
 from ..runstore import RunStore
-from ._common import err_console, shown
+from ._common import consoles, shown
+
+if TYPE_CHECKING:  # the runner and rich are imported when probes run: `check --local` without --probes loads neither
+    from rich.table import Table
+
+    from ..probes.runner import ProbeEvent, ProbeRun, ProbeSettings
 
 ProbesOpt = Annotated[list[str], typer.Option(
     "--probes", help="Probes to run after the collection, only on idle nodes: nccl_all_reduce, nvbandwidth, "
@@ -40,10 +42,11 @@ def event_line(ev: ProbeEvent) -> str:
 def run(hosts: Sequence[Host], run_dir: Path, ids: Sequence[str], base: Baseline, facts: Mapping[str, Any],
         via: str, options: Any, probe_settings: ProbeSettings, quiet: bool = False) -> ProbeRun:
     """The probes into RUNDIR/probes, a progress line per result on stderr."""
+    from ..probes.runner import run_probes
 
     def progress(ev: ProbeEvent) -> None:
         if not quiet:
-            err_console.print(shown(event_line(ev)), soft_wrap=True, highlight=False)
+            consoles()[1].print(shown(event_line(ev)), soft_wrap=True, highlight=False)
 
     return run_probes(hosts, RunStore(run_dir).probes_root, ids, values=lambda h: base.for_groups(h.groups),
                       facts=facts, via=via, options=options, settings=probe_settings, progress=progress)
@@ -51,6 +54,10 @@ def run(hosts: Sequence[Host], run_dir: Path, ids: Sequence[str], base: Baseline
 
 def figures_table(probe_run: ProbeRun) -> Table:
     """Every figure, worst first within each probe and figure (lowest bandwidth, highest latency)."""
+    from rich.table import Table
+
+    from ..probes.figures import worst_first
+
     table = Table(title="probe figures (worst first)", title_justify="left")
     for col in ("probe", "figure", "host", "target", "value", "unit"):
         table.add_column(col, justify="right" if col == "value" else "left")
@@ -75,9 +82,9 @@ def blame_lines(probe_run: ProbeRun) -> list[str]:
 
 def show(probe_run: ProbeRun) -> None:
     if probe_run.figures():
-        err_console.print(figures_table(probe_run))
+        consoles()[1].print(figures_table(probe_run))
     for line in blame_lines(probe_run):
-        err_console.print(shown(line), soft_wrap=True, highlight=False)
+        consoles()[1].print(shown(line), soft_wrap=True, highlight=False)
 
 
 def after_collection(hosts: Sequence[Host], ids: Sequence[str], base: Baseline, via: str, options: Any,
@@ -92,6 +99,8 @@ def after_collection(hosts: Sequence[Host], ids: Sequence[str], base: Baseline, 
         reachable = [h for h in hosts if h.name in result.facts_by_host]
         if not reachable:
             return Added(result.facts_by_host)
+        from ..probes.runner import merged, with_figures
+
         probe_run = run(reachable, result.run_dir, ids, base, result.facts_by_host, via, options, probe_settings,
                         quiet)
         show(probe_run)

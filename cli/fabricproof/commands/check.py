@@ -21,13 +21,11 @@ from ..judging.evaluate import failing_actions
 from ..judging.pipeline import Live, Request, run
 from ..fsutil import atomic_write_text, check_target, write_target
 from ..model import ExitCode, Outcome, Report, Severity
-from ..probes import options as probe_options
 from ..reporters import REPORTERS
 from ..reporters._common import found_lines, not_proven_reason
-from ..probes.spec import PROBES, Layout
 from . import _breaker, _probes
-from ._common import (BASELINE_HELP, INVENTORY_DEFAULT, OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, console, err_console,
-                      input_errors, output_mode, report_targets, shown)
+from ._common import (BASELINE_HELP, INVENTORY_DEFAULT, OUTPUT_MODE_HELP, SEVERITIES, check_fail_on, consoles,
+                      input_errors, output_mode, plain, report_targets, shown)
 
 EPILOG = """\
 Examples (on the node itself):
@@ -101,7 +99,7 @@ def _previous(path: Path) -> dict | None:
 def _slurm(node: str, report: Report, code: int, fail_on: str, limit: breaker.Limit, window_s: int) -> None:
     ids = failed_ids(report, fail_on)
     if code not in (ExitCode.OK, ExitCode.CHECK_FAILED):
-        err_console.print(f"--drain: {node} left as it is: the run was incomplete (exit {code})")
+        consoles()[1].print(f"--drain: {node} left as it is: the run was incomplete (exit {code})")
         return
     try:
         state = slurm.parse_show_node(slurm.run(slurm.show_argv(node)), node)
@@ -113,9 +111,9 @@ def _slurm(node: str, report: Report, code: int, fail_on: str, limit: breaker.Li
         elif action.argv:
             slurm.run(action.argv)
         for message in messages:
-            err_console.print(shown(message), soft_wrap=True, highlight=False)
+            consoles()[1].print(shown(message), soft_wrap=True, highlight=False)
     except slurm.SlurmError as exc:
-        err_console.print(f"[bold red]error:[/] --drain: {shown(str(exc))}", soft_wrap=True)
+        consoles()[1].print(f"[bold red]error:[/] --drain: {shown(str(exc))}", soft_wrap=True)
 
 
 @input_errors
@@ -172,10 +170,16 @@ def check(
         check_target(output, "--output")
     if facts_dir is not None and facts_dir.exists() and not facts_dir.is_dir():
         raise InputError(f"--facts-dir {facts_dir} is not a directory")
-    probe_ids, probe_settings = probe_options.settings(probes, probe_budget, require_idle, None, 1)
-    pairwise = [p for p in probe_ids if PROBES[p].layout is Layout.PAIR]
-    if pairwise:
-        raise InputError(f"--probes {pairwise[0]}: a pairwise probe needs two hosts; run it with `validate --probes`")
+    probe_ids: tuple[str, ...] = ()
+    if probes or probe_budget is not None or require_idle:  # the probe runner is loaded only for a run with probes
+        from ..probes import options as probe_options
+        from ..probes.spec import PROBES, Layout
+
+        probe_ids, probe_settings = probe_options.settings(probes, probe_budget, require_idle, None, 1)
+        pairwise = [p for p in probe_ids if PROBES[p].layout is Layout.PAIR]
+        if pairwise:
+            raise InputError(f"--probes {pairwise[0]}: a pairwise probe needs two hosts; run it with "
+                             "`validate --probes`")
     base = baseline_mod.load(baseline)
     inv = inventory_mod.load(inventory) if inventory else None
     if inv is not None:
@@ -192,6 +196,7 @@ def check(
                               command_timeout_s=command_timeout, then=then),
                          base, selected, groups={node: groups}, previous={node: previous} if previous else None,
                          hold=True))
+    catalog.keep()  # the next run on this node reads the catalog back rather than parsing it
     if node not in judged.facts:  # the local transport cannot fail a whole host; say so if it did
         raise InputError(f"this node could not be collected: {judged.report.collection_errors.get(node, 'no facts')}")
     if target is not None:
@@ -200,8 +205,7 @@ def check(
 
     lines = nhc_lines(report, node, fail_on)
     if fmt == "nhc" or output is not None:
-        for line in lines:
-            console.print(shown(line), soft_wrap=True, highlight=False)
+        sys.stdout.write("".join(f"{plain(line)}\n" for line in lines))
     if fmt != "nhc":
         text = REPORTERS[fmt].render(report)
         if output is not None:

@@ -219,7 +219,7 @@ def _collected(request: Request, source: Live, run_dir: Path, kept: bool) -> Jud
         "via": source.via, "options": source.options, "collectors": source.collectors, "forks": source.forks,
         "host_timeout_s": source.host_timeout_s, "command_timeout_s": source.command_timeout_s,
         "run_id": request.run_id or None, "inventory": source.inventory, "limit": source.limit,
-        "workers": source.workers}
+        "workers": source.workers, "durable": kept}
     if source.then is None and not request.hold:
         # Judged as hosts finish: memory stays flat with fleet size (the facts are on disk, in the run).
         stream = StreamingEvaluation(request.baseline, request.checks, groups=request.groups,
