@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from . import documents, spool
-from .platforms import platform_of
+from .platforms import PLATFORMS, platform_of
 from .collectors import COLLECTORS, Collector, ParseError
 from .collectors.base import not_run_reason
 from .errors import InputError, Problem
@@ -98,12 +98,21 @@ def build(host: str, outputs: Mapping[str, CommandResult], *, via: str, groups: 
     return doc
 
 
+#: Where host_platform reads the platform: mark_not_applicable needs it wherever a collector serves only some platforms.
+PLATFORM_FACT = "/gpu/gpus"
+
+
 def host_platform(doc: Mapping[str, Any]) -> str | None:
     """The platform (a100, h100, ...) a facts document shows, from its GPUs' PCI device ids (else exact names);
     None if unknown or mixed."""
     gpus = ((doc.get("gpu") or {}).get("gpus")) or []
     found = {platform_of(g) for g in gpus if isinstance(g, dict)}
     return found.pop() if len(found) == 1 else None
+
+
+def reads_platform(collector: Collector) -> bool:
+    """Whether mark_not_applicable reads the host's platform (PLATFORM_FACT) to judge this collector's failure."""
+    return not set(PLATFORMS) <= set(collector.platforms)
 
 
 def mark_not_applicable(doc: dict[str, Any]) -> dict[str, Any]:

@@ -185,3 +185,16 @@ def test_a_gate_selecting_one_check_collects_every_fact_it_reads(check):
     assert [(r.host, r.outcome) for r in gate.results] == [(r.host, r.outcome) for r in whole.results]
     assert not any(r.outcome is Outcome.UNKNOWN for r in gate.results)
     assert gate.not_proven == whole.not_proven == {}
+
+
+def test_a_collector_serving_some_platforms_brings_the_one_the_platform_is_read_from():
+    """Fabric Manager's collectors fail on a GB200 tray by design; facts.mark_not_applicable turns that into a skip
+    only when the host's platform (/gpu/gpus) is in its facts. A narrowed collection (validate --checks, a gate's
+    checks) of fm.config_fabric_mode reads nothing under /gpu itself, yet must collect it."""
+    from fabricproof.collectors import COLLECTORS
+    from fabricproof.judging.projection import collected_for, collectors_read
+
+    by_id = {c.id: c for c in CHECKS}
+    assert "nvidia_smi_q" in collectors_read([by_id["fm.config_fabric_mode"]], COLLECTORS)
+    assert collectors_read([by_id["ib.rate"]], COLLECTORS) == ["ibstat"]  # a collector every platform has
+    assert [c.id for c in collected_for([by_id["ib.rate"], *(c for c in CHECKS if c.probe)])] == ["ibstat"]

@@ -354,3 +354,47 @@ def test_a_live_validate_keeps_its_evidence_and_reports_the_owners_only(fleet_la
     assert mode(tmp_path / "report.json") == mode(tmp_path / "report.html") == 0o600
     shared = validate(tmp_path / "run2", "-f", f"junit={tmp_path / 'junit.xml'}", "--output-mode", "640")
     assert shared.exit_code in (0, 1) and mode(tmp_path / "junit.xml") == 0o640
+
+
+def test_validate_checks_collects_only_what_they_read_and_judges_as_the_full_run(fleet_lab, fleet_inventory, tmp_path):
+    """--checks narrows the collection to collectors_read (plus the platform's, so a GB200 tray's absent Fabric
+    Manager stays a skip): the checks' results are those of a full run, field for field, from fewer commands."""
+    from fabricproof.cli import app as root
+    from fabricproof.judging import catalog
+    from fabricproof.judging.projection import collected_for
+
+    one_of_each = {}
+    for name, host in sorted(fleet_inventory.hosts.items()):
+        one_of_each.setdefault(host.vars["fabricproof_lab_profile"], name)
+    limit = ",".join(sorted(one_of_each.values()))
+    assert any(p.startswith("gb200") for p in one_of_each), one_of_each
+    chosen = "fm.service_active,fm.config_fabric_mode"
+
+    def validate(tag: str, *extra: str) -> tuple[dict, dict]:
+        res = CliRunner().invoke(root, [str(a) for a in (
+            "validate", "-i", fleet_lab.dir / "inventory.yml", "--limit", limit,
+            "-b", REPO / "inventories" / "lab" / "baseline.yaml", "--run-dir", tmp_path / tag, "-q",
+            "-f", f"json={tmp_path / f'{tag}.json'}", *extra)])
+        assert res.exit_code in (0, 1), res.output
+        return (json.loads((tmp_path / f"{tag}.json").read_text()),
+                json.loads((tmp_path / tag / "run.json").read_text()))
+
+    full, full_run = validate("full")
+    narrow, narrow_run = validate("narrow", "--checks", chosen)
+    selected = catalog.select(catalog.load(), [chosen])
+    ids = [c.id for c in collected_for(selected)]
+    assert [c["id"] for c in narrow_run["collectors"]] == ids
+    assert "nvidia_smi_q" in ids and len(ids) < len(full_run["collectors"]), ids
+    picked = {c.id for c in selected}
+
+    def results(report: dict) -> list[dict]:
+        return [r for r in report["results"] if r["check_id"] in picked]
+
+    assert results(narrow) == results(full) and results(full)
+    for host in one_of_each.values():  # each collector it ran ended as in the full run (a skip stays a skip)
+        ran = {cid: run["status"] for cid, run in
+               json.loads((tmp_path / "narrow" / "facts" / f"{host}.json").read_text())["collectors"].items()}
+        whole = json.loads((tmp_path / "full" / "facts" / f"{host}.json").read_text())["collectors"]
+        assert sorted(ran) == sorted(ids) and ran == {cid: whole[cid]["status"] for cid in ran}, host
+    gb200 = [r for r in results(narrow) if r["check_id"].startswith("fm.") and r["host"] == one_of_each["gb200-nvl72"]]
+    assert gb200 and all(r["outcome"] == "skip" for r in gb200), gb200

@@ -69,7 +69,7 @@ def validate(
     fmt: Annotated[list[str], typer.Option("--format", "-f", help=FORMAT_HELP.format(choices=", ".join(REPORTERS)))] = [],  # noqa: B006
     output: Annotated[list[Path], typer.Option("--output", "-o", hidden=True, help=OUTPUT_GONE)] = [],  # noqa: B006
     fail_on: Annotated[str, typer.Option("--fail-on", help=f"Lowest severity that makes the exit code 1: {SEVERITIES}.")] = "critical",
-    checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families, e.g. 'nvlink.*,ib.rate'. Repeatable.")] = [],  # noqa: B006
+    checks: Annotated[list[str], typer.Option("--checks", "-c", help="Check ids, globs or families, e.g. 'nvlink.*,ib.rate'. Repeatable. A live run collects only what they read.")] = [],  # noqa: B006
     require_all: Annotated[bool, typer.Option("--require-all", help="Fail when a selected check applied to no host.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No collection progress.")] = False,
     hosts_table: Annotated[bool, typer.Option("--hosts", "-v", help="The table lists every host and each failure on it "
@@ -117,7 +117,9 @@ def validate(
                                      errors_lose_hosts=True) if probe_ids else None,
             _fabric.after_collection(plan, list(inv.hosts.values()) if inv is not None else hosts, via, options,
                                      fabric_window, quiet, run_id) if plan is not None else None)
-        request = Request(Live(hosts, run_dir or Path("runs") / run_id, via=via, options=options, forks=forks,
+        request = Request(Live(hosts, run_dir or Path("runs") / run_id, via=via, options=options,
+                               collectors=_narrowed(selected) if checks and not probe_ids and plan is None else None,
+                               forks=forks,
                                host_timeout_s=host_timeout, workers=workers, inventory=inventory, limit=limit,
                                progress=ProgressView(err_console, len(hosts), quiet=quiet), then=then),
                           base, selected, groups={h.name: h.groups for h in hosts}, previous=before, reports=("json",),
@@ -134,3 +136,12 @@ def validate(
     emit_report(judged.report, pairs, judged.written, mode=file_mode, per_host=hosts_table or None)
     raise typer.Exit(judged.exit_code(fail_on, require_all))
 
+
+def _narrowed(selected: list[catalog.Check]) -> list | None:
+    """--checks: only the collectors those checks read (their own, those providing the facts they compare with or
+    apply by, and the platform's), so nothing is run, parsed or kept that no selected check reads; None (the
+    standard set) when they read none. Probes and the fabric plan read the hosts' facts beyond any check, so a run
+    with them collects the standard set."""
+    from ..judging.projection import collected_for
+
+    return collected_for(selected) or None

@@ -115,13 +115,19 @@ def collectors_read(checks: Iterable[Check], collectors: Mapping[str, Any]) -> l
     ones providing a fact it compares with or its applies_when reads (fm.version_matches_driver compares with
     /gpu/driver_version and applies where /nvswitch/pci/count > 0). Collecting only each check's own collector
     leaves those facts missing, and a healthy host is judged unknown. Where several collectors fill the same
-    facts (nvidia_smi_q and its XML twin), the registry's default ones stand for them."""
+    facts (nvidia_smi_q and its XML twin), the registry's default ones stand for them. A collector that serves only
+    some platforms brings the one the host's platform is read from: its failure on another platform is a skip, not
+    an error (facts.mark_not_applicable)."""
+    from ..facts import PLATFORM_FACT, reads_platform
+
     wanted: set[str] = set()
     read: set[tuple[str, ...]] = set()
     for check in checks:
         if not getattr(collectors.get(check.collector), "fabric_scope", False):  # the plan diff runs on no host
             wanted.add(check.collector)
         read.update(segs for segs in pointers(check) if segs[:1] != ("collectors",))
+    if any(reads_platform(collectors[cid]) for cid in wanted if cid in collectors):
+        read.add(split_pointer(PLATFORM_FACT))
     for cid, col in collectors.items():
         if cid in wanted or not getattr(col, "default", False):
             continue
@@ -129,3 +135,11 @@ def collectors_read(checks: Iterable[Check], collectors: Mapping[str, Any]) -> l
         if any(segs[: len(provides)] == provides or provides[: len(segs)] == segs for segs in read):
             wanted.add(cid)
     return [cid for cid in collectors if cid in wanted]
+
+
+def collected_for(checks: Iterable[Check]) -> list[Any]:
+    """The collectors a live collection runs for these checks (validate --checks, a gate's or a step's checks):
+    collectors_read less the probes, whose facts only the probe runner makes, behind the idle guard."""
+    from ..collectors import COLLECTORS
+
+    return [COLLECTORS[cid] for cid in collectors_read(checks, COLLECTORS) if not COLLECTORS[cid].loads_fabric]

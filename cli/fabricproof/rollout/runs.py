@@ -67,12 +67,11 @@ def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id
     collectors these checks read (their own, and those providing the facts they compare with or apply by), each
     host bounded by `host_timeout_s` (the plan's gates.host_timeout_s)."""
     from ..collect import collect as collect_fleet
-    from ..collectors import COLLECTORS
-    from ..judging.projection import collectors_read
+    from ..judging.projection import collected_for
 
     # A probe's check (perf.*) reads facts only the probe runner makes, behind the idle guard (probes_after): its
     # collector never runs here as a plain command.
-    collectors = [COLLECTORS[cid] for cid in collectors_read(checks, COLLECTORS) if not COLLECTORS[cid].loads_fabric]
+    collectors = collected_for(checks)
     options = transport.configure(via, inventory_path=inv_path)
 
     def collect(hosts: Sequence[str], evidence_dir: Path) -> Collected:

@@ -28,6 +28,11 @@ _READ = 1 << 16
 _PAPERWORK_S = 5.0  # KEX, auth and channel setup are given at least this long, whatever the deadline
 #: What a server may send before its version line: RFC 4253 allows lines of 255 bytes, paramiko reads 100 of them.
 BANNER_BYTES = 64 << 10
+#: How often paramiko's reader thread wakes with nothing to read, once a host is authenticated (paramiko: every 0.1 s,
+#: to notice a close it could learn from the socket). Measured on 20 idle lab connections: 0.27 ms of CPU per
+#: connection-second at 0.1 s, 0.03 at 1 s; a loaded run keeps a host connected for tens of seconds (~5 ms a host).
+#: Data and the server's close still wake it at once; only a close of our own waits up to this long for the thread.
+READER_WAKE_S = 1.0
 
 
 def _said(exc: object) -> str:
@@ -293,6 +298,7 @@ class SSHTransport(Transport):
                                                    f"stalled: no key exchange within {timeout:g} s", retryable=True)
             self._check_host_key(ep, tr.get_remote_server_key(), tgt)
             self._authenticate(tr, ep, tgt)
+            bounded.settimeout(READER_WAKE_S)
             return tr
         except BaseException:
             tr.close()
