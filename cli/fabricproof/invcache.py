@@ -179,7 +179,7 @@ def put(cache: Path, name: str, text: str) -> None:
     try:
         cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fsutil.private_dir(cache.parent, cache.name)
-        os.chmod(cache, 0o700, follow_symlinks=False)
+        os.chmod(cache, 0o700)  # private_dir refused a link here; an older 0755 directory is made owner-only
         if not _owned_private_dir(cache):
             return
         fsutil.atomic_write_text(cache / f"{name}.json", text, mode=0o600)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from fabricproof import inventory
-from fabricproof.errors import InputError
 
 from .helpers import H100_BASELINE, run, write_facts
 
