@@ -75,6 +75,21 @@ def private_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     return directory
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The session's own $XDG_CACHE_HOME: the inventory cache is never this machine's ~/.cache, and the CLI
+    processes of one test (9 in a kill/resume rehearsal) read the same inventory from it once. Content-keyed, so
+    sharing it between tests changes no answer."""
+    directory = tmp_path_factory.mktemp("xdg-cache")
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(directory)
+    yield directory
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
+
+
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     if not CORPUS.is_dir():

@@ -1,10 +1,12 @@
-"""What a run may take from an earlier run on this machine: a JSON document kept under a key made from its inputs."""
+"""What a run may take from an earlier run on this machine: JSON documents kept owner-only under keys made from
+their inputs (the packaged catalog in the state directory, ansible-inventory's answers in the user's cache)."""
 
 from __future__ import annotations
 
 import json
 import os
 import stat
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +21,20 @@ MAX_BYTES = 16 << 20
 
 
 def _private(st: os.stat_result) -> bool:
-    """This user's own, and no one else may change it: anything else is not read."""
-    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    """This user's own, and no one else may read or change it: anything else is not read (another user able to
+    write it could plant hosts or checks)."""
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o077
 
 
-def read(name: str, key: str) -> Any | None:
-    """The data kept as `name` under `key`, or None: nothing kept, another key (its inputs changed), or a file or
-    directory that is a link, not this user's own, writable by others, or not a JSON document this module wrote."""
-    directory = state_dir() / CACHE_DIR
+def load(directory: Path, name: str) -> dict[str, Any] | None:
+    """The JSON object kept as `name` in `directory`, or None: nothing kept, or a file or directory that is a link,
+    not this user's own alone, too large, or not a JSON object. A document read is marked recently used."""
+    path = Path(directory) / f"{name}.json"
     try:
         dir_st = os.lstat(directory)
         if not stat.S_ISDIR(dir_st.st_mode) or not _private(dir_st):
             return None
-        fd = os.open(directory / f"{name}.json", os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as fh:
             st = os.fstat(fh.fileno())
             if not stat.S_ISREG(st.st_mode) or not _private(st) or st.st_size > MAX_BYTES:
@@ -39,21 +42,42 @@ def read(name: str, key: str) -> Any | None:
             doc = json.loads(fh.read(MAX_BYTES + 1))
     except (OSError, ValueError):
         return None
-    if not isinstance(doc, dict) or doc.get("key") != key or "data" not in doc:
+    if not isinstance(doc, dict):
+        return None
+    with suppress(OSError):
+        os.utime(path)  # recently used: kept longest where entries are pruned
+    return doc
+
+
+def keep(directory: Path, name: str, text: str, most: int | None = None) -> None:
+    """Keep `text` as `name` in `directory` (0700; the file 0600, written whole or not at all), and only the `most`
+    recently used documents there. A directory that cannot take it (read-only, not ours) only means the next run
+    does the work again."""
+    directory = Path(directory)
+    try:
+        directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(directory.parent, directory.name)
+        os.chmod(directory, 0o700)  # private_dir refused a link here; an older 0755 directory is made owner-only
+        if not _private(os.lstat(directory)):
+            return
+        atomic_write_text(directory / f"{name}.json", text, mode=0o600)
+        if most is not None:
+            entries = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+            for old in entries[most:]:
+                old.unlink(missing_ok=True)
+    except (OSError, InputError, WriteError):
+        return
+
+
+def read(name: str, key: str) -> Any | None:
+    """The data kept in the state directory as `name` under `key`, or None (nothing kept, or its inputs changed)."""
+    doc = load(state_dir() / CACHE_DIR, name)
+    if doc is None or doc.get("key") != key or "data" not in doc:
         return None
     return doc["data"]
 
 
 def write(name: str, key: str, data: Any) -> None:
-    """Keep `data` as `name` under `key` (owner-only, written whole or not at all). A state directory that cannot
-    take it (missing, read-only, not ours) only means the next run does the work again."""
-    root = state_dir()
-    try:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        directory = private_dir(root, CACHE_DIR)
-        dir_st = os.lstat(directory)
-        if not _private(dir_st):
-            return
-        atomic_write_text(Path(directory) / f"{name}.json", json.dumps({"key": key, "data": data}), mode=0o600)
-    except (OSError, InputError, WriteError):
-        return
+    """Keep `data` in the state directory as `name` under `key`; a state directory that is missing, read-only or
+    not ours only means the next run does the work again."""
+    keep(state_dir() / CACHE_DIR, name, json.dumps({"key": key, "data": data}))

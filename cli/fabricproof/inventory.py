@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import toolpath
+from . import cache as cache_store
+from . import invcache, toolpath
 from .errors import InputError, Problem
 from .model import Host
 from .redact import assignments
@@ -81,6 +82,20 @@ def load(path: str | Path) -> Inventory:
     # Fail loudly instead of Ansible's default of warning and returning an empty inventory.
     env.update(ANSIBLE_INVENTORY_UNPARSED_FAILED="True", ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED="True",
                ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="False")
+    data = _listed(src, exe, env)
+    inv = from_list_json(data, src)
+    if not inv.hosts:
+        raise InputError(Problem("the inventory has no hosts", src))
+    return inv
+
+
+def _listed(src: str, exe: str, env: dict[str, str]) -> dict[str, Any]:
+    """`ansible-inventory --list`'s JSON, from the cache when the same inputs were listed before (about 0.75 s of
+    CPU saved a process, nearly all Ansible's import). Only a successful answer is kept: errors run every time."""
+    cache = None if invcache.disabled(env) else invcache.directory(env)
+    name = _cache_key(cache, src, exe, env)
+    if cache is not None and name is not None and (hit := cache_store.load(cache, name)) is not None:
+        return hit
     proc = subprocess.run([exe, "-i", src, "--list"], capture_output=True, text=True, env=env, timeout=300)
     if proc.returncode != 0:
         raise InputError(ansible_problem(proc.stderr, src))
@@ -88,10 +103,18 @@ def load(path: str | Path) -> Inventory:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError as exc:
         raise InputError(Problem(f"ansible-inventory printed no JSON: {exc}", src)) from None
-    inv = from_list_json(data, src)
-    if not inv.hosts:
-        raise InputError(Problem("the inventory has no hosts", src))
-    return inv
+    if not isinstance(data, dict):
+        raise InputError(Problem("ansible-inventory printed JSON that is not an inventory", src))
+    # Kept only when the inputs hashed the same after Ansible read them: an edit meanwhile must not file the new
+    # answer under the old content's key.
+    if cache is not None and name is not None and _cache_key(cache, src, exe, env) == name:
+        cache_store.keep(cache, name, proc.stdout, most=invcache.KEEP)
+    return data
+
+
+def _cache_key(cache: Path | None, src: str, exe: str, env: Mapping[str, str]) -> str | None:
+    files = invcache.inputs(Path(src)) if cache is not None else None
+    return invcache.key(src, files, exe, env) if files is not None else None
 
 
 def _check_readable(src: Path) -> None:

@@ -40,7 +40,7 @@ PINNED = {
     "fabricproof.commands",
     "fabricproof.commands._breaker", "fabricproof.commands._common", "fabricproof.commands._probes",
     "fabricproof.commands.check", "fabricproof.config", "fabricproof.documents", "fabricproof.errors",
-    "fabricproof.facts", "fabricproof.fsutil", "fabricproof.inventory", "fabricproof.judging",
+    "fabricproof.facts", "fabricproof.fsutil", "fabricproof.invcache", "fabricproof.inventory", "fabricproof.judging",
     "fabricproof.judging.baseline", "fabricproof.judging.catalog", "fabricproof.judging.evaluate",
     "fabricproof.judging.findings", "fabricproof.judging.ops", "fabricproof.judging.packing",
     "fabricproof.judging.pipeline", "fabricproof.judging.pointer", "fabricproof.judging.projection",

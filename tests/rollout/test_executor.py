@@ -288,6 +288,18 @@ def test_abort_stops_a_stopped_run_and_rollback_cleans_up(tmp_path):
     assert [hosts for name, hosts in fleet.plays if name == "rollback.yml"][-2:] == [("n3",), ("n1",)]
 
 
+def test_a_rollback_with_a_limit_reads_the_inventory_once(tmp_path, monkeypatch):
+    """Each read is an `ansible-inventory` process (0.7 CPU-s) on a cache miss: the limit uses the one the run's
+    reopening read."""
+    fleet = Fleet(HOSTS, breaks={"n2"})
+    code, run_id = start(tmp_path, fleet, write_plan(tmp_path, THREE, policy="halt"))
+    read = inventory_mod.load
+    paths: list[str] = []
+    monkeypatch.setattr(inventory_mod, "load", lambda path: paths.append(path) or read(path))
+    code, state = runs.rollback(tmp_path / "runs", run_id, limit="n2", seams=seams(fleet))
+    assert code == 4 and state.hosts["n2"]["state"] == st.HOST_ROLLED_BACK and len(paths) == 1
+
+
 def test_a_rollback_that_does_not_prove_waits_for_an_operator(tmp_path):
     fleet = Fleet(HOSTS, breaks={"n1"}, rollback_breaks={"n1"})
     code, run_id = start(tmp_path, fleet, write_plan(tmp_path, THREE))

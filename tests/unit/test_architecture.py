@@ -31,12 +31,14 @@ LAYERS: dict[str, int] = {
     "probes.isolation": 0,  # the collective search (pure)
     "probes.isolation_sim": 1,  # a modelled fleet driving the search (pure; above the search it runs)
     "judging.packing": 1,  # how a fleet-sized evaluation holds what it keeps (the memory seam; it spills model.Result)
-    "documents": 1, "inventory": 1, "slurm": 1, "judging.findings": 1, "spool": 1,
+    "documents": 1, "slurm": 1, "judging.findings": 1, "spool": 1,
     "fsutil": 1,  # raises InputError for bad targets
     # readers: tool output -> facts fragments, baselines, run directories
     "config": 2, "starter": 2, "collectors": 2, "breaker": 2, "runstore": 2, "judging.baseline": 2, "capture": 2,
-    "cache": 2,  # a JSON document kept between runs under a key made from its inputs (the packaged catalog's)
+    "cache": 2,  # JSON documents kept between runs, owner-only, under a key made from their inputs
     "judging.catalog": 3, "facts": 3, "transport": 3, "probes.guard": 3,
+    "invcache": 1,  # which inventories ansible-inventory's answers may be kept for, and under what key
+    "inventory": 3,  # reads inventories through ansible-inventory, or its answer kept in the cache
     "subnet.hosts": 1,  # the fabric's reading of the inventory: the vantage host, each host's rail map
     "collect": 4, "factschema": 4, "probes.runner": 4,
     "probes.collective": 4,  # a collective launched by srun/mpirun, the search's runner (parsers, Slurm's words)

@@ -307,8 +307,8 @@ def start(plan_file: Path, *, runs_dir: Path, inventory_override: str | None = N
 
 
 def _reopen(runs_dir: Path, run: str, progress: Progress,
-            seams: Seams | None) -> tuple[st.RunState, Context, lock.HostLocks]:
-    """Load a run, check its plan did not change, and lock its hosts again."""
+            seams: Seams | None) -> tuple[st.RunState, Context, lock.HostLocks, Inventory]:
+    """Load a run, check its plan did not change, and lock its hosts again (with the inventory it read)."""
     state = st.find_run(runs_dir, run)
     plan_file = Path(state.data["plan_file"])
     if not plan_file.is_file():
@@ -329,7 +329,7 @@ def _reopen(runs_dir: Path, run: str, progress: Progress,
     except BaseException:
         locks.release()
         raise
-    return state, ctx, locks
+    return state, ctx, locks, inv
 
 
 def resume(runs_dir: Path, run: str, *, progress: Progress = lambda _m: None, seams: Seams | None = None) -> int:
@@ -341,7 +341,7 @@ def resume(runs_dir: Path, run: str, *, progress: Progress = lambda _m: None, se
     if state.status == st.ABORTED:
         raise InputError(Problem(f"run {state.run_id} was aborted; roll it back with `fabricproof rollback "
                                  f"{state.run_id}` or start a new run", str(state.dir)))
-    state, ctx, locks = _reopen(runs_dir, run, progress, seams)
+    state, ctx, locks, _inv = _reopen(runs_dir, run, progress, seams)
     try:
         log = DecisionLog(state.dir, state.run_id)
         why = f"resumed from {state.status}"
@@ -373,11 +373,10 @@ def resume(runs_dir: Path, run: str, *, progress: Progress = lambda _m: None, se
 def rollback(runs_dir: Path, run: str, *, limit: str | None = None, progress: Progress = lambda _m: None,
              seams: Seams | None = None) -> tuple[int, st.RunState]:
     """Put back the hosts a run changed, newest wave first, and prove the before-baseline on them."""
-    state, ctx, locks = _reopen(runs_dir, run, progress, seams)
+    state, ctx, locks, inv = _reopen(runs_dir, run, progress, seams)
     try:
         changed = state.hosts_in(*st.CHANGED)
-        if limit:
-            inv = inventory_mod.load(state.data["inventory"])
+        if limit:  # the inventory _reopen read: Ansible is asked once a process
             chosen = set(inventory_mod.limit(inv, limit))
             changed = [h for h in changed if h in chosen]
         if not changed:
