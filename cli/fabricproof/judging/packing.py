@@ -4,6 +4,7 @@ results spilled to a temporary file a check at a time."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import operator
 import os
@@ -15,6 +16,7 @@ from itertools import chain, starmap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO, overload
 
+from ..errors import WriteError
 from ..model import Outcome, Result, Severity, Tally
 
 Facts = Mapping[str, Any]
@@ -33,11 +35,17 @@ class Scratch:
         self.written = 0  # bytes
 
     def append(self, data: bytes) -> tuple[int, int]:
-        if self._file is None:
-            self._file = tempfile.TemporaryFile(prefix="fabricproof-judging-")
-        offset = self._file.seek(0, os.SEEK_END)
-        self._file.write(data)
-        self._file.flush()  # read back with pread, past the buffer
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="fabricproof-judging-")
+            offset = self._file.seek(0, os.SEEK_END)
+            self._file.write(data)
+            self._file.flush()  # read back with pread, past the buffer
+        except OSError as exc:
+            # The file has no name (unlinked at once): the operator needs the directory it was made in.
+            raise WriteError(tempfile.gettempdir(), f"{exc.strerror or exc} (the evaluation's unlinked scratch file: "
+                                                    "results and projections past a small run's; set TMPDIR to a "
+                                                    "directory with room)", exc.errno or errno.EIO) from None
         self.written += len(data)
         return offset, len(data)
 
