@@ -40,6 +40,7 @@ class _Evaluator:
         self._values_cache: dict[tuple[str, ...], dict[str, Any]] = {}
         self._sentences: dict[tuple[str, str, str], str] = {}
         self.gaps: dict[tuple[str, int], str | None] = {}  # (check, values) -> the baseline key it lacks (_gap)
+        self._applicable: dict[tuple[str, int], str | None] = {}  # (check, values) -> why it does not apply
 
     def values_for(self, host: str, facts: Facts) -> dict[str, Any]:
         groups = self.groups.get(host) or tuple(facts.get("groups", ()))
@@ -48,6 +49,13 @@ class _Evaluator:
         if v is None:
             v = self._values_cache[key] = self.baseline.for_groups(key)
         return v
+
+    def applicability(self, check: Check, values: dict[str, Any]) -> str | None:
+        """_applicability memoised per group set (values are the cached dict of one): the same for all its hosts."""
+        memo = (check.id, id(values))
+        if memo not in self._applicable:
+            self._applicable[memo] = _applicability(check, values)
+        return self._applicable[memo]
 
     def sentence(self, check: Check, expected: Any, source: str) -> str:
         """sentence() memoised: every host of a group shares the same expectation text."""
@@ -252,9 +260,9 @@ def _result(check: Check, host: str, outcome: Outcome, expected: str, actual: An
 
 
 def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator,
-                tuples: Tuples | None = None) -> Result:
-    values = ev.values_for(host, facts)
-    skip = _applicability(check, values)
+                tuples: Tuples | None = None, values: dict[str, Any] | None = None) -> Result:
+    values = ev.values_for(host, facts) if values is None else values
+    skip = ev.applicability(check, values)
     if skip:
         return _result(check, host, Outcome.SKIP, ev.plain(check), reason=skip)
     problem = _collector_problem(facts, check)
@@ -372,7 +380,7 @@ FleetEntry = tuple[Any, ...]
 
 def _fleet_entry(check: Check, host: str, facts: Facts, ev: _Evaluator, segs: tuple[str, ...], text: str) -> FleetEntry:
     values = ev.values_for(host, facts)
-    skip = _applicability(check, values)
+    skip = ev.applicability(check, values)
     if skip:
         return host, _result(check, host, Outcome.SKIP, text, reason=skip)
     problem = _collector_problem(facts, check)
@@ -518,7 +526,7 @@ class StreamingEvaluation:
             ev = self._ev
             values = ev.values_for(host, facts)
             for k, check in self._host_checks:
-                r = _judge_host(check, host, facts, ev, tuples)
+                r = _judge_host(check, host, facts, ev, tuples, values)
                 if r.outcome is Outcome.SKIP and (key := _wanting(check, values, facts, ev)):
                     r = _unproven(r, check, key)
                     self._unproven.setdefault(host, []).append(check.id)
