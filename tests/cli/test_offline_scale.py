@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import tempfile
 from pathlib import Path
 
 import memkit
@@ -88,3 +89,23 @@ def test_validate_facts_memory_grows_by_the_results_not_the_facts_and_reports_as
 def test_validate_facts_judges_a_host_at_a_time_and_reports_as_the_whole_directory_evaluation(tmp_path):
     peak = _validate_as_the_whole_directory_evaluation(tmp_path, HOSTS)
     assert peak < PEAK_LIMIT_MB * MB, f"peak RSS {peak / MB:.0f} MiB for {HOSTS} hosts"
+
+
+def test_a_scratch_file_the_disk_refuses_is_exit_6_naming_its_directory(tmp_path, monkeypatch):
+    """Past a small run's size the results go to an unlinked scratch file in $TMPDIR: a full disk there is one line
+    naming that directory (the file has no name), exit 6, and no report."""
+    from diskkit import small_tmpfs
+    from .helpers import run
+
+    from fabricproof.judging import packing
+
+    monkeypatch.setattr(packing, "CHUNK", 2)  # the lab's four hosts spill as a fleet would
+    report_path = tmp_path / "report.json"
+    with small_tmpfs(tmp_path / "disk", "4k") as disk:
+        (disk / "filler").write_bytes(b"\0" * 4096)
+        monkeypatch.setattr(tempfile, "tempdir", str(disk))
+        result = run("validate", "--facts", LAB / "facts", "-b", LAB / "baseline.yaml", "-f", f"json={report_path}")
+    assert result.exit_code == 6, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot write {disk}: No space left on device"), lines
+    assert not report_path.exists()

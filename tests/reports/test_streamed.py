@@ -53,11 +53,11 @@ def test_a_fleet_evaluation_holds_at_most_a_chunk_of_results_per_check_and_reads
     report = _judged(60, lost=2, shuffle=True)
     spill = report.results._spill
     assert spill.spilled > 0  # the results went to the file
-    assert max(len(pending) for pending in spill._pending) < packing.CHUNK  # never more than a chunk per check held
+    assert max(len(pending) for pending in spill._records._pending) < packing.CHUNK  # never more than a chunk per check held
     first, again = list(report.results), list(report.results)
     assert first == again and len(first) == len(report.results) == report.summary.total
 
 
 def test_a_small_run_keeps_its_results_in_memory_and_creates_no_file():
     report = _judged(16, lost=1, shuffle=False)
-    assert not report.results._spill._scratch.created and report.results._spill.spilled == 0
+    assert not report.results._spill._records._scratch.created and report.results._spill.spilled == 0

@@ -234,3 +234,27 @@ def test_gather_alone_is_the_collection_step_a_soak_snapshots_with(tmp_path):
     assert sorted(snapshot.facts) == ["h1"]
     assert snapshot.errors == {"h3": "no facts came back", "h2": "unreachable: refused"}
     assert not (tmp_path / "start").exists(), "gathering writes no report"
+
+
+def test_judging_saved_facts_pauses_the_cyclic_collector_and_leaves_no_cycle_for_it():
+    """Offline judging runs with the cyclic collector paused (judging.packing.no_cycles): what it makes must be freed
+    by reference counting alone, or a fleet's judging would grow (a closure calling itself was one cycle per fact
+    read). The collector is as it was afterwards."""
+    import gc
+
+    from fabricproof.judging import baseline as baseline_mod
+
+    lab = Path(__file__).resolve().parents[2] / "inventories" / "lab"
+    request = Request(Saved(lab / "facts"), baseline_mod.load(lab / "baseline.yaml"), catalog.load())
+    gc.collect()
+    frozen = gc.get_freeze_count()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        judged = run(request)
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+        gc.collect()
+        left = list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert judged.report.hosts and left == []

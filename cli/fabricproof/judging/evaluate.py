@@ -5,19 +5,20 @@ from __future__ import annotations
 import fnmatch
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from itertools import chain
+from operator import itemgetter
 from dataclasses import replace
 from typing import Any
 
 from .baseline import UNSET, Baseline, lookup
 from .catalog import Applicability, Check
 from .findings import counted_findings, counted_reasons, fact_words, name_findings, value_words
-from .packing import Spill, Spilled, Tuples, in_order, projections, shared
+from .packing import Records, Spill, Spilled, Tuples, in_order, shared
 from ..model import CheckCoverage, Finding, Outcome, Report, Result, Scope
 from .ops import OPERATORS, render_value
 from .pointer import Found, Where, resolve, split_pointer
 from .pointer import values as values_at
-from .projection import projector
 
 Facts = Mapping[str, Any]
 _MAX_LISTED = 8
@@ -39,6 +40,7 @@ class _Evaluator:
         self._values_cache: dict[tuple[str, ...], dict[str, Any]] = {}
         self._sentences: dict[tuple[str, str, str], str] = {}
         self.gaps: dict[tuple[str, int], str | None] = {}  # (check, values) -> the baseline key it lacks (_gap)
+        self._applicable: dict[tuple[str, int], str | None] = {}  # (check, values) -> why it does not apply
 
     def values_for(self, host: str, facts: Facts) -> dict[str, Any]:
         groups = self.groups.get(host) or tuple(facts.get("groups", ()))
@@ -47,6 +49,13 @@ class _Evaluator:
         if v is None:
             v = self._values_cache[key] = self.baseline.for_groups(key)
         return v
+
+    def applicability(self, check: Check, values: dict[str, Any]) -> str | None:
+        """_applicability memoised per group set (values are the cached dict of one): the same for all its hosts."""
+        memo = (check.id, id(values))
+        if memo not in self._applicable:
+            self._applicable[memo] = _applicability(check, values)
+        return self._applicable[memo]
 
     def sentence(self, check: Check, expected: Any, source: str) -> str:
         """sentence() memoised: every host of a group shares the same expectation text."""
@@ -251,9 +260,9 @@ def _result(check: Check, host: str, outcome: Outcome, expected: str, actual: An
 
 
 def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator,
-                tuples: Tuples | None = None) -> Result:
-    values = ev.values_for(host, facts)
-    skip = _applicability(check, values)
+                tuples: Tuples | None = None, values: dict[str, Any] | None = None) -> Result:
+    values = ev.values_for(host, facts) if values is None else values
+    skip = ev.applicability(check, values)
     if skip:
         return _result(check, host, Outcome.SKIP, ev.plain(check), reason=skip)
     problem = _collector_problem(facts, check)
@@ -363,56 +372,66 @@ def _judge_delta(check: Check, host: str, facts: Facts, found: list[Found], expe
     return _result(check, host, Outcome.PASS, text, actual=worst, evidence=evidence)
 
 
-def _judge_fleet(check: Check, hosts: list[str], facts_by_host: Mapping[str, Facts], ev: _Evaluator) -> list[Result]:
+#: What a host brings to a fleet-scope check, decided from its own facts alone: (host, its verdict) when it is judged
+#: without the others (skipped, missing, a collector error), else (host, None, the values it is compared by, the
+#: partitions it is compared within, its evidence).
+FleetEntry = tuple[Any, ...]
+
+
+def _fleet_entry(check: Check, host: str, facts: Facts, ev: _Evaluator, segs: tuple[str, ...], text: str) -> FleetEntry:
+    values = ev.values_for(host, facts)
+    skip = ev.applicability(check, values)
+    if skip:
+        return host, _result(check, host, Outcome.SKIP, text, reason=skip)
+    problem = _collector_problem(facts, check)
+    if problem:
+        return host, _result(check, host, problem[0], text, reason=problem[1])
+    try:
+        outside = _not_applicable(check, values, facts, ev)
+        if outside:
+            return host, _result(check, host, Outcome.SKIP, text, reason=outside)
+        where = _where(check, values, facts, ev)
+    except _Skip as exc:
+        return host, _result(check, host, Outcome.SKIP, text, reason=str(exc))
+    found_vals, _ = values_at(facts, segs, where)
+    vals = [v for v in found_vals if v is not None]
+    if not vals:
+        return host, _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing",
+                             evidence=_evidence(facts, check))
+    if check.op == "unique":
+        signature = tuple(map(render_value, vals))  # every value, repeats kept: a repeat is a finding
+    else:
+        signature = tuple(sorted(set(map(render_value, vals))))
+    if check.partition:
+        groups = ev.groups.get(host) or tuple(facts.get("groups", ()))
+        parts = tuple(g for g in groups if fnmatch.fnmatchcase(g, check.partition))
+        if not parts:
+            return host, _result(check, host, Outcome.SKIP, text, reason=f"host is in no {check.partition} group")
+    elif check.op == "unique":
+        parts = ("the fleet",)  # an identifier is unique across platforms too
+    else:
+        parts = (f"platform {values.get('platform', 'unset')}",)
+    return host, None, signature, parts, _evidence(facts, check)
+
+
+def _judge_fleet(check: Check, entries: Iterable[FleetEntry], text: str) -> list[Result]:
+    """Every host's verdict on a fleet-scope check from the entries of the hosts in host order."""
     results: dict[str, Result] = {}
     partitions: dict[str, list[str]] = {}
-    segs = split_pointer(check.fact)
     signatures: dict[str, tuple[Any, ...]] = {}
-    text = ev.plain(check)
-    for host in hosts:
-        facts = facts_by_host[host]
-        values = ev.values_for(host, facts)
-        skip = _applicability(check, values)
-        if skip:
-            results[host] = _result(check, host, Outcome.SKIP, text, reason=skip)
+    evidence: dict[str, tuple[str, ...]] = {}
+    hosts: list[str] = []
+    for host, early, *compared in entries:
+        hosts.append(host)
+        if early is not None:
+            results[host] = early
             continue
-        problem = _collector_problem(facts, check)
-        if problem:
-            results[host] = _result(check, host, problem[0], text, reason=problem[1])
-            continue
-        try:
-            outside = _not_applicable(check, values, facts, ev)
-            if outside:
-                results[host] = _result(check, host, Outcome.SKIP, text, reason=outside)
-                continue
-            where = _where(check, values, facts, ev)
-        except _Skip as exc:
-            results[host] = _result(check, host, Outcome.SKIP, text, reason=str(exc))
-            continue
-        found_vals, _ = values_at(facts, segs, where)
-        vals = [v for v in found_vals if v is not None]
-        if not vals:
-            results[host] = _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=_evidence(facts, check))
-            continue
-        if check.op == "unique":
-            signatures[host] = tuple(map(render_value, vals))  # every value, repeats kept: a repeat is a finding
-        else:
-            signatures[host] = tuple(sorted(set(map(render_value, vals))))
-        if check.partition:
-            groups = ev.groups.get(host) or tuple(facts.get("groups", ()))
-            parts = [g for g in groups if fnmatch.fnmatchcase(g, check.partition)]
-            if not parts:
-                results[host] = _result(check, host, Outcome.SKIP, text, reason=f"host is in no {check.partition} group")
-                continue
-            for p in parts:
-                partitions.setdefault(p, []).append(host)
-        elif check.op == "unique":
-            partitions.setdefault("the fleet", []).append(host)  # an identifier is unique across platforms too
-        else:
-            partitions.setdefault(f"platform {values.get('platform', 'unset')}", []).append(host)
+        signatures[host], parts, evidence[host] = compared
+        for p in parts:
+            partitions.setdefault(p, []).append(host)
     judge = _judge_unique if check.op == "unique" else _judge_same
     for name, members in sorted(partitions.items()):
-        for host, res in judge(check, name, members, signatures, facts_by_host, text):
+        for host, res in judge(check, name, members, signatures, evidence, text):
             prior = results.get(host)
             if prior is None or prior.outcome is Outcome.PASS:  # a host in two partitions keeps the worse verdict
                 results[host] = res
@@ -420,7 +439,7 @@ def _judge_fleet(check: Check, hosts: list[str], facts_by_host: Mapping[str, Fac
 
 
 def _judge_same(check: Check, name: str, members: list[str], signatures: Mapping[str, tuple[Any, ...]],
-                facts_by_host: Mapping[str, Facts], text: str) -> Iterable[tuple[str, Result]]:
+                evidences: Mapping[str, tuple[str, ...]], text: str) -> Iterable[tuple[str, Result]]:
     """Each member against the partition's majority value."""
     counts = Counter(signatures[h] for h in members)
     ranked = counts.most_common()
@@ -428,7 +447,7 @@ def _judge_same(check: Check, name: str, members: list[str], signatures: Mapping
     for host in members:
         sig = signatures[host]
         shown = sig[0] if len(sig) == 1 else list(sig)
-        evidence = _evidence(facts_by_host[host], check)
+        evidence = evidences[host]
         if len(sig) > 1:
             res = _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
                           reason=f"this host alone reports {len(sig)} different values: {', '.join(sig)}")
@@ -444,7 +463,7 @@ def _judge_same(check: Check, name: str, members: list[str], signatures: Mapping
 
 
 def _judge_unique(check: Check, name: str, members: list[str], signatures: Mapping[str, tuple[Any, ...]],
-                  facts_by_host: Mapping[str, Facts], text: str) -> Iterable[tuple[str, Result]]:
+                  evidences: Mapping[str, tuple[str, ...]], text: str) -> Iterable[tuple[str, Result]]:
     """Each member fails for every value it shares with another member or reports twice (duplicate GUIDs).
 
     Linear in the values: the hosts of a shared value are listed once, and each of them names at most
@@ -466,7 +485,7 @@ def _judge_unique(check: Check, name: str, members: list[str], signatures: Mappi
             others = [h for h in hosts[: _MAX_LISTED + 1] if h != host][:_MAX_LISTED]
             more = len(hosts) - 1 - len(others)
             clashes.append(f"{value} also on {', '.join(others)}" + (f" (+{more} more)" if more else ""))
-        evidence = _evidence(facts_by_host[host], check)
+        evidence = evidences[host]
         if clashes:
             more = f" (+{len(clashes) - _MAX_LISTED} more)" if len(clashes) > _MAX_LISTED else ""
             yield host, _result(check, host, Outcome.FAIL, text, actual=len(clashes), evidence=evidence,
@@ -476,21 +495,21 @@ def _judge_unique(check: Check, name: str, members: list[str], signatures: Mappi
 
 
 class StreamingEvaluation:
-    """Evaluation fed one host at a time, as a collection finishes hosts: host-scope checks are judged at
-    once and the facts let go; only what fleet-scope checks compare across hosts is kept (a projection of
-    a few kilobytes). finish() returns exactly the Report evaluate() returns for the same facts.
+    """Evaluation fed one host at a time, as a collection finishes hosts: host-scope checks are judged at once, and
+    of the fleet-scope checks what the host brings is decided at once too (its own verdict, or the values it is
+    compared by), so the facts are let go; those entries are kept as Records (a chunk in memory per check, the rest
+    in the scratch file) until finish() compares the hosts. finish() returns exactly the Report evaluate() returns
+    for the same facts.
 
     add() may be called from several threads."""
 
     def __init__(self, baseline: Baseline, checks: Iterable[Check], groups: Mapping[str, Iterable[str]] | None = None,
-                 previous: Mapping[str, Facts] | None = None, keep: Callable[[Facts], Facts] | None = None):
+                 previous: Mapping[str, Facts] | None = None):
         self.checks = list(checks)
         self._ev = _Evaluator(baseline, groups or {}, previous)
-        self._host_checks = [c for c in self.checks if c.scope is not Scope.FLEET]
-        fleet = [c for c in self.checks if c.scope is Scope.FLEET]
-        self._keep = keep if keep is not None else projector(fleet)
-        self._fleet_facts = projections(pack=keep is None)
-        self._segment = {c.id: k for k, c in enumerate(self.checks)}  # check -> its segment of the spilled results
+        self._host_checks = [(k, c) for k, c in enumerate(self.checks) if c.scope is not Scope.FLEET]
+        self._fleet_checks = [(k, c, split_pointer(c.fact)) for k, c in enumerate(self.checks) if c.scope is Scope.FLEET]
+        self._entries = Records(len(self.checks))  # fleet-scope checks: each host's FleetEntry, in the check's segment
         self._spill = Spill(len(self.checks))
         self._added: dict[str, int] = {}  # host -> its place in the order hosts were added
         self._groups: dict[str, tuple[str, ...]] = {}  # host -> the groups that chose its baseline (the report's rows)
@@ -498,21 +517,28 @@ class StreamingEvaluation:
         self._lock = threading.Lock()
 
     def add(self, host: str, facts: Facts) -> None:
-        """Judge one host's host-scope checks now and keep what the fleet-scope checks need of its facts."""
+        """Judge one host's host-scope checks now, and decide what it brings to each fleet-scope check."""
         with self._lock:
             if host in self._added:
                 raise ValueError(f"{host}: facts given twice")
             self._added[host] = len(self._added)
             tuples = Tuples()
-            values = self._ev.values_for(host, facts)
-            for check in self._host_checks:
-                r = _judge_host(check, host, facts, self._ev, tuples)
-                if r.outcome is Outcome.SKIP and (key := _wanting(check, values, facts, self._ev)):
+            ev = self._ev
+            values = ev.values_for(host, facts)
+            for k, check in self._host_checks:
+                r = _judge_host(check, host, facts, ev, tuples, values)
+                if r.outcome is Outcome.SKIP and (key := _wanting(check, values, facts, ev)):
                     r = _unproven(r, check, key)
                     self._unproven.setdefault(host, []).append(check.id)
-                self._spill.add(self._segment[check.id], r)
-            self._groups[host] = self._ev.groups.get(host) or tuple(facts.get("groups", ()))
-            self._fleet_facts[host] = self._keep(facts)
+                self._spill.add(k, r)
+            for k, check, segs in self._fleet_checks:
+                entry = _fleet_entry(check, host, facts, ev, segs, ev.plain(check))
+                r = entry[1]
+                if r is not None and r.outcome is Outcome.SKIP and (key := _wanting(check, values, facts, ev)):
+                    entry = (host, _unproven(r, check, key))
+                    self._unproven.setdefault(host, []).append(check.id)
+                self._entries.add(k, entry)
+            self._groups[host] = ev.groups.get(host) or tuple(facts.get("groups", ()))
 
     def finish(self, collection_errors: Mapping[str, str] | None = None, **meta: Any) -> Report:
         """The report over every host added, plus an error result per check for each host not collected."""
@@ -525,13 +551,10 @@ class StreamingEvaluation:
         for k, check in enumerate(self.checks):
             order: list[int] = []
             if check.scope is Scope.FLEET:
-                for r in _judge_fleet(check, hosts, self._fleet_facts, self._ev):
-                    if r.outcome is Outcome.SKIP:
-                        facts = self._fleet_facts[r.host]
-                        if key := _wanting(check, self._ev.values_for(r.host, facts), facts, self._ev):
-                            r = _unproven(r, check, key)
-                            self._unproven.setdefault(r.host, []).append(check.id)
+                entries = sorted(chain.from_iterable(self._entries.segment(k)), key=itemgetter(0))  # host order
+                for r in _judge_fleet(check, entries, self._ev.plain(check)):
                     self._spill.add(k, r)
+                del entries
             else:
                 order = arrival
             for host, reason in sorted(collection_errors.items()):
@@ -557,7 +580,7 @@ def evaluate(facts_by_host: Mapping[str, Facts], baseline: Baseline, checks: Ite
              groups: Mapping[str, Iterable[str]] | None = None, previous: Mapping[str, Facts] | None = None,
              collection_errors: Mapping[str, str] | None = None, **meta: Any) -> Report:
     """Judge every check on every host. Hosts in collection_errors (unreachable) get an error result per check."""
-    stream = StreamingEvaluation(baseline, checks, groups, previous, keep=lambda facts: facts)  # all already held
+    stream = StreamingEvaluation(baseline, checks, groups, previous)
     for host in sorted(facts_by_host):
         stream.add(host, facts_by_host[host])
     return stream.finish(collection_errors, **meta)

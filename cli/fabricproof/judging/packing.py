@@ -1,28 +1,23 @@
-"""How a fleet-sized evaluation holds what it keeps: host projections packed, repeated strings and tuples shared,
-results spilled to a temporary file a check at a time."""
+"""How a fleet-sized evaluation holds what it keeps: what each host brings to the fleet-scope checks and the results,
+spilled to a temporary file a check at a time; repeated strings and tuples shared."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import errno
+import gc
 import operator
 import os
 import pickle
 import sys
 import tempfile
-import zlib
+from contextlib import contextmanager
 from itertools import chain, starmap
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, overload
 
+from ..errors import WriteError
 from ..model import Outcome, Result, Severity, Tally
-
-Facts = Mapping[str, Any]
-
-
-#: Hosts whose projections stay in memory before the rest go to a scratch file: a small run writes none.
-HELD_HOSTS = 256
-
 
 class Scratch:
     """An anonymous temporary file (unlinked at once, mode 600, gone with the process), created at the first write:
@@ -33,11 +28,17 @@ class Scratch:
         self.written = 0  # bytes
 
     def append(self, data: bytes) -> tuple[int, int]:
-        if self._file is None:
-            self._file = tempfile.TemporaryFile(prefix="fabricproof-judging-")
-        offset = self._file.seek(0, os.SEEK_END)
-        self._file.write(data)
-        self._file.flush()  # read back with pread, past the buffer
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="fabricproof-judging-")
+            offset = self._file.seek(0, os.SEEK_END)
+            self._file.write(data)
+            self._file.flush()  # read back with pread, past the buffer
+        except OSError as exc:
+            # The file has no name (unlinked at once): the operator needs the directory it was made in.
+            raise WriteError(tempfile.gettempdir(), f"{exc.strerror or exc} (the evaluation's unlinked scratch file: "
+                                                    "what a fleet's judging keeps past a small run's; set TMPDIR to a "
+                                                    "directory with room)", exc.errno or errno.EIO) from None
         self.written += len(data)
         return offset, len(data)
 
@@ -51,35 +52,21 @@ class Scratch:
         return self._file is not None
 
 
-class PackedFacts(Mapping[str, Facts]):
-    """Each host's fleet projection as compressed JSON: about 0.9 KB a host where the dicts took about 14 KB,
-    decoded again (tens of microseconds) each time a fleet-scope check reads the host. Past HELD_HOSTS hosts the
-    compressed projections go to a scratch file, so a 10,000-host run keeps ~9 MB of them out of memory. Facts are
-    JSON by contract (the run store writes them so), so the round trip changes no verdict."""
-
-    def __init__(self) -> None:
-        self._blobs: dict[str, bytes | tuple[int, int]] = {}
-        self._scratch = Scratch()
-
-    def __setitem__(self, host: str, doc: Facts) -> None:
-        blob = zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 1)
-        self._blobs[host] = blob if len(self._blobs) < HELD_HOSTS else self._scratch.append(blob)
-
-    def __getitem__(self, host: str) -> Facts:
-        blob = self._blobs[host]
-        return json.loads(zlib.decompress(blob if isinstance(blob, bytes) else self._scratch.read(*blob)))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._blobs)
-
-    def __len__(self) -> int:
-        return len(self._blobs)
-
-
-def projections(pack: bool) -> dict[str, Facts] | PackedFacts:
-    """Where an evaluation keeps each host's fleet projection until the fleet-scope checks run. They are what grows
-    with the fleet, so they are packed unless the caller holds the facts anyway (`pack` false)."""
-    return PackedFacts() if pack else {}
+@contextmanager
+def no_cycles() -> Iterator[None]:
+    """The cyclic garbage collector out of a fleet's judging: JSON documents, entries and results hold no reference
+    cycles, yet the collector walked each host's ~170 KB of facts while they were judged, and every full collection
+    the ~200,000 objects of the imports, the catalog and the validators (about 1 ms of CPU a host of ~10). What
+    exists is frozen, the collector paused, and both are undone after (library callers judge again)."""
+    was = gc.isenabled()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if was:
+            gc.enable()
 
 
 def shared(text: str) -> str:
@@ -106,43 +93,63 @@ CHUNK = 256
 _FIELDS = operator.attrgetter(*(f.name for f in dataclasses.fields(Result)))
 
 
+class Records:
+    """Items kept in segments, each segment's in the order they were added: CHUNK of a segment held in memory, the
+    rest pickled a chunk at a time to an anonymous temporary file (as the tuples `flat` makes of them, made again by
+    `made(*fields)`), so what is held stays flat with fleet size. A small run never creates the file."""
+
+    def __init__(self, segments: int, flat: Callable[[Any], tuple[Any, ...]] | None = None,
+                 made: Callable[..., Any] | None = None) -> None:
+        self._chunks: list[list[tuple[int, int]]] = [[] for _ in range(segments)]  # (offset, length) in the file
+        self._pending: list[list[Any]] = [[] for _ in range(segments)]
+        self._flat, self._made = flat, made
+        self._scratch = Scratch()
+
+    @property
+    def written(self) -> int:
+        """Bytes written to the file."""
+        return self._scratch.written
+
+    def add(self, segment: int, item: Any) -> None:
+        pending = self._pending[segment]
+        pending.append(item)
+        if len(pending) >= CHUNK:
+            items = pending if self._flat is None else list(map(self._flat, pending))
+            self._chunks[segment].append(self._scratch.append(pickle.dumps(items, pickle.HIGHEST_PROTOCOL)))
+            self._pending[segment] = []
+
+    def segment(self, segment: int) -> Iterator[list[Any]]:
+        """A segment's items in the order they were added, a chunk at a time."""
+        for offset, length in self._chunks[segment]:
+            items = pickle.loads(self._scratch.read(offset, length))
+            yield items if self._made is None else list(starmap(self._made, items))
+        yield list(self._pending[segment])
+
+
 class Spill:
-    """A fleet's results, one segment per check, each added as it is judged (hosts in any order): a segment's
-    results go to an anonymous temporary file a chunk at a time, so what a report holds stays flat with fleet size.
-    A run whose results fit in memory (one host, a small fleet) never creates the file."""
+    """A fleet's results, one segment per check, each added as it is judged (hosts in any order), kept as Records:
+    what a report holds stays flat with fleet size."""
 
     def __init__(self, segments: int) -> None:
-        self._chunks: list[list[tuple[int, int]]] = [[] for _ in range(segments)]  # (offset, length) in the file
-        self._pending: list[list[Result]] = [[] for _ in range(segments)]
+        self._records = Records(segments, _FIELDS, Result)
         self._counts: list[dict[Outcome, int]] = [{} for _ in range(segments)]
         self._failed_hosts: set[str] = set()
-        self._scratch = Scratch()
 
     @property
     def spilled(self) -> int:
         """Bytes written to the file."""
-        return self._scratch.written
+        return self._records.written
 
     def add(self, segment: int, result: Result) -> None:
         counts = self._counts[segment]
         counts[result.outcome] = counts.get(result.outcome, 0) + 1
         if result.outcome is Outcome.FAIL:
             self._failed_hosts.add(result.host)
-        pending = self._pending[segment]
-        pending.append(result)
-        if len(pending) >= CHUNK:
-            self._flush(segment)
-
-    def _flush(self, segment: int) -> None:
-        data = pickle.dumps(list(map(_FIELDS, self._pending[segment])), pickle.HIGHEST_PROTOCOL)
-        self._chunks[segment].append(self._scratch.append(data))
-        self._pending[segment] = []
+        self._records.add(segment, result)
 
     def segment(self, segment: int) -> Iterator[list[Result]]:
         """A segment's results in the order they were added, a chunk at a time."""
-        for offset, length in self._chunks[segment]:
-            yield list(starmap(Result, pickle.loads(self._scratch.read(offset, length))))
-        yield list(self._pending[segment])
+        return self._records.segment(segment)
 
     def only_skipped(self, segment: int) -> bool:
         """No result of the segment but skips (or none at all): its check applied nowhere."""

@@ -26,6 +26,7 @@ from ..timeutil import utc_now
 from .baseline import Baseline
 from .catalog import Check
 from .evaluate import StreamingEvaluation, evaluate, exit_code
+from .packing import no_cycles
 
 Facts = Mapping[str, Any]
 
@@ -250,8 +251,9 @@ def _judged_saved(request: Request, source: Saved) -> Judged:
         errors, unfinished = _saved(source, held.__setitem__)
         return _judged(request, held, errors, None, unfinished=unfinished)
     stream = StreamingEvaluation(request.baseline, request.checks, groups=request.groups, previous=request.previous)
-    errors, unfinished = _saved(source, stream.add)
-    report = stream.finish(errors, **_meta(request))
+    with no_cycles():
+        errors, unfinished = _saved(source, stream.add)
+        report = stream.finish(errors, **_meta(request))
     return Judged(report, {}, {}, None, unfinished)
 
 

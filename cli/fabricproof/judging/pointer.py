@@ -84,42 +84,40 @@ def values(doc: Any, segs: tuple[str, ...], where: Where = ()) -> tuple[list[Any
     """The values at a pointer, without their paths: the hot path of evaluation (paths are rebuilt with
     resolve only for the rare failure that has to name them)."""
     out: list[Any] = []
-    missing = False
-    n = len(segs)
-    star = last_star(segs)
-
-    def walk(node: Any, i: int) -> None:
-        nonlocal missing
-        while i < n:
-            seg = segs[i]
-            if seg == "*":
-                if isinstance(node, list):
-                    items: Any = node
-                elif isinstance(node, dict):
-                    items = node.values()
-                else:
-                    missing = True
-                    return
-                if i == star and where:
-                    items = [v for v in items if matches(v, where)]
-                if i == n - 1:
-                    out.extend(items)
-                else:
-                    for v in items:
-                        walk(v, i + 1)
-                return
-            if isinstance(node, dict):
-                if seg not in node:
-                    missing = True
-                    return
-                node = node[seg]
-            elif isinstance(node, list) and seg.isdigit() and int(seg) < len(node):
-                node = node[int(seg)]
-            else:
-                missing = True
-                return
-            i += 1
-        out.append(node)
-
-    walk(doc, 0)
+    missing = _walk(doc, 0, segs, len(segs), last_star(segs), where, out)
     return out, missing
+
+
+def _walk(node: Any, i: int, segs: tuple[str, ...], n: int, star: int, where: Where, out: list[Any]) -> bool:
+    """values()' walk from segment i, appending what it reaches to out; whether some branch was missing. A function
+    of its own, not a closure: a closure calling itself is a reference cycle per call, left to the cyclic collector."""
+    while i < n:
+        seg = segs[i]
+        if seg == "*":
+            if isinstance(node, list):
+                items: Any = node
+            elif isinstance(node, dict):
+                items = node.values()
+            else:
+                return True
+            if i == star and where:
+                items = [v for v in items if matches(v, where)]
+            if i == n - 1:
+                out.extend(items)
+                return False
+            missing = False
+            for v in items:
+                if _walk(v, i + 1, segs, n, star, where, out):
+                    missing = True
+            return missing
+        if isinstance(node, dict):
+            if seg not in node:
+                return True
+            node = node[seg]
+        elif isinstance(node, list) and seg.isdigit() and int(seg) < len(node):
+            node = node[int(seg)]
+        else:
+            return True
+        i += 1
+    out.append(node)
+    return False
