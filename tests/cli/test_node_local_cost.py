@@ -43,7 +43,7 @@ PINNED = {
     "fabricproof.facts", "fabricproof.fsutil", "fabricproof.invcache", "fabricproof.inventory", "fabricproof.judging",
     "fabricproof.judging.baseline", "fabricproof.judging.catalog", "fabricproof.judging.evaluate",
     "fabricproof.judging.findings", "fabricproof.judging.ops", "fabricproof.judging.packing",
-    "fabricproof.judging.pipeline", "fabricproof.judging.pointer", "fabricproof.judging.projection",
+    "fabricproof.judging.pipeline", "fabricproof.judging.pointer",
     "fabricproof.model", "fabricproof.paths", "fabricproof.platforms", "fabricproof.redact", "fabricproof.reporters",
     "fabricproof.reporters._common", "fabricproof.reporters.base", "fabricproof.runstore", "fabricproof.slurm",
     "fabricproof.spool", "fabricproof.subnet", "fabricproof.subnet.checks", "fabricproof.textsafe",
