@@ -11,9 +11,10 @@ import shutil
 import pytest
 
 from fabricproof.collect.fabric import collect_fabric
-from fabricproof.collectors.subnet import FABRIC_COLLECTORS
+from fabricproof.collectors.subnet import FABRIC_COLLECTORS, FabricCollector
 from fabricproof.model import Host
 from fabricproof.runstore import RunStore
+from fabricproof.subnet.model import Subnet
 
 pytestmark = pytest.mark.skipif(shutil.which("ibnetdiscover") is None, reason="infiniband-diags is not installed")
 
@@ -31,6 +32,28 @@ def test_no_umad_here_is_an_error_per_tool_with_its_own_words_and_the_evidence_k
     assert run.evidence["ibnetdiscover"] == "fabric/raw/here/ibnetdiscover.txt"
     doc = json.loads(store.fabric_path.read_text())
     assert doc["vantage"] == "here" and doc["subnet"] is None and doc["errors"] == run.errors
+    # a tool that printed nothing was run once more before its failure counted; one that said why was not
+    assert run.retried == {"iblinkinfo": "exit 1: Failed to open (null) port 0; run once more 2 s later"}
+    assert doc["retried"] == run.retried
+
+
+def test_a_tool_that_failed_with_no_output_is_run_once_more_and_its_second_answer_counts(tmp_path):
+    """As while the SM sweeps: the first run fails and prints nothing, the second answers. A real process on the
+    local transport, failing on its first run only."""
+    marker = tmp_path / "ran-once"
+    script = tmp_path / "topology"
+    script.write_text(f"#!/bin/sh\nif [ -e {marker} ]; then echo answered; exit 0; fi\n: > {marker}\nexit 245\n")
+    script.chmod(0o755)
+    seen: list[str] = []
+    views = {"ibnetdiscover": FabricCollector("ibnetdiscover", (str(script),), lambda text: text, 0.1, 30.0)}
+
+    def merge(texts):
+        seen.append(texts["ibnetdiscover"])
+        return Subnet()
+
+    run = collect_fabric(Host("here"), tmp_path / "run", via="local", window_s=0, registry=(views, merge))
+    assert run.errors == {} and seen == ["answered\n"] and run.subnet == Subnet()
+    assert run.retried == {"ibnetdiscover": "exit 245; run once more 2 s later"}
 
 
 def test_an_unreachable_vantage_is_one_error_for_every_tool(tmp_path):

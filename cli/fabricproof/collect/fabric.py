@@ -25,6 +25,9 @@ COUNTERS_AFTER = "ibqueryerrors_after"
 TOPOLOGY = "ibnetdiscover"
 #: Seconds between the two counter readings unless told otherwise (`--fabric-window`).
 DEFAULT_WINDOW_S = 5.0
+#: A fabric tool that failed and printed nothing is run once more this much later: its MADs can time out while the
+#: SM sweeps (seen in the lab: ibqueryerrors exit 245, no output, right after a cable went; fine seconds later).
+RETRY_AFTER_S = 2.0
 
 
 class FabricCollector(Protocol):
@@ -51,6 +54,7 @@ class FabricRun:
     results: dict[str, CommandResult] = field(default_factory=dict)
     window_s: float = 0.0
     error: str = ""
+    retried: dict[str, str] = field(default_factory=dict)  # collector id -> why its first run did not count
 
 
 def _registry() -> tuple[Mapping[str, FabricCollector], Callable[[Mapping[str, str]], Subnet]]:
@@ -78,6 +82,28 @@ def _failure(result: CommandResult, ok_exit_codes: Sequence[int]) -> str | None:
     return None
 
 
+def _once_more(fleet: transport.FleetRunner, vantage: Host, commands: Sequence[Command],
+               outcome: list[CommandResult], found: Mapping[str, FabricCollector], run: FabricRun
+               ) -> list[CommandResult]:
+    """The tools that failed with no output, run once more RETRY_AFTER_S later; their first failure kept in
+    `run.retried`. A tool that printed something, or was not run at all, is judged as it is."""
+    again = [i for i, (c, r) in enumerate(zip(commands, outcome, strict=True))
+             if not r.stdout.strip() and not_run_reason(r.exit_code, r.stdout) is None
+             and _failure(r, found[c.name].ok_exit_codes) is not None]
+    if not again:
+        return outcome
+    time.sleep(RETRY_AFTER_S)
+    second = _run(fleet, vantage, [commands[i] for i in again])
+    if isinstance(second, HostError):
+        return outcome
+    outcome = list(outcome)
+    for i, result in zip(again, second, strict=True):
+        first = _failure(outcome[i], found[commands[i].name].ok_exit_codes)
+        run.retried[commands[i].name] = f"{first}; run once more {RETRY_AFTER_S:g} s later"
+        outcome[i] = result
+    return outcome
+
+
 def collect_fabric(vantage: Host, run_dir: Path, *, via: str = "ssh", options: Any = None,
                    window_s: float = DEFAULT_WINDOW_S, run_id: str = "",
                    registry: tuple[Mapping[str, FabricCollector], Callable[[Mapping[str, str]], Subnet]] | None = None
@@ -98,6 +124,8 @@ def collect_fabric(vantage: Host, run_dir: Path, *, via: str = "ssh", options: A
     try:
         commands = [Command(tuple(c.argv), c.timeout_s, cid, cid, c.typical_s) for cid, c in found.items()]
         outcome = _run(fleet, vantage, commands)
+        if not isinstance(outcome, HostError):
+            outcome = _once_more(fleet, vantage, commands, outcome, found, run)
         if not isinstance(outcome, HostError) and window_s > 0 and COUNTERS in found:
             # The counters' growth over the window: the first reading ended with the batch; wait out the rest.
             time.sleep(max(0.0, window_s - (time.monotonic() - started)))
@@ -156,5 +184,6 @@ def document(run: FabricRun) -> dict[str, Any]:
     """fabric.json: the vantage, what failed, and the fabric as subnet.model writes it (the counters of the later
     reading; the first reading's beside them)."""
     return {"vantage": run.vantage, "collected_at": utc_now(), "window_s": run.window_s, "errors": run.errors,
+            "retried": run.retried,
             "subnet": run.subnet.to_dict() if run.subnet is not None else None,
             "counters_before": run.counters_before.to_dict()["counters"] if run.counters_before is not None else None}

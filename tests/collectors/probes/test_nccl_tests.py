@@ -134,6 +134,16 @@ def test_launcher_prefixes_are_stripped():
     assert len(mpirun["rows"]) == 31 and mpirun["rows"][-1]["size_bytes"] == 1073741824
 
 
+def test_an_open_mpi_tag_inside_a_row_is_a_chunk_boundary_not_a_column():
+    """Open MPI tags what it forwards chunk by chunk: a row its rank wrote in two pieces carries a second tag
+    (seen through real mpirun in the lab: '... 411.14  [1,0]<stdout>:     0')."""
+    text = sample(MPIRUN)
+    row = next(line for line in text.splitlines() if line.rstrip().endswith(" 0") and "1073741824" in line)
+    cut = row.rstrip()[:-1].rstrip()
+    split = text.replace(row, f"{cut}  [1,0]<stdout>:     0")
+    assert parse_nccl_tests(split) == parse_nccl_tests(text)
+
+
 def test_nccl_info_lines_tell_transport_and_gdr(corpus):
     efa = parse_nccl_tests(read(corpus, FAMILY, AWS_EFA))
     assert (efa["net_transport"], efa["gdr"], efa["nccl_version"], efa["test"]) == (

@@ -10,6 +10,9 @@ from ..textutil import strip_ansi
 # `srun --label` prints "0: " (right-aligned rank, so " 0: " from 10 tasks on); Open MPI's --tag-output prints
 # "[1,0]<stdout>:" (job, rank, stream). Both wrap every line of every rank, headers and NCCL INFO lines alike.
 _LAUNCHER = re.compile(r"^(?:\s*\d+: ?|\[\d+,\d+\]<(?:stdout|stderr)>: ?)")
+# Open MPI tags each chunk it forwards, not each line: a rank that wrote a table row in two writes (nccl-tests
+# prints out-of-place, in-place and the newline apart) can arrive with a second tag inside the row.
+_OMPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
 # One target's output inside a probe's raw evidence, as `head`/`tail` title several files: "==> mlx5_0 <==".
 _SECTION = re.compile(r"^==> (?P<name>\S(?:.*\S)?) <==$")
 _NUMBER = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
@@ -19,7 +22,7 @@ def lines_of(text: str, launcher: bool = False) -> list[str]:
     """The output's lines without ANSI escapes or CRs; with launcher, also without srun's or mpirun's per-line
     prefix (only for tools started by a launcher: a perftest or dcgmi line may begin with "2: ")."""
     lines = strip_ansi(text).splitlines()
-    return [_LAUNCHER.sub("", line, count=1) for line in lines] if launcher else lines
+    return [_OMPI_TAG.sub("", _LAUNCHER.sub("", line, count=1)) for line in lines] if launcher else lines
 
 
 def number(token: str) -> float | None:
