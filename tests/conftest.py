@@ -79,15 +79,19 @@ def private_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
 def private_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The session's own $XDG_CACHE_HOME: the inventory cache is never this machine's ~/.cache, and the CLI
     processes of one test (9 in a kill/resume rehearsal) read the same inventory from it once. Content-keyed, so
-    sharing it between tests changes no answer."""
+    sharing it between tests changes no answer. Also a session-wide FABRICPROOF_STATE_DIR under each test's own:
+    daemons a module fixture starts before any test (slurmd's health checks, which keep the catalog's cache) would
+    otherwise write to this machine's /var/lib/fabricproof."""
     directory = tmp_path_factory.mktemp("xdg-cache")
-    before = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(directory)
+    names = {"XDG_CACHE_HOME": directory, "FABRICPROOF_STATE_DIR": tmp_path_factory.mktemp("session-state")}
+    before = {name: os.environ.get(name) for name in names}
+    os.environ.update({name: str(path) for name, path in names.items()})
     yield directory
-    if before is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = before
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
