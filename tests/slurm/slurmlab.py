@@ -7,9 +7,12 @@ import fcntl
 import shlex
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import slurmkit
 from fabricproof_lab import manager
 from labkit import LabFactory, RunningLab
@@ -135,3 +138,21 @@ def start(lab_factory: LabFactory, nodes: int = len(NODES), baseline: Path = BAS
         root=q(root), etc=q(etc), bin=q(bin_dir), program=q(slurmkit.HEALTH_PROGRAM)))
     cluster.start()
     return SlurmLab(lab, cluster, as_lab_node)
+
+
+@contextmanager
+def running(lab_factory: LabFactory, nodes: int = len(NODES), baseline: Path = BASELINE, fabric: bool = False,
+            health: bool = True) -> Iterator[SlurmLab]:
+    """A module's Slurm lab (`start`), skipped where Slurm cannot run here (or flock, for `health` checks), always
+    stopped by PID: what the stop met fails the module."""
+    reason = slurmkit.skip_reason()
+    if not reason and health and not shutil.which("flock"):
+        reason = "flock (util-linux) is missing"
+    if reason:
+        pytest.skip(reason)
+    sl = start(lab_factory, nodes=nodes, baseline=baseline, fabric=fabric)
+    try:
+        yield sl
+    finally:
+        problems = sl.cluster.stop()
+        assert not problems, problems

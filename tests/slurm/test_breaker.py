@@ -5,7 +5,6 @@ it, and every node judges it from Slurm's own node state."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -14,14 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import slurmkit
 import yaml
 from fabricproof import breaker
 from fabricproof.rollout import decisions
 from labkit import LabFactory
 from slurmkit import wait_for
 
-from .slurmlab import BASELINE, REPO, SlurmLab, start
+from .slurmlab import BASELINE, REPO, SlurmLab, running
 
 pytestmark = [pytest.mark.lab, pytest.mark.slurm]
 
@@ -38,15 +36,8 @@ ROUNDS = [pytest.param(1, id="1-round"),
 @pytest.fixture(scope="module")
 def breaker_lab(lab_factory: LabFactory, bad_baseline: Path) -> Iterator[SlurmLab]:
     """Ten lab trays and their Slurm, whose HealthCheckProgram (when on) judges them by the bad baseline."""
-    reason = slurmkit.skip_reason() or (None if shutil.which("flock") else "flock (util-linux) is missing")
-    if reason:
-        pytest.skip(reason)
-    sl = start(lab_factory, nodes=NODES, baseline=bad_baseline)
-    try:
+    with running(lab_factory, nodes=NODES, baseline=bad_baseline) as sl:
         yield sl
-    finally:
-        problems = sl.cluster.stop()
-        assert not problems, problems
 
 
 @pytest.fixture(scope="module")
