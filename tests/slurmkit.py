@@ -76,6 +76,28 @@ def wait_for(predicate: Callable[[], T], timeout_s: float, what: str, detail: Ca
         time.sleep(interval_s)
 
 
+class Interrupted:
+    """A command in its own session that a test interrupts as an operator's Ctrl-C would, reaped whatever happens:
+    on leaving the block its whole group is killed if it still runs."""
+
+    def __init__(self, argv: Sequence[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(list(argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+
+    def ctrl_c(self, timeout_s: float) -> tuple[str, str]:
+        """SIGINT to the command, then its (stdout, stderr) once it has ended within `timeout_s`."""
+        os.kill(self.proc.pid, signal.SIGINT)
+        return self.proc.communicate(timeout=timeout_s)
+
+    def __enter__(self) -> Interrupted:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
 def _tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from fabricproof import inventory
 from fabricproof.probes import collective
 from fabricproof_lab import manager
 from labkit import LabFactory
-from slurmkit import wait_for
+from slurmkit import Interrupted, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -136,21 +135,15 @@ def test_ctrl_c_and_the_timeout_end_mpirun_and_leave_no_orted_and_no_task(rack, 
     """The operator's Ctrl-C on `fabricproof collective run --via mpirun` once every node runs its orted and its
     task: exit 130, nothing left; then a launch past its timeout."""
     ev = tmp_path / "run" / "probes" / "collective"
-    child = subprocess.Popen(collective_run(rack, tmp_path, "--scale", "all"), env=env(**LONG_RUN),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
+    with Interrupted(collective_run(rack, tmp_path, "--scale", "all"), env(**LONG_RUN)) as interrupted:
+        child = interrupted.proc
         wait_for(lambda: sorted(kind(p) for p in left(rack)) == ["orted"] * 4 + ["task"] * 4, WAIT_S,
                  "an orted and a task on each of the four nodes", lambda: "\n".join(left(rack)))
         # mpirun itself runs the argv as built, without a shell between
         mpirun = subprocess.run(["pgrep", "-P", str(child.pid), "-x", "mpirun"], capture_output=True, text=True)
         cmdline = Path(f"/proc/{mpirun.stdout.split()[0]}/cmdline").read_bytes().split(b"\0")[:-1]
         assert [a.decode() for a in cmdline] == list(collective.mpirun_argv(values(rack), HOSTS, ev / "0000.hosts"))
-        os.kill(child.pid, signal.SIGINT)  # the operator's Ctrl-C
-        _out, err = child.communicate(timeout=WAIT_S)
-    finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait(timeout=30)
+        _out, err = interrupted.ctrl_c(WAIT_S)
     assert child.returncode == 130, err
     gone(rack)
 

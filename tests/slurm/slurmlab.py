@@ -7,10 +7,14 @@ import fcntl
 import shlex
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import slurmkit
+from fabricproof import fsutil
 from fabricproof_lab import manager
 from labkit import LabFactory, RunningLab
 
@@ -33,13 +37,21 @@ exec "$@"
 # slurmd's HealthCheckProgram here: the shipped wrapper (deploy/slurm/fabricproof-health), run unchanged, its
 # settings given as the environment variables it reads (on a real node slurmd passes none: its defaults hold), its
 # `fabricproof` the lab node's; around it a lock of the test's own (a run skipped because the last one still goes
-# records nothing) and a line per finished run (node, start time, exit status) so that tests can wait for a run that
-# began after a change. --command-timeout 20: ten nodes' collections share two loaded cores.
+# records nothing), the runs a test still allows the node (health-allow-<node>, if there is one: a test that needs n
+# rounds pays for n, not for every tick while it waits) and a line per finished run (node, start time, exit status)
+# so that tests can wait for a run that began after a change. --command-timeout 20: ten nodes' collections share two
+# loaded cores.
 HEALTH = """\
 #!/bin/sh
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 exec 9>>{root}/health-"$SLURMD_NODENAME".lock
 flock -n 9 || exit 0
+allow={root}/health-allow-"$SLURMD_NODENAME"
+if [ -f "$allow" ]; then
+    left=$(cat "$allow")
+    [ "$left" -gt 0 ] || exit 0
+    echo $((left - 1)) > "$allow"
+fi
 start=$(date +%s.%N)
 FABRICPROOF_ETC={etc} FABRICPROOF_FACTS_DIR={root}/health-facts FABRICPROOF_COMMAND_TIMEOUT=20 \\
     FABRICPROOF_LOCK={root}/health-"$SLURMD_NODENAME".inner.lock FABRICPROOF_PATH={bin}:/usr/sbin:/usr/bin:/sbin:/bin \\
@@ -76,14 +88,26 @@ class SlurmLab:
             return False
         return any(f[0] == node and float(f[1]) > since for f in map(str.split, lines) if len(f) == 3)
 
-    def health_checks(self, on: bool) -> None:
-        """Start health checks every HEALTH_INTERVAL_S, or stop them and wait for any still running to end."""
+    def health_checks(self, on: bool, rounds: int | None = None) -> None:
+        """Start health checks every HEALTH_INTERVAL_S (`rounds`: only that many runs a node, see health_rounds), or
+        stop them and wait for any still running to end."""
+        if on:
+            self.health_rounds(rounds)
         self.cluster.reconfigure(HEALTH_INTERVAL_S if on else 0)
         if on:
             return
         for node in self.cluster.nodes:
             with (self.cluster.root / f"health-{node}.lock").open("a") as lock:
                 slurmkit.wait_for(lambda: _try_lock(lock.fileno()), 120.0, f"{node}'s running health check to end")
+
+    def health_rounds(self, rounds: int | None) -> None:
+        """Let every node run `rounds` more health checks (slurmd's ticks past them do nothing); None: no limit."""
+        for node in self.cluster.nodes:
+            allow = self.cluster.root / f"health-allow-{node}"
+            if rounds is None:
+                allow.unlink(missing_ok=True)
+            else:
+                fsutil.atomic_write_text(allow, f"{rounds}\n")  # a wrapper never reads it half written
 
     def give_nodes_back(self) -> None:
         """Clear every fault and hand the nodes' directories back to the lab user (root ran their tools)."""
@@ -135,3 +159,21 @@ def start(lab_factory: LabFactory, nodes: int = len(NODES), baseline: Path = BAS
         root=q(root), etc=q(etc), bin=q(bin_dir), program=q(slurmkit.HEALTH_PROGRAM)))
     cluster.start()
     return SlurmLab(lab, cluster, as_lab_node)
+
+
+@contextmanager
+def running(lab_factory: LabFactory, nodes: int = len(NODES), baseline: Path = BASELINE, fabric: bool = False,
+            health: bool = True) -> Iterator[SlurmLab]:
+    """A module's Slurm lab (`start`), skipped where Slurm cannot run here (or flock, for `health` checks), always
+    stopped by PID: what the stop met fails the module."""
+    reason = slurmkit.skip_reason()
+    if not reason and health and not shutil.which("flock"):
+        reason = "flock (util-linux) is missing"
+    if reason:
+        pytest.skip(reason)
+    sl = start(lab_factory, nodes=nodes, baseline=baseline, fabric=fabric)
+    try:
+        yield sl
+    finally:
+        problems = sl.cluster.stop()
+        assert not problems, problems

@@ -7,9 +7,7 @@ never used; a rollout with a collective: gate (issue 22.7) rolls back the wave w
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -17,15 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import slurmkit
 from fabricproof import inventory, transport
 from fabricproof.probes import collective, isolation, spec
 from fabricproof.transport import RunContext
 from fabricproof_lab import manager
 from labkit import LabFactory
-from slurmkit import wait_for
+from slurmkit import Interrupted, wait_for
 
-from .slurmlab import REPO, SlurmLab, start
+from .slurmlab import REPO, SlurmLab, running
 
 pytestmark = [pytest.mark.lab, pytest.mark.slurm]
 
@@ -39,15 +36,8 @@ THRESHOLDS = {"domain": 745.53, "domain_ib": 155.0, "all": 745.53}
 
 @pytest.fixture(scope="module")
 def rack(lab_factory: LabFactory) -> Iterator[SlurmLab]:
-    reason = slurmkit.skip_reason()
-    if reason:
-        pytest.skip(reason)
-    sl = start(lab_factory, nodes=NODES)
-    try:
+    with running(lab_factory, nodes=NODES, health=False) as sl:
         yield sl
-    finally:
-        problems = sl.cluster.stop()
-        assert not problems, problems
 
 
 def node_bin(sl: SlurmLab) -> Path:
@@ -227,19 +217,12 @@ def test_ctrl_c_and_the_timeout_cancel_the_job_step_and_leave_no_task(rack, tmp_
     c = rack.cluster
     # probes last their real duration scaled to at most 15 s: long enough to interrupt
     env = c.env(FABRICPROOF_LAB_PROBE_SCALE="1", PYTHONPATH=str(REPO / "cli"))
-    child = subprocess.Popen([sys.executable, "-c", CHILD, repr(values(rack)), ",".join(HOSTS[:4]),
-                              str(tmp_path / "ev")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True)
-    try:
+    argv = [sys.executable, "-c", CHILD, repr(values(rack)), ",".join(HOSTS[:4]), str(tmp_path / "ev")]
+    with Interrupted(argv, env) as child:
         wait_for(lambda: len(emulators(rack)) >= 4 and c.jobs(), WAIT_S, "the step's four tasks to run",
                  lambda: str(emulators(rack)))
-        os.kill(child.pid, signal.SIGINT)  # the operator's Ctrl-C
-        _out, err = child.communicate(timeout=WAIT_S)
-    finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait(timeout=30)
-    assert "KeyboardInterrupt" in err and child.returncode != 0
+        _out, err = child.ctrl_c(WAIT_S)
+    assert "KeyboardInterrupt" in err and child.proc.returncode != 0
     assert c.jobs() == [] and emulators(rack) == []  # squeue and ps: no step, no task left
 
     run = collective.Collective(values(rack, timeout_s=3), "all", tmp_path / "t",

@@ -13,7 +13,6 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-import slurmkit
 import yaml
 from fabricproof.judging.baseline import Baseline
 from fabricproof.judging.catalog import load
@@ -25,7 +24,7 @@ from fabricproof_lab import manager
 from fabricproof_lab.emu.faults import FAULTS
 from labkit import LabFactory
 
-from .slurmlab import REPO, SlurmLab, start
+from .slurmlab import REPO, SlurmLab, running
 from .test_collective import emulators, idle, values
 
 pytestmark = [pytest.mark.lab, pytest.mark.slurm]
@@ -39,15 +38,8 @@ THRESHOLDS = {"leaf": 155.0, "cross_leaf": 155.0}
 
 @pytest.fixture(scope="module")
 def rack(lab_factory: LabFactory) -> Iterator[SlurmLab]:
-    reason = slurmkit.skip_reason()
-    if reason:
-        pytest.skip(reason)
-    sl = start(lab_factory, nodes=NODES, fabric=True)
-    try:
+    with running(lab_factory, nodes=NODES, fabric=True, health=False) as sl:
         yield sl
-    finally:
-        problems = sl.cluster.stop()
-        assert not problems, problems
 
 
 def leaves(sl: SlurmLab) -> dict[str, str]:

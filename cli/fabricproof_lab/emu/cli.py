@@ -116,12 +116,13 @@ def main(argv: list[str] | None = None) -> int:
             return _emit(plain.read_text(), "", 0)
         except FileNotFoundError:
             pass
-    from .commands import HANDLERS, HangRequested, run
+    from .commands import HangRequested, handler, run
 
-    if tool not in HANDLERS:
+    found = handler(tool)
+    if found is None:
         return _emit(*USAGE.get(tool, ("", f"{tool}: invalid arguments: {' '.join(args)}\n", 2)))
     try:
-        return _emit(*run(tool, nd, args))
+        return _emit(*run(found, nd, args))
     except HangRequested:
         return hang()
 
