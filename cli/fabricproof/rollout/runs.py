@@ -441,8 +441,12 @@ def unlock(run: str | None, hosts: Sequence[str], *, yes: bool) -> str:
         by_holder.setdefault(key, []).append(host)
         if lock.UNREADABLE not in owner:
             since[key] = min(since.get(key, "~"), str(owner.get("since", "?")))
-    listing = "; ".join(f"{holder}{f', since {since[key]})' if key in since else ''}: {', '.join(sorted(taken))}"
-                        for key, taken in sorted(by_holder.items()) for holder in key[:1])
+    parts = []
+    for key, taken in sorted(by_holder.items()):
+        # a readable record's "run R (pid P, owner" is closed with its earliest lock time
+        holder = key[0] + (f", since {since[key]})" if key in since else "")
+        parts.append(f"{holder}: {', '.join(sorted(taken))}")
+    listing = "; ".join(parts)
     if not yes:
         raise InputError(Problem(f"would release {len(found)} host(s) held by {listing}. They may be drained or "
                                  "half-changed; nothing was released: add --yes to release them", where))
