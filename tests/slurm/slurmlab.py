@@ -40,7 +40,8 @@ exec "$@"
 # records nothing), the runs a test still allows the node (health-allow-<node>, if there is one: a test that needs n
 # rounds pays for n, not for every tick while it waits) and a line per finished run (node, start time, exit status)
 # so that tests can wait for a run that began after a change. --command-timeout 20: ten nodes' collections share two
-# loaded cores.
+# loaded cores. Its state directory is the cluster's (slurmd gives a health check no environment of the test's, and
+# the machine's /var/lib/fabricproof is no test's to write).
 HEALTH = """\
 #!/bin/sh
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -54,7 +55,7 @@ if [ -f "$allow" ]; then
 fi
 start=$(date +%s.%N)
 FABRICPROOF_ETC={etc} FABRICPROOF_FACTS_DIR={root}/health-facts FABRICPROOF_COMMAND_TIMEOUT=20 \\
-    FABRICPROOF_LOCK={root}/health-"$SLURMD_NODENAME".inner.lock FABRICPROOF_PATH={bin}:/usr/sbin:/usr/bin:/sbin:/bin \\
+    FABRICPROOF_STATE_DIR={root}/state FABRICPROOF_LOCK={root}/health-"$SLURMD_NODENAME".inner.lock FABRICPROOF_PATH={bin}:/usr/sbin:/usr/bin:/sbin:/bin \\
     {program}
 echo "$SLURMD_NODENAME $start $?" >> {root}/health-runs.log
 """
