@@ -352,11 +352,8 @@ def from_document(doc: documents.Document, catalog: Sequence[Check] | None = Non
                       playbook_at(("spec", "drain", "drain"), dr.get("drain", "drain.yml")),
                       playbook_at(("spec", "drain", "undrain"), dr.get("undrain", "undrain.yml")),
                       dict(dr.get("vars") or {}))
-        if scheduler == "slurm" and "collective" in kinds:
-            from .gates.collective import drain_conflict
-
-            conflict = drain_conflict(loaded)
-            if conflict:
+        for name, parsed in kinds.items():
+            if conflict := GATES[name].drain_conflict(scheduler, parsed, loaded):
                 problems.append(doc.problem(("spec", "drain", "scheduler"), conflict))
 
     if problems:

@@ -14,6 +14,7 @@ from ...judging.catalog import Check
 from ...reporters.rollout_html import ATTEMPTS, SAMPLES  # noqa: F401 - the page sections a step form names
 
 if TYPE_CHECKING:
+    from ...judging.baseline import Baseline
     from ..plan import Wave
     from ..steps import RunSteps
 
@@ -98,6 +99,10 @@ class GateKind:
     def applies(self, spec: Any, w: Wave) -> bool:
         """Whether it runs on this wave at all."""
         return True
+
+    def drain_conflict(self, scheduler: str, spec: Any, baselines: Sequence[Baseline]) -> str | None:
+        """Why it cannot run on waves the plan's drain takes out of service with `scheduler`; None when it can."""
+        return None
 
     def before(self, run: RunSteps, w: Wave, spec: Any) -> None:
         """Its part before the change (PRE, DRAINED)."""

@@ -198,6 +198,9 @@ class CollectiveGate(GateKind):
             return None
         return Spec(c.get("scale", "all"), float(c["tolerance_pct"]), int(c.get("proven_hosts", 2)))
 
+    def drain_conflict(self, scheduler: str, spec: Any, baselines: Sequence[Baseline]) -> str | None:
+        return drain_conflict(baselines) if scheduler == "slurm" else None
+
     def describe(self, spec: Any) -> dict[str, Any]:
         return {"collective": {"scale": spec.scale, "tolerance_pct": spec.tolerance_pct,
                                "proven_hosts": spec.proven_hosts}}
