@@ -103,8 +103,8 @@ def collective_seam(fleet, slows: set[str], calls: list, busy=None):
     def figure(hosts):
         return Outcome(200.0 if any(h in slows and fleet.version[h] == "2.0" for h in hosts) else 400.0)
 
-    def factory(inventory, scale):
-        assert scale == "all"
+    def factory(reach, spec):
+        assert spec.scale == "all"
 
         def measure(hosts, evidence, baseline):
             evidence.mkdir(parents=True, exist_ok=True)
@@ -141,7 +141,7 @@ def start(tmp_path, slows, busy=None, waves=None):
         path = tmp_path / name
         path.write_text(path.read_text() + "    perf: {probes: {collective: {launcher: mpirun}}}\n")
     seams = runs.Seams(collect_factory=fleet.collect_factory, run_playbook=fleet.run_playbook, clock=FakeClock(),
-                       collective_factory=collective_seam(fleet, slows, calls, busy))
+                       gates={"collective": collective_seam(fleet, slows, calls, busy)})
     code, run_id = runs.start(tmp_path / "plan.yml", runs_dir=tmp_path / "runs", seams=seams)
     return fleet, calls, code, tmp_path / "runs" / run_id
 

@@ -28,7 +28,7 @@ class Finding:
 
 
 def fabric_seam(calls: list, findings: list, error: str = ""):
-    def factory(inventory, via, inv_path, spec, forks):
+    def factory(reach, spec):
         assert spec.plan_file.name == "fabric-plan.yaml" and spec.window_s == 2
 
         def fabric(hosts, evidence_dir: Path) -> FabricOutcome:
@@ -47,7 +47,7 @@ def start(tmp_path, fleet, calls, findings, error="", policy="halt"):
     plan.write_text(plan.read_text().replace("timeout: 20s}", "timeout: 20s, fabric: {plan: fabric-plan.yaml, "
                                                               "window: 2s}}"))
     seams = runs.Seams(collect_factory=fleet.collect_factory, run_playbook=fleet.run_playbook, clock=FakeClock(),
-                       fabric_factory=fabric_seam(calls, findings, error))
+                       gates={"fabric": fabric_seam(calls, findings, error)})
     return runs.start(plan, runs_dir=tmp_path / "runs", seams=seams)
 
 

@@ -10,7 +10,7 @@ from fabricproof import schemagen
 from fabricproof.paths import schemas_dir
 from fabricproof.reporters import rollout_html
 from fabricproof.rollout import plan as plan_mod
-from fabricproof.rollout import runs, stepid, view
+from fabricproof.rollout import decisions, runs, stepid, view
 from fabricproof.rollout import state as st
 from fabricproof.rollout.gates import GATES, step_form
 from fabricproof.rollout.gates.base import ATTEMPTS, SETTLE, GateKind, StepForm
@@ -63,20 +63,29 @@ class Witness(GateKind):
     steps = {"witness": StepForm("witness gate", ATTEMPTS)}
     after_stage, after_step = SETTLE, "witness"
 
+    def __init__(self):
+        self.reached: list[tuple[str, int]] = []
+
     def parse(self, block, problems):
         return "seen"
+
+    def live(self, reach, spec):
+        """Its own way to the hosts, made once a run from the run's reach: no other file names it."""
+        self.reached.append((reach.via, reach.forks))
+        return lambda hosts: f"{len(hosts)} of {len(reach.inventory.hosts)} host(s)"
 
     def after(self, run, w, spec):
         sid = StepId(w.index, "witness")
         hosts = run.state.hosts_in(st.PASSED, wave=w.index)
         run.state.begin(sid, hosts=hosts)
-        run.log.record("WITNESS", f"{spec}: {len(hosts)} host(s)", step=sid, wave=w.name, hosts=hosts)
+        run.log.record("WITNESS", f"{spec}: {run.ctx.seam(self.name)(hosts)}", step=sid, wave=w.name, hosts=hosts)
         run.state.finish(sid, failed={})
 
 
 def test_a_kind_added_to_the_registry_runs_in_every_wave_and_shows_in_status_and_page(tmp_path, fake_world,
                                                                                         monkeypatch):
-    monkeypatch.setitem(GATES, "witness", Witness())
+    witness = Witness()
+    monkeypatch.setitem(GATES, "witness", witness)
     fleet = Fleet(HOSTS)
     seams = runs.Seams(collect_factory=fleet.collect_factory, run_playbook=fleet.run_playbook, clock=FakeClock())
     code, run_id = runs.start(write_plan(tmp_path, THREE), runs_dir=tmp_path / "runs", seams=seams)
@@ -85,6 +94,9 @@ def test_a_kind_added_to_the_registry_runs_in_every_wave_and_shows_in_status_and
     assert whats(run_dir)[:10] == ["START", "PRE_GATE", "DRAIN", "APPLY", "APPLY_DONE", "POST_GATE", "SOAK",
                                    "WITNESS", "PROCEED", "UNDRAIN"]
     assert whats(run_dir).count("WITNESS") == 3
+    assert witness.reached == [("ssh", runs.DEFAULT_FORKS)]  # its live part, made once for the run
+    seen = [e["why"] for e in decisions.read(run_dir) if e["what"] == "WITNESS"]
+    assert all(why.startswith("seen: ") and why.endswith(f" of {len(HOSTS)} host(s)") for why in seen), seen
     state = st.RunState.load(run_dir)
     assert all(state.step_done(StepId(i, "witness")) for i in range(3))
     doc = view.build(run_dir)

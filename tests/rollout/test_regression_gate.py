@@ -26,7 +26,7 @@ gates: {checks: [t.version], retry_interval: 5s, timeout: 20s, probes: [nccl_all
 def probe_seam(fleet: Fleet, slows: set[str], calls: list):
     """Figures as the change left them: busbw 481 GB/s, halved on `slows` once they run the new version."""
 
-    def factory(inventory, via, inv_path, probes, forks):
+    def factory(reach, probes):
         assert probes == ("nccl_all_reduce",)
 
         def probe(hosts, evidence_dir: Path, baseline):
@@ -46,7 +46,7 @@ def start(tmp_path, fleet, slows, calls):
         "  gates: {checks: [t.version], retry_interval: 5s, timeout: 20s}\n", "  " + GATE.replace("\n        ", " "))
     (tmp_path / "plan.yml").write_text(plan)
     seams = runs.Seams(collect_factory=fleet.collect_factory, run_playbook=fleet.run_playbook, clock=FakeClock(),
-                       probe_factory=probe_seam(fleet, slows, calls))
+                       gates={"probes": probe_seam(fleet, slows, calls)})
     return runs.start(tmp_path / "plan.yml", runs_dir=tmp_path / "runs", seams=seams)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,6 @@ from ..errors import InputError, Problem
 from ..inventory import Inventory
 from ..model import ExitCode
 from ..paths import state_dir
-from ..probes.figures import Figure
 from ..runstore import check_host_names
 from . import lock
 from . import plan as plan_mod
@@ -34,7 +33,7 @@ from .executor import (
     start_rollback,
 )
 from .gate import Clock, Collect, Collected, RealClock
-from .gates.collective import live_collective
+from .gates.base import Reach
 from .plan import Plan, Wave
 from .playbook import run_playbook
 from .stepid import PAUSE, StepId
@@ -85,53 +84,6 @@ def live_collect(inventory: Inventory, checks: Sequence[Check], via: str, run_id
     return collect
 
 
-def live_probe(inventory: Inventory, via: str, inv_path: str, probes: Sequence[str], forks: int = DEFAULT_FORKS):
-    """The gate probes over a remote transport, each proof's probes a probe run of its own (idle guard included):
-    hosts -> their figures, and why the others have none."""
-    from ..probes.runner import ProbeSettings, run_probes
-
-    options = transport.configure(via, inventory_path=inv_path)
-
-    def probe(hosts: Sequence[str], evidence_dir: Path, baseline: baseline_mod.Baseline):
-        run = run_probes([inventory.hosts[h] for h in hosts], evidence_dir, list(probes),
-                         values=lambda h: baseline.for_groups(h.groups), via=via, options=options,
-                         settings=ProbeSettings(forks=forks))
-        figures: dict[str, list[Figure]] = {}
-        for f in run.figures():
-            figures.setdefault(f.host, []).append(f)
-        why = {h: run.errors.get(h) or "; ".join(f"{cid}: {r.get('error', r.get('status'))}" for cid, r in
-                                                  (run.facts_by_host.get(h, {}).get("collectors") or {}).items()
-                                                  if r.get("status") != "ok") or "no figure measured"
-               for h in hosts if h not in figures}
-        return figures, why
-
-    return probe
-
-
-def live_fabric(inventory: Inventory, via: str, inv_path: str, spec: Any, forks: int = DEFAULT_FORKS):
-    """The fabric gate over a remote transport: each proof reads the hosts' ports (the vantage when none is declared,
-    each host's rail map), then the fabric once from the vantage, into the proof's evidence directory; hosts ->
-    gates.fabric.FabricOutcome."""
-    from ..collect import collect as collect_fleet
-    from ..collectors import COLLECTORS
-    from ..subnet.plan import load_plan
-    from ..subnet.step import prove
-    from .gates.fabric import verdict
-
-    options = transport.configure(via, inventory_path=inv_path)
-    plan = load_plan(spec.plan_file, groups=inventory.groups)  # a bad plan: exit 2 before any wave
-
-    def fabric(hosts: Sequence[str], evidence_dir: Path):
-        run_id = f"fabric-{evidence_dir.parent.name}-{evidence_dir.name}"
-        res = collect_fleet([inventory.hosts[h] for h in hosts], evidence_dir, via=via, options=options,
-                            collectors=[COLLECTORS["ibstat"]], forks=forks, inventory=inv_path, run_id=run_id)
-        proof = prove(plan, list(inventory.hosts.values()), res.facts_by_host, evidence_dir,
-                      via=via, options=options, window_s=spec.window_s, run_id=run_id)
-        return verdict(hosts, proof.findings, "" if proof.diff is not None else proof.error, res.collection_errors)
-
-    return fabric
-
-
 def probes_after(collect: Collect, inventory: Inventory, via: str, inv_path: str, probes: Sequence[str],
                  baseline: baseline_mod.Baseline) -> Collect:
     """A collection followed by the probes on the hosts it collected (only idle ones), their facts merged in (into
@@ -180,9 +132,8 @@ class Seams:
     collect_factory: Callable[..., Collect] | None = None
     run_playbook: RunPlaybook | None = None
     clock: Clock | None = None
-    probe_factory: Callable[..., Any] | None = None  # (inventory, via, inventory path, probes, forks)
-    fabric_factory: Callable[..., Any] | None = None  # (inventory, via, inventory path, fabric spec, forks)
-    collective_factory: Callable[..., Any] | None = None  # (inventory, scale) -> gates.collective.Seam
+    #: A gate kind's live part by its name, in place of the kind's own `live`: (Reach, the kind's spec) -> seam.
+    gates: Mapping[str, Callable[[Reach, Any], Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -231,9 +182,8 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
     plan = prep.plan
     gate_checks = select_checks(plan.gates.checks, prep.catalog)
     soak_checks = select_checks(plan.soak.checks, prep.catalog) if plan.soak else []
-    probes = plan.gates.kinds.get("probes")
-    fabric = plan.gates.kinds.get("fabric")
-    collective = plan.gates.kinds.get("collective")
+    reach = Reach(prep.inventory, via, prep.inventory_path, forks)
+    live = {kind.name: (seams.gates.get(kind.name) or kind.live)(reach, spec) for kind, spec in plan.gates.active()}
     factory = seams.collect_factory or live_collect
     collect = factory(prep.inventory, list(gate_checks) + list(soak_checks), via, run_id, prep.inventory_path,
                       forks, plan.gates.host_timeout_s)
@@ -242,12 +192,7 @@ def context(prep: Prepared, run_id: str, via: str, forks: int, progress: Progres
                    gate_checks=gate_checks, soak_checks=soak_checks, collect=collect,
                    run_playbook=seams.run_playbook or run_playbook, clock=seams.clock or RealClock(),
                    progress=progress, forks=forks,
-                   probe=(seams.probe_factory or live_probe)(prep.inventory, via, prep.inventory_path, probes, forks)
-                   if probes else None,
-                   fabric=(seams.fabric_factory or live_fabric)(prep.inventory, via, prep.inventory_path, fabric, forks)
-                   if fabric else None,
-                   collective=(seams.collective_factory or live_collective)(prep.inventory, collective.scale)
-                   if collective else None)
+                   gate_seams={name: seam for name, seam in live.items() if seam is not None})
 
 
 def reservations(runs_dir: Path) -> list[tuple[str, str, list[str]]]:

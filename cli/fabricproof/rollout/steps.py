@@ -11,7 +11,6 @@ from typing import Any
 from ..judging.baseline import Baseline
 from ..judging.catalog import Check
 from ..collect import DEFAULT_FORKS
-from ..probes.figures import Figure
 from ..timeutil import utc_now
 from . import state as st
 from . import store
@@ -23,8 +22,6 @@ from .stepid import StepId
 from .store import RolloutStore
 
 RunPlaybook = Callable[..., PlaybookResult]
-#: (hosts, evidence directory, baseline) -> (figures of each host measured, why each other host has none)
-Probe = Callable[[Sequence[str], Path, Baseline], tuple[dict[str, list[Figure]], dict[str, str]]]
 
 
 @dataclass
@@ -44,13 +41,12 @@ class Context:
     clock: Clock = field(default_factory=RealClock)
     progress: Callable[[str], None] = lambda _msg: None
     forks: int = DEFAULT_FORKS  # hosts a playbook changes at once
-    #: Runs the plan's gate probes: (hosts, evidence dir, baseline) -> figures per host. None: the plan has none.
-    probe: Probe | None = None
-    #: Reads the fabric and judges the hosts' cables: (hosts, evidence dir) -> gates.fabric.FabricOutcome. None: the
-    #: plan has no fabric gate.
-    fabric: Callable[[Sequence[str], Path], Any] | None = None
-    #: Runs the collective gate's collectives and search (gates.collective.Seam). None: the plan has no such gate.
-    collective: Any | None = None
+    #: What each gate kind of the plan measures its hosts with (`GateKind.live`), by its name.
+    gate_seams: Mapping[str, Any] = field(default_factory=dict)
+
+    def seam(self, kind: str) -> Any:
+        """The live part of gate kind `kind`, which the plan uses (so the run made it)."""
+        return self.gate_seams[kind]
 
 
 class Stopped(Exception):

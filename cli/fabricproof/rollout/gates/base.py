@@ -14,6 +14,7 @@ from ...judging.catalog import Check
 from ...reporters.rollout_html import ATTEMPTS, SAMPLES  # noqa: F401 - the page sections a step form names
 
 if TYPE_CHECKING:
+    from ...inventory import Inventory
     from ...judging.baseline import Baseline
     from ..plan import Wave
     from ..steps import RunSteps
@@ -61,6 +62,17 @@ def catalog_matches(pattern: str, checks: Sequence[Check]) -> list[Check]:
 
 
 @dataclass(frozen=True)
+class Reach:
+    """How a run reaches its hosts, for a gate kind that measures them itself: the inventory, the transport and its
+    inventory path, and how many hosts at once."""
+
+    inventory: Inventory
+    via: str
+    inventory_path: str
+    forks: int
+
+
+@dataclass(frozen=True)
 class Block:
     """What a gate kind's parser reads: the plan document (for file, line and JSON path), its spec, the catalog,
     and the kinds parsed before it."""
@@ -95,6 +107,11 @@ class GateKind:
         """Its settings from the plan, or None when the plan does not use it; each problem with file, line and
         JSON path (the schema has already checked the shape)."""
         raise NotImplementedError
+
+    def live(self, reach: Reach, spec: Any) -> Any | None:
+        """What its hooks call to measure the hosts (`run.ctx.seam(name)`), made once a run from the plan's block;
+        None when it measures nothing itself. Tests give their own through `runs.Seams.gates`."""
+        return None
 
     def applies(self, spec: Any, w: Wave) -> bool:
         """Whether it runs on this wave at all."""

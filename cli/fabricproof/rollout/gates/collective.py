@@ -17,7 +17,7 @@ from ...probes.isolation import Outcome, Verdict
 from .. import state as st
 from .. import store
 from ..stepid import StepId
-from .base import DRAINED, SETTLE, Block, GateKind, StepForm
+from .base import DRAINED, SETTLE, Block, GateKind, Reach, StepForm
 
 if TYPE_CHECKING:
     from ..plan import Wave
@@ -201,6 +201,9 @@ class CollectiveGate(GateKind):
     def drain_conflict(self, scheduler: str, spec: Any, baselines: Sequence[Baseline]) -> str | None:
         return drain_conflict(baselines) if scheduler == "slurm" else None
 
+    def live(self, reach: Reach, spec: Spec) -> Seam:
+        return live_collective(reach.inventory, spec.scale)
+
     def describe(self, spec: Any) -> dict[str, Any]:
         return {"collective": {"scale": spec.scale, "tolerance_pct": spec.tolerance_pct,
                                "proven_hosts": spec.proven_hosts}}
@@ -209,7 +212,7 @@ class CollectiveGate(GateKind):
         return [h for h in run.state.hosts_in(st.PASSED) if run.state.hosts[h]["wave"] < w.index]
 
     def _busy(self, run: RunSteps, hosts: Sequence[str], evidence: Path) -> Mapping[str, str]:
-        seam = run.ctx.collective
+        seam = run.ctx.seam(self.name)
         return dict(seam.busy(hosts, evidence, run.ctx.before)) if seam.busy is not None and hosts else {}
 
     def before(self, run: RunSteps, w: Wave, spec: Spec) -> None:
@@ -225,7 +228,6 @@ class CollectiveGate(GateKind):
             run.state.finish(sid, failed={}, ran=False)
             return
         evidence = store.fresh_dir(store.gate_dir(run.wave_dir(w, store.PRE_GATE_DIR), self.name))
-        assert run.ctx.collective is not None
         hosts_all, skipped = pick(hosts, proven, spec.proven_hosts,
                                   self._busy(run, proven if spec.proven_hosts else [], evidence))
         passed = "; ".join(f"{h}: {why}" for h, why in skipped.items())
@@ -233,7 +235,7 @@ class CollectiveGate(GateKind):
             out = Outcome.failed(f"too few idle hosts for a collective: {len(hosts_all)} (proven hosts running "
                                  f"jobs, passed over: {passed})", "error")
         else:
-            out = run.ctx.collective.measure(hosts_all, evidence, run.ctx.before)
+            out = run.ctx.seam(self.name).measure(hosts_all, evidence, run.ctx.before)
         failed: dict[str, str] = {}
         if out.figure is None:
             failed = {h: f"pre-gate collective failed: {out.failure}" for h in hosts}
@@ -262,8 +264,7 @@ class CollectiveGate(GateKind):
             run.state.finish(sid, failed={}, ran=False)
             return
         evidence = store.fresh_dir(store.gate_dir(run.wave_dir(w, store.POST_GATE_DIR), self.name))
-        seam = run.ctx.collective
-        assert seam is not None
+        seam = run.ctx.seam(self.name)
         skipped = dict(self._busy(run, [h for h in group_ if run.state.hosts[h]["wave"] != w.index], evidence))
         group_ = [h for h in group_ if h not in skipped]
         passed = "; ".join(f"{h}: {why}" for h, why in skipped.items())

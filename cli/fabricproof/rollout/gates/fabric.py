@@ -4,7 +4,7 @@ or when the fabric could not be read (unproven)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +15,7 @@ from .. import state as st
 from .. import store
 from ..gate import summarize
 from ..steps import listing
-from .base import JOIN, Block, GateKind
+from .base import JOIN, Block, GateKind, Reach
 
 if TYPE_CHECKING:
     from ..plan import Wave
@@ -93,14 +93,38 @@ class FabricGate(GateKind):
             return None
         return FabricSpec(path, parse_duration(spec.get("window", DEFAULT_WINDOW_S)))
 
+
+    def live(self, reach: Reach, spec: FabricSpec) -> Callable[[Sequence[str], Path], FabricOutcome]:
+        """The fabric over a remote transport: each proof reads the hosts' ports (the vantage when none is declared,
+        each host's rail map), then the fabric once from the vantage, into the proof's evidence directory; hosts ->
+        FabricOutcome. The cabling plan is loaded here, so a bad one is exit 2 before any wave."""
+        from ... import transport
+        from ...collect import collect as collect_fleet
+        from ...collectors import COLLECTORS
+        from ...subnet.plan import load_plan
+        from ...subnet.step import prove
+
+        inventory, via = reach.inventory, reach.via
+        options = transport.configure(via, inventory_path=reach.inventory_path)
+        plan = load_plan(spec.plan_file, groups=inventory.groups)
+
+        def fabric(hosts: Sequence[str], evidence_dir: Path) -> FabricOutcome:
+            run_id = f"fabric-{evidence_dir.parent.name}-{evidence_dir.name}"
+            res = collect_fleet([inventory.hosts[h] for h in hosts], evidence_dir, via=via, options=options,
+                                collectors=[COLLECTORS["ibstat"]], forks=reach.forks, inventory=reach.inventory_path,
+                                run_id=run_id)
+            proof = prove(plan, list(inventory.hosts.values()), res.facts_by_host, evidence_dir,
+                          via=via, options=options, window_s=spec.window_s, run_id=run_id)
+            return verdict(hosts, proof.findings, "" if proof.diff is not None else proof.error, res.collection_errors)
+
+        return fabric
     def describe(self, spec: Any) -> dict[str, Any]:
         return {"fabric_plan": str(spec.plan_file), "fabric_window_s": spec.window_s}
 
     def join(self, run: RunSteps, w: Wave, spec: Any, sid: Any, hosts: Sequence[str]) -> tuple[dict[str, str], str]:
         """The fabric read and diffed on the hosts the checks proved; those its findings touch fail."""
         evidence = store.fresh_dir(store.gate_dir(run.wave_dir(w, store.POST_GATE_DIR), self.name))
-        assert run.ctx.fabric is not None
-        outcome = run.ctx.fabric(list(hosts), evidence)
+        outcome = run.ctx.seam(self.name)(list(hosts), evidence)
         run.state.set_hosts(list(outcome.failed), st.FAILED)
         for h, why in outcome.failed.items():
             run.state.hosts[h]["reason"] = why

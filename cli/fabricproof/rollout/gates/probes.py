@@ -3,23 +3,27 @@ own figures, kept in the run state), and again inside the post-gate on the hosts
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...probes.figures import by_host_rows
+from ...judging.baseline import Baseline
+from ...probes.figures import Figure, by_host_rows
 from ...probes.spec import PROBES
 from ...errors import Problem
 from .. import state as st
 from .. import store
 from ..stepid import StepId
 from ..steps import listing
-from .base import DRAINED, JOIN, NAMES, Block, GateKind, StepForm
+from .base import DRAINED, JOIN, NAMES, Block, GateKind, Reach, StepForm
 
 if TYPE_CHECKING:
     from ..plan import Wave
     from ..steps import RunSteps
 
 PRE_PROBES = "pre_probes"
+#: Its live part: (hosts, evidence directory, baseline) -> (figures of each host measured, why each other has none).
+Probe = Callable[[Sequence[str], Path, Baseline], tuple[dict[str, list[Figure]], dict[str, str]]]
 
 
 class ProbesGate(GateKind):
@@ -40,6 +44,30 @@ class ProbesGate(GateKind):
                                               f"{', '.join(PROBES)}"))
         return probes or None
 
+
+    def live(self, reach: Reach, spec: tuple[str, ...]) -> Probe:
+        """The gate probes over a remote transport, each proof's probes a probe run of its own (idle guard included):
+        hosts -> their figures, and why the others have none."""
+        from ... import transport
+        from ...probes.runner import ProbeSettings, run_probes
+
+        options = transport.configure(reach.via, inventory_path=reach.inventory_path)
+        hosts_of = reach.inventory.hosts
+
+        def probe(hosts: Sequence[str], evidence_dir: Path, baseline: Baseline):
+            run = run_probes([hosts_of[h] for h in hosts], evidence_dir, list(spec),
+                             values=lambda h: baseline.for_groups(h.groups), via=reach.via, options=options,
+                             settings=ProbeSettings(forks=reach.forks))
+            figures: dict[str, list[Figure]] = {}
+            for f in run.figures():
+                figures.setdefault(f.host, []).append(f)
+            why = {h: run.errors.get(h) or "; ".join(f"{cid}: {r.get('error', r.get('status'))}" for cid, r in
+                                                      (run.facts_by_host.get(h, {}).get("collectors") or {}).items()
+                                                      if r.get("status") != "ok") or "no figure measured"
+                   for h in hosts if h not in figures}
+            return figures, why
+
+        return probe
     def describe(self, spec: Any) -> dict[str, Any]:
         return {"probes": list(spec), "regression_tolerance_pct": None}  # a regression gate sets it
 
@@ -50,8 +78,7 @@ class ProbesGate(GateKind):
         hosts = run.state.hosts_in(st.PENDING, wave=w.index)
         run.state.begin(sid, hosts=hosts)
         evidence = store.fresh_dir(store.gate_dir(run.wave_dir(w, store.PRE_GATE_DIR), self.name))
-        assert run.ctx.probe is not None
-        figures, missing = run.ctx.probe(hosts, evidence, run.ctx.before) if hosts else ({}, {})
+        figures, missing = run.ctx.seam(self.name)(hosts, evidence, run.ctx.before) if hosts else ({}, {})
         for h in hosts:
             if h in figures:
                 run.state.set_probe_before(h, figures[h])
@@ -70,8 +97,7 @@ class ProbesGate(GateKind):
         from .regression import GATE as REGRESSION
 
         evidence = store.fresh_dir(store.gate_dir(run.wave_dir(w, store.POST_GATE_DIR), self.name))
-        assert run.ctx.probe is not None
-        after, missing = run.ctx.probe(list(hosts), evidence, run.ctx.after)
+        after, missing = run.ctx.seam(self.name)(list(hosts), evidence, run.ctx.after)
         tol = run.plan.gates.kinds.get(REGRESSION.name)
         before = {h: run.state.probe_before(h) for h in hosts}
         failed = REGRESSION.compare(hosts, before, after, tol) if tol is not None else {}
