@@ -13,7 +13,7 @@ from fabricproof.rollout import plan as plan_mod
 from fabricproof.rollout import decisions, runs, stepid, view
 from fabricproof.rollout import state as st
 from fabricproof.rollout.gates import GATES, step_form
-from fabricproof.rollout.gates.base import ATTEMPTS, SETTLE, GateKind, StepForm
+from fabricproof.rollout.gates.base import ATTEMPTS, SETTINGS_SCHEMA, SETTLE, GateKind, StepForm
 from fabricproof.rollout.stepid import StepId
 
 from .fakes import Fleet
@@ -22,7 +22,9 @@ from .test_regression_gate import GATE as REGRESSION_GATE
 
 
 def test_the_registry_names_each_kind_once_and_each_step_kind_once():
-    assert list(GATES) == ["checks", "probes", "regression", "fabric", "soak", "collective"]
+    # The kinds of today keep their order (a wave runs them in it); a new kind takes its place without editing this.
+    known = ["checks", "probes", "regression", "fabric", "soak", "collective"]
+    assert [name for name in GATES if name in known] == known
     assert all(kind.name == name for name, kind in GATES.items())
     kinds = [k for g in GATES.values() for k in g.steps]
     assert len(kinds) == len(set(kinds))
@@ -116,8 +118,9 @@ def test_each_kind_writes_its_plan_block_into_the_rollout_schema(monkeypatch):
         assert all(gates[key] == block for key, block in kind.schema.items()), kind.name
         if kind.spec_schema is not None:
             assert {k: v for k, v in committed["$defs"][kind.name].items() if k != "$comment"} == kind.spec_schema
-    assert set(gates) == {"checks", "probes", "regression", "fabric", "collective", "fail_on", "retry_interval",
-                          "timeout", "max_failed_hosts", "max_failed_percent"}
+    # Each key is a kind's block or a setting every gate shares, and nothing else.
+    assert set(gates) == {key for kind in GATES.values() for key in kind.schema} | set(SETTINGS_SCHEMA)
+    assert {"checks", "probes", "regression", "fabric", "collective", "fail_on", "timeout"} <= set(gates)
     monkeypatch.setitem(GATES, "witness", Witness())
     generated = json.loads(schemagen.generate()["rollout.schema.json"])
     assert generated["$defs"]["gates"]["properties"]["witness"] == Witness.schema["witness"]
