@@ -145,9 +145,8 @@ def test_the_recabling_runbook_drains_proves_the_cabling_and_the_pairs_then_undr
 #: The fabric faults in rounds injected together on TARGET: in a round no two share a check (so each failing check is
 #: its one fault's) nor an HCA or a leaf port (so none changes what another edits). link-1x, link-slow and
 #: hca-unplugged all fail ib.rate, hence three rounds; uplink-missing and extra-link are kept apart (a missing
-#: uplink beside an unplanned one on the same leaf could read as a moved cable). A round ends on its one fault
-#: that only a restart of ibsim can make (a width, a speed, a description): while one is in, every later change
-#: restarts it too.
+#: uplink beside an unplanned one on the same leaf could read as a moved cable). A round goes in with one
+#: fault_inject, one change of the simulator (a restart of ibsim at most, for a width, a speed or a description).
 ROUNDS = (("subnet-rails-swapped", "subnet-link-1x"),
           ("subnet-hca-wrong-port", "subnet-switch-errors", "subnet-uplink-missing", "subnet-link-slow"),
           ("subnet-hca-unplugged", "subnet-extra-link", "subnet-duplicate-desc"))
@@ -155,7 +154,7 @@ ROUNDS = (("subnet-rails-swapped", "subnet-link-1x"),
 
 def test_each_fabric_fault_is_caught_by_exactly_its_checks_naming_the_cable(lab, tmp_path):
     """Each fault on TARGET, through validate --fabric-plan, a round of faults that share no check at a time (one
-    collection and one restart of the simulator a round, not one a fault): the checks failing anywhere in the fleet
+    collection and one change of the simulator a round, not one a fault): the checks failing anywhere in the fleet
     are exactly the round's faults' subnet checks and the node checks they name, TARGET fails each of them, and every
     failure's finding names the cable (a port) or, for a shared description, the HCA. A round's residue would show
     up as an extra failure of the next one; the fleet is clean again at the end."""
@@ -168,8 +167,7 @@ def test_each_fabric_fault_is_caught_by_exactly_its_checks_naming_the_cable(lab,
         wants = {name: set(faults[name]["catches_subnet"])
                  | (set(faults[name]["catches_by_profile"][PROFILE]) & set(NODE_CHECKS)) for name in names}
         assert not [c for a in names for b in names if a < b for c in wants[a] & wants[b]], f"round {names} shares"
-        for name in names:
-            manager.fault_inject(lab, TARGET, name)
+        manager.fault_inject(lab, TARGET, *names)
         report = tmp_path / f"{n}.json"
         done = fp("validate", "-i", inv, "-b", str(REPO / "inventories" / "lab" / "baseline.yaml"), "--fabric-plan",
                   plan, "--fabric-window", "1", "--checks", CHECKS, "--fail-on", "warning", "--run-dir",
