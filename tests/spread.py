@@ -10,7 +10,7 @@ LONG = (
     "tests/rollout/test_lab_rehearsals.py",      # 8 tests, 1,052 s
     "tests/rollout/test_lab_kill_resume.py",     # 4 tests, 551 s
     "tests/lab/test_fault_matrix.py",            # 4 tests, 370 s
-    "tests/lab/test_fabric_wire_lab.py",         # 5 tests, 178-369 s alone (one lab with its fabric)
+    "tests/lab/test_fabric_wire_lab.py",         # 5 tests, 178-369 s alone (one lab with its fabric; faults 75-79 s)
     "tests/slurm/test_collective.py",            # 11 tests, 179-269 s alone (one 16-tray rack; collective2 branch)
     "tests/slurm/test_collective_fabric.py",     # 3 tests, 109 s alone under load 20, 206 s beside test_collective
     "tests/lab/test_demo.py",                    # 139 s

@@ -494,21 +494,26 @@ def _require_fault(name: str) -> None:
         raise LabError(f"unknown fault {name!r}; known faults: {', '.join(sorted(emu.FAULTS))}")
 
 
-def fault_inject(directory: Path, host: str, fault: str) -> LabHost:
+def fault_inject(directory: Path, host: str, fault: str, *more: str) -> LabHost:
+    """Inject `fault` (and `more`) into one node. The fabric faults among them change the running simulator once,
+    together: each change of its own waits for opensm's sweeps to settle, and a restart of ibsim when one needs it."""
     require_root("fault inject")
     layout = LabLayout.at(directory)
-    _require_fault(fault)
+    names = [fault, *more]
+    for name in names:
+        _require_fault(name)
     lab, target = _lab_host(layout, host)
-    fabric_fault = EMU_FAULTS[fault].kind == "fabric"
-    if fabric_fault and not lab.fabric:
-        raise LabError(f"fault {fault!r} changes the lab's InfiniBand fabric, and the lab in {layout.root} has none; "
-                       f"start it with `fabricproof lab up --fabric`")
+    fabric_faults = [n for n in names if EMU_FAULTS[n].kind == "fabric"]
+    if fabric_faults and not lab.fabric:
+        raise LabError(f"fault {fabric_faults[0]!r} changes the lab's InfiniBand fabric, and the lab in {layout.root} "
+                       f"has none; start it with `fabricproof lab up --fabric`")
     with _locked(layout), _emu_errors(target):
-        emu.inject(layout.root, target.address, fault)
+        for name in names:
+            emu.inject(layout.root, target.address, name)
         user = _lab_user(lab)
         _chown_dirs(layout.node_dir(target.address), user)
-        if fabric_fault:
-            _change_fabric(layout, lab, user, lambda fs: fabric_runtime.inject(fs, lab.hosts, target, fault,
+        if fabric_faults:
+            _change_fabric(layout, lab, user, lambda fs: fabric_runtime.inject(fs, lab.hosts, target, fabric_faults,
                                                                                 (user.uid, user.gid)))
     return target
 

@@ -306,6 +306,28 @@ def test_hca_unplugged_is_gone_from_the_fabric_and_down_on_the_node(fault: str, 
     assert "State: Down\nPhysical state: Polling\n" in port
 
 
+def test_fabric_faults_injected_in_one_call_are_all_in_the_fabric_through_the_console(fabric_lab: Path,
+                                                                                     vantage) -> None:
+    """Two cable moves in one `fault_inject` (the wire lab's rounds): both in the fabric, taken by ibsim's console
+    in one change (ibsim and opensm keep their PIDs), recorded in injection order; clearing them all puts the fabric
+    back."""
+    healthy = _topology(_ok(vantage, "ibnetdiscover"))
+    before = FabricState.from_dict(lab_state.load(fabric_lab / "lab.json").fabric)
+    manager.fault_inject(fabric_lab, TARGET, "subnet-hca-wrong-port", "subnet-extra-link")
+    try:
+        nodes, links = _topology(_ok(vantage, "ibnetdiscover"))
+        assert _peer_name(nodes, links, f"{TARGET} mlx5_2") == ("MF0;leaf-su1-r2:MQM9700/U1", 32)
+        (leaf,) = _by_desc(nodes)["MF0;leaf-su1-r0:MQM9700/U1"]
+        assert links[(leaf, 64)][:2] == ("S-7cfe900300a1c4e1", 64)
+        after = FabricState.from_dict(lab_state.load(fabric_lab / "lab.json").fabric)
+        assert after.faults == [[TARGET, "subnet-hca-wrong-port"], [TARGET, "subnet-extra-link"]]
+        assert after.pids() == before.pids()
+    finally:
+        manager.fault_clear(fabric_lab, TARGET)
+    nodes, links = _topology(_ok(vantage, "ibnetdiscover"))
+    assert (nodes, links) == healthy
+
+
 # ------------------------------------------------------------------------------------------ no fabric, and down
 
 

@@ -94,12 +94,15 @@ def stop(state: FabricState) -> list[int]:
     return sim.stop(state)
 
 
-def inject(state: FabricState, hosts: Sequence[LabHost], host: LabHost, fault: str, owner: tuple[int, int]) -> str:
-    """Put a fabric fault into the running subnet; returns how ibsim took it ("console" or "restart")."""
-    if [host.name, fault] in state.faults:
+def inject(state: FabricState, hosts: Sequence[LabHost], host: LabHost, faults: Sequence[str],
+           owner: tuple[int, int]) -> str:
+    """Put fabric faults into the running subnet, in one change; returns how ibsim took it ("console" or
+    "restart")."""
+    new = [[host.name, f] for f in dict.fromkeys(faults) if [host.name, f] not in state.faults]
+    if not new:
         return "none"
     old = current(state, hosts)
-    state.faults.append([host.name, fault])
+    state.faults.extend(new)
     try:
         return sim.change(state, old, current(state, hosts), owner)
     finally:
