@@ -67,6 +67,18 @@ def _facts_json() -> Any:
     return msgspec.json.Encoder()
 
 
+def facts_bytes(doc: Mapping[str, Any]) -> bytes:
+    """A facts document as its file holds it."""
+    return _facts_json().encode(doc) + b"\n"
+
+
+def facts_from_bytes(data: bytes) -> dict[str, Any]:
+    """A facts document back from facts_bytes (a worker's host crossing to the process that started the run)."""
+    import msgspec
+
+    return msgspec.json.decode(data)
+
+
 #: Longest host name a run keeps as its file name: the hidden staging name (.<name>.partial) and the facts' temporary
 #: file (.<name>.json.tmp) must stay within NAME_MAX (255 bytes), with room to spare.
 READABLE_MAX = 128
@@ -305,17 +317,19 @@ class RunStore:
             result, stdout_path=str(directory / f"{name}{STDOUT_SUFFIX}") if result.stdout_path else None,
             stderr_path=str(directory / f"{name}{STDERR_SUFFIX}") if result.stderr_path else None)
 
-    def write_facts(self, host: str, doc: Mapping[str, Any]) -> None:
+    def write_facts(self, host: str, doc: Mapping[str, Any]) -> bytes:
         """Compact JSON (_facts_json()), renamed into place; not fsynced one by one: sync() flushes the whole run
-        once, before the manifest says complete."""
+        once, before the manifest says complete. Returns the bytes written."""
         with writing(self.facts_path(host)):
-            self._write_facts(host, doc)
+            return self._write_facts(host, doc)
 
-    def _write_facts(self, host: str, doc: Mapping[str, Any]) -> None:
+    def _write_facts(self, host: str, doc: Mapping[str, Any]) -> bytes:
         path = refuse_links(self.root, self.facts_path(host))
         tmp = path.with_name(f".{path.name}.tmp")
-        _write_all(create_private(tmp, FILE_MODE), _facts_json().encode(doc) + b"\n")
+        data = facts_bytes(doc)
+        _write_all(create_private(tmp, FILE_MODE), data)
         os.replace(tmp, path)
+        return data
 
     def write_fabric(self, doc: Mapping[str, Any]) -> None:
         """The fabric document (compact JSON: a 2,000-host fabric has ~20,000 links), owner-only, renamed into place."""

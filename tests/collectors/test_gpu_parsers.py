@@ -99,6 +99,18 @@ def test_h100_535_161_08_q_eight_gpus_fabric_completed(corpus: Path) -> None:
     assert gpu0["throttle_reasons"] == ["hw_slowdown", "hw_power_brake_slowdown"]
 
 
+def test_q_sections_printed_alike_are_read_once(corpus: Path) -> None:
+    # The GPUs of a node print most sections alike: each distinct text is parsed once, and the facts stay each GPU's.
+    name = "h100-80gb-hbm3-8gpu-driver535.161.08-fabric-completed.txt"
+    text = (corpus / "nvidia-smi-q" / name).read_text()
+    nvidia_smi_q._section.cache_clear()
+    fragment = nvidia_smi_q.parse_q(text)
+    read = nvidia_smi_q._section.cache_info()
+    assert read.hits >= 7 * 4 and read.misses < 8 * 4  # throttle reasons, remapped rows, ECC, fabric: alike here
+    assert [g["bus_id"] for g in fragment["gpus"]][:2] == ["00000000:19:00.0", "00000000:3B:00.0"]
+    assert nvidia_smi_q.parse_q(text) == fragment
+
+
 def test_clocks_throttle_reasons_block_reads_like_clocks_event_reasons(corpus: Path) -> None:
     # Drivers before 535 title the same block "Clocks Throttle Reasons".
     text = _read(corpus, "nvidia-smi-q", "h100-80gb-hbm3-8gpu-driver535.161.08-fabric-completed.txt")

@@ -460,3 +460,25 @@ def test_nvlink5_error_counters_of_blackwell_drivers() -> None:
 def test_hopper_counters_have_no_nvlink5_block(corpus: Path) -> None:
     errors = _file(corpus, nvlink_errors.parse_errors, "nvlink-e-h100-excerpt-elided-mlengineering.txt")
     assert {link["nvlink5"] for link in errors["links"]} == {None}
+
+
+def test_a_gpu_block_printed_like_another_is_read_once_and_each_gpu_gets_its_own_links() -> None:
+    # A node's GPUs (and a fleet's nodes) list the same capabilities and mostly the same (zero) counters: each
+    # distinct block is read once, and every GPU's link records are its own objects under its own index.
+    def text(line: str) -> str:
+        return "".join(f"GPU {g}: NVIDIA H100 80GB HBM3 (UUID: GPU-{g}0)\n" +
+                       "".join("\t " + line.format(link=k) + "\n" for k in range(2)) for g in range(3))
+
+    nvlink_caps._read_block.cache_clear()
+    caps = nvlink_caps.parse_caps(text("Link {link}, P2P is supported: true\n\t Link {link}, Fast path: false"))
+    assert nvlink_caps._read_block.cache_info().hits == 2
+    assert [(x["gpu"], x["link"], x["p2p_supported"]) for x in caps["links"]] == [
+        (g, k, True) for g in range(3) for k in range(2)]
+    assert caps["links"][0]["other"] == {"Fast path": False} and caps["links"][0]["other"] is not caps["links"][2]["other"]
+    assert [g["uuid"] for g in caps["gpus"]] == ["GPU-00", "GPU-10", "GPU-20"] and caps["p2p_all"] is True
+
+    nvlink_errors._read_block.cache_clear()
+    errors = nvlink_errors.parse_errors(text("Link {link}: Replay Errors: 0\n\t Link {link}: CRC Errors: 2"))
+    assert nvlink_errors._read_block.cache_info().hits == 2
+    assert [(x["gpu"], x["link"], x["crc"]) for x in errors["links"]] == [(g, k, 2) for g in range(3) for k in range(2)]
+    assert errors["links"][0]["counters"] is not errors["links"][2]["counters"] and errors["totals"]["crc"] == 12

@@ -37,3 +37,22 @@ def test_a_dead_workers_hosts_are_collected_when_their_facts_made_it_and_not_col
     assert got[0].doc is not None and got[0].failed == {"lsmod": "exit 1"}
     assert got[1].host_error.message == f"h2: not collected: the worker process (pid {dead.pid}) was killed by SIGKILL"
     assert json.loads(store.facts_path("h1").read_text())["host"] == "h1"
+
+
+def test_a_workers_host_crosses_the_pipe_as_its_facts_files_bytes(tmp_path):
+    # The worker pickles each host to the parent: the bytes the run store wrote travel, not a pickled dict (msgspec
+    # reads them back in about half what pickle's two ends took), and the parent gets what the facts file holds.
+    import pickle
+
+    store = RunStore.create(tmp_path / "run")
+    store.begin()
+    doc = {"host": "h1", "collectors": {"lsmod": {"status": "ok", "exit_code": 0}}, "gpu": {"gpus": [{"index": 0}]}}
+    written = store.write_facts("h1", doc)
+    assert written == store.facts_path("h1").read_bytes()
+    sent = pickle.dumps(Finished("h1", doc=doc, failed={"x": "y"}, worker=7, written=written))
+    assert written in sent
+    got = pickle.loads(sent)
+    assert got == Finished("h1", doc=doc, failed={"x": "y"}, worker=7) and got.doc == doc
+    assert pickle.loads(pickle.dumps(Finished("h1", doc=doc))).doc == doc  # not written yet: encoded on the way
+    lost = Finished("h2", error=("failed", "h2: gone", False))
+    assert pickle.loads(pickle.dumps(lost)) == lost

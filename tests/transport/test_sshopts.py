@@ -91,3 +91,24 @@ def test_password_never_shows_in_repr():
     t = target("n", {"ansible_password": "hunter2-secret"})
     assert t.password == "hunter2-secret"
     assert "hunter2" not in repr(t)
+
+
+def test_ssh_options_come_without_paramiko_and_paramiko_without_invoke():
+    # A sharded run's parent makes the SSH options and never connects: paramiko (~0.15 s of CPU) stays unloaded. A
+    # process that connects loads paramiko without invoke (~80 ms, only for ssh_config's `Match exec`), which stays
+    # importable.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys\n"
+            "from fabricproof import transport\n"
+            "assert type(transport.configure('ssh')).__name__ == 'SSHOptions'\n"
+            "assert 'paramiko' not in sys.modules, 'paramiko'\n"
+            "import fabricproof.transport.ssh\n"
+            "assert 'paramiko' in sys.modules and 'invoke' not in sys.modules, 'invoke'\n"
+            "import invoke\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "cli")}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr

@@ -4,6 +4,7 @@ hosts take long enough for a kill or an interrupt to land mid-run."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -50,10 +51,17 @@ def ssh() -> dict:
 
 
 def test_hosts_are_sharded_across_workers_into_one_run_store_and_one_sink(hosts, tmp_path):
-    events, sunk = [], {}
+    events, sunk, collector_on = [], {}, set()
+
+    def sink(name: str, doc: dict) -> None:
+        sunk[name] = (os.getpid(), doc)
+        collector_on.add(gc.isenabled())
+
     result = collect(hosts, tmp_path / "run", **ssh(), collectors=SLOW, forks=4, workers=2, progress=events.append,
-                     sink=lambda name, doc: sunk.__setitem__(name, (os.getpid(), doc)))
+                     sink=sink)
     assert result.exit_code == ExitCode.OK, (result.collection_errors, result.collector_errors)
+    # This process only takes JSON documents from the workers: the cyclic collector is paused meanwhile, not after.
+    assert collector_on == {False} and gc.isenabled()
     assert result.workers == 2 and result.facts_by_host == {}  # the sink took them
     pids = {e.worker for e in events}
     assert len(pids) == 2 and os.getpid() not in pids and 0 not in pids  # two worker processes, not this one

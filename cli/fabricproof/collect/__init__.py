@@ -21,6 +21,7 @@ from .. import inventory as inventory_mod
 from .. import transport
 from ..collectors import COLLECTORS, Collector, default_collectors
 from ..errors import InputError, WriteError
+from ..judging.packing import no_cycles
 from ..model import Command, Host
 from ..runstore import RunStore, check_host_names
 from ..timeutil import utc_now
@@ -170,8 +171,11 @@ def collect(hosts: Sequence[Host], run_dir: Path, *, via: str = "ssh", options: 
     status, reason = "interrupted", ""
     try:
         if link is None:
-            shards.run_sharded(hosts, commands, [c.id for c in chosen], via, options, ctx, n_workers, run.accept,
-                               run.is_recorded)
+            # This process only takes the workers' facts (JSON data, no cycles) and hands them to the sink: the cyclic
+            # collector walked them and the imports for ~1 ms a host (150 lab hosts, 2 workers), for nothing.
+            with no_cycles():
+                shards.run_sharded(hosts, commands, [c.id for c in chosen], via, options, ctx, n_workers,
+                                   run.accept, run.is_recorded)
         else:
             fleet.run(list(hosts), commands, run.record)
         for name in run.names:  # hosts the transport forgot to report

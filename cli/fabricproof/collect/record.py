@@ -15,7 +15,7 @@ from .. import facts as facts_mod
 from ..collectors import Collector
 from ..model import CommandResult, Host
 from ..redact import Redactor, secret_values
-from ..runstore import RunStore, manifest_document
+from ..runstore import RunStore, facts_bytes, facts_from_bytes, manifest_document
 from ..timeutil import utc_now
 from ..transport import ErrorKind, HostError, Outcome
 
@@ -89,6 +89,17 @@ class Finished:
     failed: dict[str, str] = field(default_factory=dict)  # collector id -> reason
     error: tuple[str, str, bool] | None = None  # (ErrorKind value, message, retryable)
     worker: int = 0
+    #: The facts file's bytes, as the run store wrote them from doc (None: not written yet, or not kept).
+    written: bytes | None = field(default=None, repr=False, compare=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A worker's host crosses the pipe as its facts file's JSON, not as a pickled dict: the bytes are already
+        # made, and msgspec reads them back in ~0.75 ms of a lab host's 174 KB where pickle took ~1.5 (both ends).
+        # The parent then judges what the facts file holds, as `validate --facts` would.
+        if self.doc is None:
+            return Finished, (self.host, None, self.failed, self.error, self.worker)
+        written = self.written if self.written is not None else facts_bytes(self.doc)
+        return _from_json, (self.host, written, self.failed, self.error, self.worker)
 
     @property
     def host_error(self) -> HostError | None:
@@ -96,6 +107,11 @@ class Finished:
             return None
         kind, message, retryable = self.error
         return HostError(next((k for k in ErrorKind if k.value == kind), ErrorKind.FAILED), message, retryable)
+
+
+def _from_json(host: str, written: bytes, failed: dict[str, str], error: tuple[str, str, bool] | None,
+               worker: int) -> Finished:
+    return Finished(host, facts_from_bytes(written), failed, error, worker)
 
 
 def not_collected(host: str, error: HostError, worker: int = 0) -> Finished:
@@ -137,8 +153,8 @@ class HostWriter:
         for cid, run in doc["collectors"].items():
             if run.get("status") == "error":
                 run["error"] = failed[cid] = self.redact(str(run.get("error", "failed")))
-        self.store.write_facts(name, doc)
-        return Finished(name, doc=doc, failed=failed, worker=self.worker)
+        written = self.store.write_facts(name, doc)
+        return Finished(name, doc=doc, failed=failed, worker=self.worker, written=written)
 
 
 class Recorder:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import pickle
 import signal
@@ -71,6 +72,9 @@ def main(argv: Sequence[str]) -> int:
     _stop_on_sigterm()
     shard = pickle.load(sys.stdin.buffer)
     sys.stdin.close()
+    # Everything imported so far lives as long as the process: out of the cyclic collector's way, its full
+    # collections walk only what the hosts make (this process is the worker's own, nothing else shares it).
+    gc.freeze()
     worker_main(Connection(int(argv[0]), readable=False), shard)
     return 0
 

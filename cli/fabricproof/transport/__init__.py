@@ -62,7 +62,7 @@ class TransportKind:
 
 TRANSPORTS: dict[str, TransportKind] = {k.name: k for k in (
     TransportKind("ssh", "paramiko, one connection and one exec per host", Reach.REMOTE,
-                  "ssh:SSHTransport", "ssh:SSHOptions", host_settings="sshopts:target"),
+                  "ssh:SSHTransport", "sshopts:SSHOptions", host_settings="sshopts:target"),
     TransportKind("ansible", "ansible-playbook through ansible-runner (Ansible does the fan-out)", Reach.REMOTE,
                   "ansible:AnsibleTransport", "ansible:AnsibleOptions", fleet_runner="ansible:AnsibleFleet"),
     TransportKind("local", "this node itself, no shell", Reach.SELF, "local:LocalTransport", "local:LocalOptions"),

@@ -5,20 +5,33 @@ from __future__ import annotations
 import os
 import select
 import socket
+import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import paramiko
+
+# paramiko imports invoke only to run ssh_config's `Match exec`, which fabricproof never reads (the inventory sets each
+# host), and invoke costs every process that connects ~80 ms of CPU (asyncio, unittest.mock...), a sharded run's
+# workers each. The import is refused for that moment only: a later `import invoke` in the process works as before,
+# and where invoke is already loaded paramiko takes it.
+_REFUSE_INVOKE = "invoke" not in sys.modules
+if _REFUSE_INVOKE:
+    sys.modules["invoke"] = None  # type: ignore[assignment]  # the import system's "not importable"
+try:
+    import paramiko
+finally:
+    if _REFUSE_INVOKE and sys.modules.get("invoke", ...) is None:
+        del sys.modules["invoke"]
 
 from .. import spool
 from ..model import Command, CommandResult, Host
 from ..runstore import RunStore
 from . import framing, knownhosts, liblog
 from .base import ErrorKind, HostError, RunContext, Transport
-from .sshopts import SettingsError, Target, target
+from .sshopts import SettingsError, SSHOptions, Target, target
 
 #: The exec request: the login shell replaces itself with sh reading the script from stdin. The
 #: script (and its nonce) never appears in an argv that a process on the host could read.
@@ -69,24 +82,6 @@ class _BannerBound:
 def _first(preferred: Sequence[str], offered: Sequence[str]) -> tuple[str, ...]:
     """An algorithm list with `preferred` moved to the front, the rest in their order."""
     return tuple(dict.fromkeys([*preferred, *offered]))
-
-
-@dataclass(frozen=True)
-class SSHOptions:
-    """How the SSH transport connects: host-key policy, timeouts and retries, and an output cap per host."""
-
-    accept_new_host_keys: bool = False  # record unknown host keys (never a changed one) instead of refusing
-    connect_timeout_s: float = 10.0  # per attempt, unless the host's ansible_ssh_timeout says otherwise
-    connect_attempts: int = 3
-    retry_backoff_s: float = 0.5  # doubled after each failed attempt
-    max_output_bytes: int = 256 * 1024 * 1024  # per host: a host printing without end must not eat the controller
-    memory_bytes: int = spool.MEMORY_BYTES  # per host: output beyond it goes to the run directory as it arrives
-    #: OpenSSH's ServerAliveInterval/CountMax: after this long without a byte from a host, ask its sshd for a reply;
-    #: this many intervals without any answer and the connection is gone (a frozen host, a dead path), not 300 s on.
-    alive_interval_s: float = 15.0
-    alive_count_max: int = 3
-    #: known_hosts files read when the inventory names none (ansible_ssh_known_hosts_file / UserKnownHostsFile)
-    default_known_hosts: tuple[str, ...] = knownhosts.SYSTEM_FILES + knownhosts.USER_FILES
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Ansible host vars to SSH connection settings: address, port, user, key, known_hosts, ProxyJump, become (pure)."""
+"""SSH connection settings without paramiko: the transport's options, and Ansible host vars to address, port, user, key,
+known_hosts, ProxyJump, become (pure), so a run whose hosts are collected by worker processes never loads paramiko."""
 
 from __future__ import annotations
 
@@ -8,10 +9,29 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import spool
 from ..redact import is_secret_var
 from .knownhosts import SYSTEM_FILES, USER_FILES
 
 _TRUE = {"yes", "true", "on", "1", "y"}
+
+
+@dataclass(frozen=True)
+class SSHOptions:
+    """How the SSH transport connects: host-key policy, timeouts and retries, and an output cap per host."""
+
+    accept_new_host_keys: bool = False  # record unknown host keys (never a changed one) instead of refusing
+    connect_timeout_s: float = 10.0  # per attempt, unless the host's ansible_ssh_timeout says otherwise
+    connect_attempts: int = 3
+    retry_backoff_s: float = 0.5  # doubled after each failed attempt
+    max_output_bytes: int = 256 * 1024 * 1024  # per host: a host printing without end must not eat the controller
+    memory_bytes: int = spool.MEMORY_BYTES  # per host: output beyond it goes to the run directory as it arrives
+    #: OpenSSH's ServerAliveInterval/CountMax: after this long without a byte from a host, ask its sshd for a reply;
+    #: this many intervals without any answer and the connection is gone (a frozen host, a dead path), not 300 s on.
+    alive_interval_s: float = 15.0
+    alive_count_max: int = 3
+    #: known_hosts files read when the inventory names none (ansible_ssh_known_hosts_file / UserKnownHostsFile)
+    default_known_hosts: tuple[str, ...] = SYSTEM_FILES + USER_FILES
 
 
 class SettingsError(ValueError):

@@ -168,13 +168,21 @@ class _Body:
     def find(self, key: str, *path: str) -> Node | None:
         title = key.lower()
         if title in self.pending:  # the first lookup of this section: parse the lines under it now
-            self.first[title].children = indent_tree("".join(self.pending.pop(title))).children
+            self.first[title].children = _section("".join(self.pending.pop(title)))
         found = self.first.get(title)
         return _find(found, *path) if path and found is not None else found
 
     def value(self, key: str, *path: str) -> str | None:
         found = self.find(key, *path)
         return found.value if found else None
+
+
+@lru_cache(maxsize=256)
+def _section(text: str) -> list[Node]:
+    """The lines under one section title, parsed. The same text parses the same, and most sections are printed alike
+    by a node's GPUs and by a fleet's nodes (throttle reasons, ECC counters, remapped rows, retired pages, modes, the
+    fabric's state), so each distinct text is read once (bounded). The nodes are shared: the parser only reads them."""
+    return indent_tree(text).children
 
 
 def _walk(node: Node) -> Iterator[Node]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from ... import tools
 from ..base import Collector
 from ..fragments import array, boolean, mapping, obj
-from .blocks import CAPABILITIES, COMMON, GPU_SUMMARY, LINK_ID, LinkReader, split_gpu_blocks
+from .blocks import CAPABILITIES, COMMON, GPU_SUMMARY, LINK_ID, GpuBlock, LinkReader, split_gpu_blocks
 
 _NO_CAPS = dict.fromkeys(CAPABILITIES.values())
 
@@ -19,21 +20,35 @@ def parse_caps(text: str) -> dict[str, Any]:
     links: list[dict[str, Any]] = []
     gpus: list[dict[str, Any]] = []
     for block in split.gpus:
-        by_link: dict[int, dict[str, Any]] = {}
-        for link_no, (_, title, key, flag), _line in reader.links(block):
-            link = by_link.get(link_no)
-            if link is None:
-                link = by_link[link_no] = {"gpu": block.index, "link": link_no, **_NO_CAPS, "other": {}}
-            if key:
-                link[key] = flag
-            else:
-                link["other"][title] = flag
-        links.extend(by_link[k] for k in sorted(by_link))
-        gpus.append(reader.gpu_summary(block, len(by_link)))
+        read, recognised, foreign, supported, messages = _read_block(tuple(block.lines))
+        # the block's reading is shared: each GPU gets its own copies, under its own index
+        links.extend({**link, "gpu": block.index, "other": dict(link["other"])} for link in read)
+        reader.recognised += recognised
+        reader.foreign += foreign
+        reader.supported, reader.messages = supported, list(messages)
+        gpus.append(reader.gpu_summary(block, len(read)))
     p2p = [link["p2p_supported"] for link in links]
     return reader.fragment(
         split, text, "-c", gpus, links=links, p2p_all=None if not p2p or None in p2p else all(p2p)
     )
+
+
+@lru_cache(maxsize=64)
+def _read_block(lines: tuple[str, ...]) -> tuple[tuple[dict[str, Any], ...], int, int, bool, tuple[str, ...]]:
+    """One GPU's lines read (its links in link order, what LinkReader counted and noted), once per distinct block:
+    every GPU of a node, and every node of a SKU, lists the same capabilities. Never changed once made."""
+    reader = LinkReader("cap")
+    by_link: dict[int, dict[str, Any]] = {}
+    for link_no, (_, title, key, flag), _line in reader.links(GpuBlock(0, None, None, list(lines))):
+        link = by_link.get(link_no)
+        if link is None:
+            link = by_link[link_no] = {"gpu": 0, "link": link_no, **_NO_CAPS, "other": {}}
+        if key:
+            link[key] = flag
+        else:
+            link["other"][title] = flag
+    return (tuple(by_link[k] for k in sorted(by_link)), reader.recognised, reader.foreign, reader.supported,
+            tuple(reader.messages))
 
 
 CAPS_SCHEMA = obj(

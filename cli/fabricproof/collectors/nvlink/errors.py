@@ -10,7 +10,7 @@ from ... import tools
 from ..base import Collector
 from ..fragments import array, boolean, integer, mapping, number, obj
 from ..textutil import to_int
-from .blocks import COMMON, GPU_SUMMARY, LINK_ID, LinkReader, split_gpu_blocks
+from .blocks import COMMON, GPU_SUMMARY, LINK_ID, GpuBlock, LinkReader, split_gpu_blocks
 
 @lru_cache(maxsize=1024)
 def _counter_value(text: str) -> int | None:
@@ -77,28 +77,13 @@ def parse_errors(text: str) -> dict[str, Any]:
     gpus: list[dict[str, Any]] = []
     links: list[dict[str, Any]] = []
     for block in split.gpus:
-        by_link: dict[int, dict[str, Any]] = {}
-        for link_no, (_, name, printed, key), _line in reader.links(block):
-            link = by_link.get(link_no)
-            if link is None:
-                link = by_link[link_no] = {
-                    "gpu": block.index, "link": link_no, "replay": None, "recovery": None,
-                    "crc_flit": None, "crc_data": None, "crc": None, "counters": {}, "nvlink5": None,
-                }
-            if _nvlink5(link, name, printed):
-                rate = NVLINK5_RATES.get(name.lower())
-                link["counters"][name] = link["nvlink5"][rate] if rate else _counter_value(printed)
-                continue
-            value = _counter_value(printed)
-            link["counters"][name] = value
-            if key:
-                link[key] = value
-        for link in by_link.values():
-            split_crc = [v for v in (link["crc_flit"], link["crc_data"]) if v is not None]
-            if link["crc"] is None and split_crc:
-                link["crc"] = sum(split_crc)
-        links.extend(by_link[k] for k in sorted(by_link))
-        gpus.append(reader.gpu_summary(block, len(by_link)))
+        read, recognised, foreign, supported, messages = _read_block(tuple(block.lines))
+        # the block's reading is shared: each GPU gets its own copies, under its own index
+        links.extend(_copy(link, block.index) for link in read)
+        reader.recognised += recognised
+        reader.foreign += foreign
+        reader.supported, reader.messages = supported, list(messages)
+        gpus.append(reader.gpu_summary(block, len(read)))
     return reader.fragment(
         split,
         text,
@@ -107,6 +92,41 @@ def parse_errors(text: str) -> dict[str, Any]:
         links=links,
         totals={k: sum(link[k] or 0 for link in links) for k in ("replay", "recovery", "crc")},
     )
+
+
+def _copy(link: dict[str, Any], gpu: int) -> dict[str, Any]:
+    nvl5 = link["nvlink5"]
+    return {**link, "gpu": gpu, "counters": dict(link["counters"]),
+            "nvlink5": None if nvl5 is None else {**nvl5, "fec_errors": dict(nvl5["fec_errors"])}}
+
+
+@lru_cache(maxsize=64)
+def _read_block(lines: tuple[str, ...]) -> tuple[tuple[dict[str, Any], ...], int, int, bool, tuple[str, ...]]:
+    """One GPU's lines read (its links in link order, what LinkReader counted and noted), once per distinct block:
+    the GPUs of a node, and the nodes of a fleet, mostly print the same counters (zero). Never changed once made."""
+    reader = LinkReader("counter")
+    by_link: dict[int, dict[str, Any]] = {}
+    for link_no, (_, name, printed, key), _line in reader.links(GpuBlock(0, None, None, list(lines))):
+        link = by_link.get(link_no)
+        if link is None:
+            link = by_link[link_no] = {
+                "gpu": 0, "link": link_no, "replay": None, "recovery": None,
+                "crc_flit": None, "crc_data": None, "crc": None, "counters": {}, "nvlink5": None,
+            }
+        if _nvlink5(link, name, printed):
+            rate = NVLINK5_RATES.get(name.lower())
+            link["counters"][name] = link["nvlink5"][rate] if rate else _counter_value(printed)
+            continue
+        value = _counter_value(printed)
+        link["counters"][name] = value
+        if key:
+            link[key] = value
+    for link in by_link.values():
+        split_crc = [v for v in (link["crc_flit"], link["crc_data"]) if v is not None]
+        if link["crc"] is None and split_crc:
+            link["crc"] = sum(split_crc)
+    return (tuple(by_link[k] for k in sorted(by_link)), reader.recognised, reader.foreign, reader.supported,
+            tuple(reader.messages))
 
 
 ERRORS_SCHEMA = obj(
