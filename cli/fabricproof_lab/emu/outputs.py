@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fabricproof import tools
 
-from . import faults, render_fabric, render_gpu, render_ib, render_links, render_sys
+from . import faults, render_fabric, render_gpu, render_ib, render_links, render_perf, render_sys
 from .faults.tool import garbage
 from .model import Node, installed_driver, installed_fm, nvml_mismatch, profile_of
 
@@ -37,6 +37,8 @@ class Out:
 #: Invocations no collector makes itself: the calls inside collectors' scripts and what playbooks and operators run.
 _OTHERS: tuple[tuple[str, str, str], ...] = (
     ("nvidia-smi", "-L", "nvsmi_list"),
+    # the probes' idle guard (fabricproof.probes.guard.GPU_APPS), on every host before each probe and collective round
+    ("nvidia-smi", "--query-compute-apps=pid,process_name,used_memory --format=csv,noheader", "compute_apps"),
     ("systemctl", "is-active nvidia-fabricmanager", "active_fm"),
     ("systemctl", "is-active nvidia-imex", "active_imex"),
     ("journalctl", "-u nvidia-imex -b --no-pager", "journal_imex"),
@@ -112,6 +114,8 @@ def render_key(view: Node, key: str) -> Out:
         return Out(garbage(view["hostname"] + "/ibstat"))
     if key == "nvlink_errors" and GROWING_NVLINK_FAULTS & view["faults"].keys():
         return Out(special="dynamic")
+    if key == "compute_apps":
+        return Out(render_perf.render_compute_apps(view, ["pid", "process_name", "used_memory"], False, True))
     if key in ("active_fm", "active_imex"):
         text, rc = render_fabric.is_active(view, "nvidia-fabricmanager" if key == "active_fm" else "nvidia-imex")
         return Out(text, "", rc)
