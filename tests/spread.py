@@ -20,7 +20,7 @@ LONG = (
     "tests/rollout/test_lab_declog.py",          # 116 s
     "tests/slurm/test_breaker.py",               # 112 s
     "tests/cli/test_offline_scale.py",           # 110 s
-    "tests/slurm/test_real_slurm.py",            # 103 s
+    "tests/slurm/test_real_slurm.py",            # 103 s; 4 tests, 147 s / 35 CPU-s beside other work at load 25-67
     "tests/cli/test_packaging.py",               # 102 s
     "tests/transport/test_flood_lab.py",         # 94 s
     "tests/lab/test_collective_mpirun.py",       # 3 tests, 58-137 s alone (one 4-tray lab; coll-mpirun branch)
