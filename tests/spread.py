@@ -12,7 +12,7 @@ LONG = (
     "tests/lab/test_fault_matrix.py",            # 4 tests, 370 s
     "tests/lab/test_fabric_wire_lab.py",         # 5 tests, 178-369 s alone (one lab with its fabric)
     "tests/slurm/test_collective.py",            # 12 tests, 229 s (410 before suite-slurm) beside another run, load 15-25
-    "tests/slurm/test_collective_fabric.py",     # 3 tests, 84 s beside other work (load ~20), 206 s beside test_collective
+    "tests/slurm/test_collective_fabric.py",     # 3 tests, 67 s (97 before suite-slurm) beside other work, load 11-18
     "tests/lab/test_demo.py",                    # 139 s
     "tests/lab_emu/test_emu_catches.py",         # 139 s
     "tests/reports/test_fleet_outputs.py",       # 134 s
