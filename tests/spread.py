@@ -11,8 +11,8 @@ LONG = (
     "tests/rollout/test_lab_kill_resume.py",     # 4 tests, 551 s
     "tests/lab/test_fault_matrix.py",            # 4 tests, 370 s
     "tests/lab/test_fabric_wire_lab.py",         # 5 tests, 178-369 s alone (one lab with its fabric; faults 75-79 s)
-    "tests/slurm/test_collective.py",            # 11 tests, 179-269 s alone (one 16-tray rack; collective2 branch)
-    "tests/slurm/test_collective_fabric.py",     # 3 tests, 109 s alone under load 20, 206 s beside test_collective
+    "tests/slurm/test_collective.py",            # 12 tests, 229 s (410 before suite-slurm) beside another run, load 15-25
+    "tests/slurm/test_collective_fabric.py",     # 3 tests, 67 s (97 before suite-slurm) beside other work, load 11-18
     "tests/lab/test_demo.py",                    # 139 s
     "tests/lab_emu/test_emu_catches.py",         # 139 s
     "tests/reports/test_fleet_outputs.py",       # 134 s
@@ -20,7 +20,7 @@ LONG = (
     "tests/rollout/test_lab_declog.py",          # 116 s
     "tests/slurm/test_breaker.py",               # 112 s
     "tests/cli/test_offline_scale.py",           # 110 s
-    "tests/slurm/test_real_slurm.py",            # 103 s
+    "tests/slurm/test_real_slurm.py",            # 103 s; 4 tests, 147 s / 35 CPU-s beside other work at load 25-67
     "tests/cli/test_packaging.py",               # 102 s
     "tests/transport/test_flood_lab.py",         # 94 s
     "tests/lab/test_collective_mpirun.py",       # 3 tests, 58-137 s alone (one 4-tray lab; coll-mpirun branch)

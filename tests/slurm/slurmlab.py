@@ -24,13 +24,17 @@ NODES = ("gb200-0001", "gb200-0002", "gb200-0003")
 
 # Makes a process the lab node Slurm runs it on ($SLURMD_NODENAME: slurmd sets it for health checks and job
 # tasks): that node's emulated tools, state and fake root, as if each Slurm node were its own GPU machine. The
-# real scontrol goes ahead of the lab's emulated one; the package is this checkout's.
+# real scontrol goes ahead of the lab's emulated one; the package is this checkout's. The emulated probes answer at
+# once (no test here reads how long a probe lasts: its figure is the same), unless the launch's environment asks
+# for their scaled real duration (FABRICPROOF_LAB_PROBE_SCALE=1: a step long enough to interrupt).
 AS_LAB_NODE = """\
 #!/bin/sh
 node={nodes}/"$SLURMD_NODENAME"
 [ -n "$SLURMD_NODENAME" ] && [ -d "$node" ] || {{ echo "as-lab-node: no lab node '$SLURMD_NODENAME'" >&2; exit 2; }}
 PATH={slurm_bin}:{lab_bin}:/usr/sbin:/usr/bin:/sbin:/bin
+FABRICPROOF_LAB_PROBE_SCALE=${{FABRICPROOF_LAB_PROBE_SCALE:-0}}
 export PATH SLURM_CONF={conf} PYTHONPATH={cli} FABRICPROOF_LAB_NODE="$node" FABRICPROOF_HOST_ROOT="$node/root"
+export FABRICPROOF_LAB_PROBE_SCALE
 exec "$@"
 """
 

@@ -63,7 +63,9 @@ def test_health_check_program_drains_a_failing_node_and_resumes_only_its_own_dra
     sick, person, rollout = "gb200-0002", "gb200-0001", "gb200-0003"
     started = time.time()
     manager.fault_inject(lab.dir, sick, "nvlink-inactive")
-    slurm_lab.health_checks(on=True)
+    # One round of checks at a time, each every node once at slurmd's tick: a node does not check again, a full
+    # check --local, while the test waits for another (the CPU no longer grows with the wall time).
+    slurm_lab.health_checks(on=True, rounds=1)
     try:
         drained = wait_for(lambda: (n := c.node(sick)).drained and n, WAIT_S, f"{sick} drained by its health check",
                            lambda: c.logs())
@@ -73,6 +75,7 @@ def test_health_check_program_drains_a_failing_node_and_resumes_only_its_own_dra
         assert (c.root / "health-facts" / f"{sick}.json").is_file()  # named by slurmd: no --node-name given
 
         manager.fault_clear(lab.dir, sick)
+        slurm_lab.health_rounds(1)
         # Slurm flags a resumed node NOT_RESPONDING until its next ping answers (a second or so).
         wait_for(lambda: c.node(sick) == slurm.NodeState(sick, "IDLE", None), WAIT_S, f"{sick} resumed",
                  lambda: str(c.node(sick)))
@@ -82,12 +85,14 @@ def test_health_check_program_drains_a_failing_node_and_resumes_only_its_own_dra
         c.run("scontrol", "update", f"nodename={person}", "state=drain", f"reason={PERSON}")
         c.run("scontrol", "update", f"nodename={rollout}", "state=drain", f"reason={theirs}")
         since = time.time()
+        slurm_lab.health_rounds(1)
         wait_for(lambda: slurm_lab.checked_since(person, since) and slurm_lab.checked_since(rollout, since), WAIT_S,
                  "a passing health check of both drained nodes")
         assert (c.node(person).drained, c.node(person).reason) == (True, PERSON)
         assert (c.node(rollout).drained, c.node(rollout).reason) == (True, theirs)
     finally:
         slurm_lab.health_checks(on=False)
+        slurm_lab.health_rounds(None)
         reset(slurm_lab)
 
 

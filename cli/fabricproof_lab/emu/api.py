@@ -72,6 +72,7 @@ def tool_script(labdir: Path, tool: str, delays: dict[str, float] | None = None)
         if slow:
             body += '[ -n "$s" ] && sleep "$s"\n'
         body += 'if [ -n "$k" ] && [ -f "$N/out/$k" ]; then exec /bin/cat -- "$N/out/$k"; fi\n'
+        body += 'if [ -n "$k" ] && [ -f "$N/out/$k.sh" ]; then . "$N/out/$k.sh"; fi\n'
     return body + _python(labdir, tool)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fabricproof import tools
 
-from . import faults, render_fabric, render_gpu, render_ib, render_links, render_sys
+from . import faults, render_fabric, render_gpu, render_ib, render_links, render_perf, render_sys
 from .faults.tool import garbage
 from .model import Node, installed_driver, installed_fm, nvml_mismatch, profile_of
 
@@ -37,6 +37,9 @@ class Out:
 #: Invocations no collector makes itself: the calls inside collectors' scripts and what playbooks and operators run.
 _OTHERS: tuple[tuple[str, str, str], ...] = (
     ("nvidia-smi", "-L", "nvsmi_list"),
+    # the probes' idle guard (fabricproof.probes.guard.GPU_APPS), on every host before each probe and collective round
+    ("nvidia-smi", "--query-compute-apps=pid,process_name,used_memory --format=csv,noheader", "compute_apps"),
+    ("scontrol", "listpids", "listpids"),  # the idle guard's other call
     ("systemctl", "is-active nvidia-fabricmanager", "active_fm"),
     ("systemctl", "is-active nvidia-imex", "active_imex"),
     ("journalctl", "-u nvidia-imex -b --no-pager", "journal_imex"),
@@ -112,6 +115,10 @@ def render_key(view: Node, key: str) -> Out:
         return Out(garbage(view["hostname"] + "/ibstat"))
     if key == "nvlink_errors" and GROWING_NVLINK_FAULTS & view["faults"].keys():
         return Out(special="dynamic")
+    if key == "compute_apps":
+        return Out(render_perf.render_compute_apps(view, ["pid", "process_name", "used_memory"], False, True))
+    if key == "listpids":
+        return Out(*render_perf.render_listpids(view, None))
     if key in ("active_fm", "active_imex"):
         text, rc = render_fabric.is_active(view, "nvidia-fabricmanager" if key == "active_fm" else "nvidia-imex")
         return Out(text, "", rc)
@@ -190,19 +197,32 @@ MANIFEST = ".rendered.json"
 def rendered_files(view: Node) -> dict[str, str | None]:
     """Every file a node's tools read, relative to the node dir: out/<key>, out/<key>.json and root/...
 
-    None marks a file that must not exist (a plain output turned special, a host file the node lacks).
+    None marks a file that must not exist (a plain output turned special, a host file the node lacks). An answer
+    with stderr or an exit code but nothing special is also out/<key>.sh, which the tool script sources (no Python).
     """
     files: dict[str, str | None] = {}
     for key, out in render_outputs(view).items():
+        files[f"out/{key}.sh"] = None
         if out.special == "absent":
             files[f"out/{key}"], files[f"out/{key}.json"] = None, None
         elif out.plain:
             files[f"out/{key}"], files[f"out/{key}.json"] = out.stdout, None
         else:
             files[f"out/{key}"], files[f"out/{key}.json"] = None, json.dumps(asdict(out))
+            if out.special is None:
+                files[f"out/{key}.sh"] = _answer_script(out)
     for rel, text in root_files(view).items():
         files[f"root/{rel}"] = text
     return files
+
+
+def _answer_script(out: Out) -> str:
+    """/bin/sh that prints `out` as the tool would and exits with its code (sourced by the tool script)."""
+    def quoted(text: str) -> str:
+        return "'" + text.replace("'", "'\\''") + "'"
+
+    return ((f"printf '%s' {quoted(out.stdout)}\n" if out.stdout else "")
+            + (f"printf '%s' {quoted(out.stderr)} >&2\n" if out.stderr else "") + f"exit {out.rc}\n")
 
 
 def _digest(text: str) -> str:
