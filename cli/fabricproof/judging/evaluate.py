@@ -15,7 +15,7 @@ from typing import Any
 from .baseline import UNSET, Baseline, lookup
 from .catalog import Applicability, Check
 from .findings import counted_findings, counted_reasons, fact_words, name_findings, value_words
-from .packing import Records, Spill, Spilled, Tuples, in_order, shared
+from .packing import Records, Spill, Spilled, Tuples, in_order, made_result, shared
 from ..model import CheckCoverage, Finding, Outcome, Report, Result, Scope
 from .ops import OPERATORS, render_value
 from .pointer import Found, Where, resolve, split_pointer
@@ -306,12 +306,11 @@ def _unproven(result: Result, check: Check, key: str) -> Result:
 
 def _result(check: Check, host: str, outcome: Outcome, expected: str, actual: Any = None, reason: str = "",
             evidence: tuple[str, ...] = (), findings: tuple[Finding, ...] = ()) -> Result:
-    return Result(
-        check_id=check.id, title=check.title, host=host, outcome=outcome, severity=check.severity,
-        expected=expected, actual=actual, reason=shared(reason),
-        remediation=check.remediation if outcome is Outcome.FAIL else "",
-        evidence=evidence, family=check.family, references=check.references, findings=findings, action=check.action,
-    )
+    # made_result takes Result's fields in their order: check_id, title, host, outcome, severity, expected, actual,
+    # reason, remediation, evidence, family, references, findings, action
+    return made_result(check.id, check.title, host, outcome, check.severity, expected, actual, shared(reason),
+                       check.remediation if outcome is Outcome.FAIL else "", evidence, check.family, check.references,
+                       findings, check.action)
 
 
 def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator,
