@@ -109,3 +109,16 @@ def test_a_scratch_file_the_disk_refuses_is_exit_6_naming_its_directory(tmp_path
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: cannot write {disk}: No space left on device"), lines
     assert not report_path.exists()
+
+
+def test_validate_keeps_the_checked_catalog_for_the_next_run_and_a_refused_run_keeps_none(private_state_dir, tmp_path):
+    """As check --local does: the shipped catalog is read back by later runs (start-up is a fleet's fixed cost), kept
+    only once the run has judged; bad input (exit 2) leaves nothing behind."""
+    from .helpers import run
+
+    kept = private_state_dir / "cache" / f"{catalog.CACHE_NAME}.json"
+    refused = run("validate", "--facts", LAB / "facts", "-b", tmp_path / "missing.yaml")
+    assert refused.exit_code == 2 and not kept.exists(), refused.output
+    judged = run("validate", "--facts", LAB / "facts", "-b", LAB / "baseline.yaml")
+    assert judged.exit_code in (0, 1, 3) and kept.is_file(), judged.output
+    assert oct(kept.stat().st_mode & 0o777) == "0o600"

@@ -61,3 +61,18 @@ def test_a_fleet_evaluation_holds_at_most_a_chunk_of_results_per_check_and_reads
 def test_a_small_run_keeps_its_results_in_memory_and_creates_no_file():
     report = _judged(16, lost=1, shuffle=False)
     assert not report.results._spill._records._scratch.created and report.results._spill.spilled == 0
+
+
+def test_the_json_report_reads_a_fleets_results_back_once(monkeypatch):
+    """The host actions after the results are gathered in the same pass: a fleet's results come back from the spill
+    file, so a second pass (host_actions over them) read it all again."""
+    monkeypatch.setattr(packing, "CHUNK", 7)
+    report = _judged(40, lost=1, shuffle=False)
+    reads = []
+    real = Spilled.__iter__
+    monkeypatch.setattr(Spilled, "__iter__", lambda self: reads.append(1) or real(self))
+    text = "".join(REPORTERS["json"].pieces(report))
+    assert len(reads) == 1
+    held = replace(report, results=tuple(real(report.results)))
+    assert text == "".join(REPORTERS["json"].pieces(held))  # and the same bytes, host actions included
+    assert '"host_actions": {}' not in text

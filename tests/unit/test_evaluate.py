@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fabricproof.judging.baseline import Baseline
-from fabricproof.judging.catalog import Check, Condition
+from fabricproof.judging.catalog import Applicability, Check, Condition
 from fabricproof.judging.evaluate import evaluate, exit_code, sentence
 from fabricproof.model import Outcome, Scope, Severity
 
@@ -266,3 +266,34 @@ def test_contains_and_count_of_a_list_the_host_did_not_report():
     assert r.reason.endswith("lspci_vvv noted: ACS on somewhere")
     empty = {**unknown, "pcie": {"gpu_nic_path_acs_enabled": []}}
     assert one(evaluate({"n1": empty}, BASE, [count])).outcome is Outcome.PASS
+
+
+
+def _counting(monkeypatch, owner, name):
+    """Calls of owner.name, recorded with their arguments."""
+    calls = []
+    real = getattr(owner, name)
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def test_a_hosts_facts_are_walked_once_per_pointer_and_an_expectation_made_once_per_group_set(monkeypatch):
+    """Checks that apply only where the same fact holds share one walk of it per host; what a check expects is made
+    once for all the hosts of a group set (the verdicts are those of the tests above)."""
+    import fabricproof.judging.evaluate as ev_mod
+
+    present = Applicability(fact="/nvlink/status/gpus/*/index", op="ge", expected=0, reason="GPUs present")
+    checks = [replace(LINKS, id=f"nvlink.c{i}", applies_when=(present,)) for i in range(3)]
+    walks = _counting(monkeypatch, ev_mod, "values_at")
+    expectations = _counting(monkeypatch, ev_mod._Evaluator, "expected")
+    report = evaluate({f"n{i}": facts(f"n{i}") for i in range(4)}, BASE, checks)
+    assert {r.outcome for r in report.results} == {Outcome.PASS} and len(report.results) == 12
+    walked = [(id(doc), segs) for doc, segs, *_ in walks]
+    assert len(walked) == len(set(walked)) == 4 * 2  # per host: the condition's pointer and the checks' one
+    baseline_reads = [args for args in expectations if args[1] == LINKS.expected]
+    assert len(baseline_reads) == 3  # per check, not per check and host

@@ -46,3 +46,20 @@ def test_a_scratch_file_the_disk_refuses_names_the_directory_it_was_made_in(tmp_
                 spill.add(0, Result("c", "t", f"h{n}", Outcome.PASS, Severity.CRITICAL, "e"))
     assert caught.value.path == str(disk) and caught.value.errno == errno.ENOSPC
     assert str(caught.value).startswith(f"cannot write {disk}: No space left on device (the evaluation's")
+
+
+def test_a_result_made_from_its_fields_is_the_result_its_constructor_makes():
+    """made_result skips the frozen dataclass's __init__: every field lands in its own slot, and the object stays
+    frozen."""
+    import dataclasses
+
+    from fabricproof.model import Finding
+
+    fields = {f.name: f"v-{f.name}" for f in dataclasses.fields(Result)}
+    fields.update(outcome=Outcome.FAIL, severity=Severity.CRITICAL, evidence=("raw/h/x.txt",),
+                  findings=(Finding("/p", 1, "GPU 1", "t"),), references=("r",))
+    made = packing.made_result(*fields.values())
+    assert made == Result(**fields) and type(made) is Result
+    assert {name: getattr(made, name) for name in fields} == fields
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.host = "other"  # type: ignore[misc]

@@ -128,6 +128,7 @@ def validate(
         request = Request(Saved(facts, raw, inv, limit), base, selected,
                           groups=dict(inv.groups_of()) if inv is not None else {}, previous=before)
     judged = run(request)
+    catalog.keep()  # the next run reads the checked catalog back rather than parsing its ~110 files (~0.1 s of CPU)
     if (u := judged.unfinished) is not None:
         err_console.print(f"warning: {shown(u.source)} holds an unfinished run (run.json: status {shown(u.status)}): "
                           f"{u.with_facts} of {u.hosts} host(s) have facts", highlight=False)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import fnmatch
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from itertools import chain
 from operator import itemgetter
 from dataclasses import replace
@@ -14,7 +15,7 @@ from typing import Any
 from .baseline import UNSET, Baseline, lookup
 from .catalog import Applicability, Check
 from .findings import counted_findings, counted_reasons, fact_words, name_findings, value_words
-from .packing import Records, Spill, Spilled, Tuples, in_order, shared
+from .packing import Records, Spill, Spilled, Tuples, in_order, made_result, shared
 from ..model import CheckCoverage, Finding, Outcome, Report, Result, Scope
 from .ops import OPERATORS, render_value
 from .pointer import Found, Where, resolve, split_pointer
@@ -41,6 +42,30 @@ class _Evaluator:
         self._sentences: dict[tuple[str, str, str], str] = {}
         self.gaps: dict[tuple[str, int], str | None] = {}  # (check, values) -> the baseline key it lacks (_gap)
         self._applicable: dict[tuple[str, int], str | None] = {}  # (check, values) -> why it does not apply
+        self._walked: dict[tuple[str, ...], tuple[list[Any], bool]] | None = None  # the host being added: walk()
+        self._expectations: dict[tuple[str, int], tuple[Any, ...]] = {}  # (check, values) -> expectation()
+        self._reads_facts: dict[str, bool] = {}  # check -> _reads_facts
+
+    def walk(self, facts: Facts, segs: tuple[str, ...], where: Where = ()) -> tuple[list[Any], bool]:
+        """pointer.values, read once per host and pointer while a host is added (one_host): a dozen checks apply
+        only where the same fact holds (GPUs in an NVLink fabric, NVSwitches present). The lists are shared: read,
+        never changed."""
+        walked = self._walked
+        if walked is None or where:
+            return values_at(facts, segs, where)
+        got = walked.get(segs)
+        if got is None:
+            got = walked[segs] = values_at(facts, segs)
+        return got
+
+    @contextmanager
+    def one_host(self) -> Iterator[None]:
+        """The span in which every walk() reads the same host's facts."""
+        self._walked = {}
+        try:
+            yield
+        finally:
+            self._walked = None
 
     def values_for(self, host: str, facts: Facts) -> dict[str, Any]:
         groups = self.groups.get(host) or tuple(facts.get("groups", ()))
@@ -70,6 +95,31 @@ class _Evaluator:
         return self.sentence(check, UNSET, "")
 
     # -- expectation ------------------------------------------------------------------
+    def expectation(self, check: Check, values: dict[str, Any], facts: Facts) -> tuple[Any, str, Where, str]:
+        """(expected value, its source note, the where filters, the sentence) of a host check. Unless the check
+        compares with the host's own facts, all of it follows from the group set's values alone, so it is made once
+        per group set (values are its cached dict), not once per host. Raises _Skip / _Missing."""
+        reads = self._reads_facts.get(check.id)
+        if reads is None:
+            reads = self._reads_facts[check.id] = _reads_facts(check)
+        memo = None if reads else (check.id, id(values))
+        known = self._expectations.get(memo) if memo else None
+        if known is not None:
+            if len(known) == 1:
+                raise _Skip(known[0])  # a new exception each time: one raised again keeps every traceback
+            return known  # type: ignore[return-value]
+        try:
+            expected, source = (None, "") if OPERATORS[check.op].fleet else self.expected(check.expected, values, facts)
+            where = _where(check, values, facts, self)
+        except _Skip as exc:
+            if memo:
+                self._expectations[memo] = (str(exc),)
+            raise
+        made = (expected, source, where, self.sentence(check, expected, source))
+        if memo:
+            self._expectations[memo] = made
+        return made
+
     def expected(self, spec: Any, values: dict[str, Any], facts: Facts) -> tuple[Any, str]:
         """(value, source note). Raises _Skip / _Missing."""
         if isinstance(spec, dict) and "baseline" in spec:
@@ -78,7 +128,7 @@ class _Evaluator:
                 raise _Skip(f"baseline sets no {spec['baseline']}")
             return v, f" (baseline {spec['baseline']})"
         if isinstance(spec, dict) and "fact" in spec:
-            vals, _ = values_at(facts, split_pointer(spec["fact"]))
+            vals, _ = self.walk(facts, split_pointer(spec["fact"]))
             if not vals or vals[0] is None:
                 raise _Missing(f"fact {spec['fact']} (the expected value) is missing")
             return vals[0], f" (this host's {fact_words(spec['fact'])})"
@@ -161,6 +211,11 @@ def _where(check: Check, values: dict[str, Any], facts: Facts, ev: _Evaluator) -
     return tuple(out)
 
 
+def _reads_facts(check: Check) -> bool:
+    """Whether a check's expected value or a `where` filter's comes from the host's own facts."""
+    return any(isinstance(spec, dict) and "fact" in spec for spec in (check.expected, *(c.expected for c in check.where)))
+
+
 def _applicability(check: Check, values: dict[str, Any]) -> str | None:
     platform = values.get("platform")
     if check.platforms and platform and platform not in check.platforms:
@@ -181,7 +236,7 @@ def _not_applicable(check: Check, values: dict[str, Any], facts: Facts, ev: _Eva
     A condition holds when any value at its pointer satisfies it; a pointer the facts do not reach (the
     collector did not run or failed) proves nothing, so the check is judged as usual. Raises _Skip."""
     for cond in check.applies_when if conditions is None else conditions:
-        vals, missing = values_at(facts, split_pointer(cond.fact))
+        vals, missing = ev.walk(facts, split_pointer(cond.fact))
         if not vals and missing:
             continue
         expected, _ = ev.expected(cond.expected, values, facts)
@@ -251,12 +306,11 @@ def _unproven(result: Result, check: Check, key: str) -> Result:
 
 def _result(check: Check, host: str, outcome: Outcome, expected: str, actual: Any = None, reason: str = "",
             evidence: tuple[str, ...] = (), findings: tuple[Finding, ...] = ()) -> Result:
-    return Result(
-        check_id=check.id, title=check.title, host=host, outcome=outcome, severity=check.severity,
-        expected=expected, actual=actual, reason=shared(reason),
-        remediation=check.remediation if outcome is Outcome.FAIL else "",
-        evidence=evidence, family=check.family, references=check.references, findings=findings, action=check.action,
-    )
+    # made_result takes Result's fields in their order: check_id, title, host, outcome, severity, expected, actual,
+    # reason, remediation, evidence, family, references, findings, action
+    return made_result(check.id, check.title, host, outcome, check.severity, expected, actual, shared(reason),
+                       check.remediation if outcome is Outcome.FAIL else "", evidence, check.family, check.references,
+                       findings, check.action)
 
 
 def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator,
@@ -273,13 +327,11 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator,
         outside = _not_applicable(check, values, facts, ev)
         if outside:
             return _result(check, host, Outcome.SKIP, ev.plain(check), reason=outside, evidence=evidence)
-        expected, source = (None, "") if OPERATORS[check.op].fleet else ev.expected(check.expected, values, facts)
-        where = _where(check, values, facts, ev)
+        expected, source, where, text = ev.expectation(check, values, facts)
     except _Skip as exc:
         return _result(check, host, Outcome.SKIP, ev.plain(check), reason=str(exc))
     except _Missing as exc:
         return _result(check, host, Outcome.UNKNOWN, ev.plain(check), reason=str(exc), evidence=evidence)
-    text = ev.sentence(check, expected, source)
     segs = split_pointer(check.fact)
 
     if check.op == "delta_le":
@@ -288,7 +340,7 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator,
         found, _ = resolve(facts, segs, where)
         return _judge_delta(check, host, facts, found, expected, text, evidence, ev, where)
 
-    vals, missing = values_at(facts, segs, where)
+    vals, missing = ev.walk(facts, segs, where)
     if check.op == "count":
         n = sum(1 for v in vals if v is not None)
         if not vals and missing:  # a list the host did not report is not an empty list
@@ -313,7 +365,10 @@ def _judge_host(check: Check, host: str, facts: Facts, ev: _Evaluator,
                        evidence=evidence)
 
     test = OPERATORS[check.op].test
-    n_bad = sum(1 for v in judged if not test(v, expected))
+    if check.op == "eq" and judged.count(expected) == len(judged):
+        n_bad = 0  # every value equal: decided at C speed (the common pass); _eq's looser matches need the loop
+    else:
+        n_bad = sum(1 for v in judged if not test(v, expected))
     scalar = "*" not in segs
     actual = judged[0] if scalar else _compact(judged)
     ok = (n_bad == 0) if check.quantifier == "all" else (n_bad < len(judged))
@@ -393,7 +448,7 @@ def _fleet_entry(check: Check, host: str, facts: Facts, ev: _Evaluator, segs: tu
         where = _where(check, values, facts, ev)
     except _Skip as exc:
         return host, _result(check, host, Outcome.SKIP, text, reason=str(exc))
-    found_vals, _ = values_at(facts, segs, where)
+    found_vals, _ = ev.walk(facts, segs, where)
     vals = [v for v in found_vals if v is not None]
     if not vals:
         return host, _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing",
@@ -525,19 +580,20 @@ class StreamingEvaluation:
             tuples = Tuples()
             ev = self._ev
             values = ev.values_for(host, facts)
-            for k, check in self._host_checks:
-                r = _judge_host(check, host, facts, ev, tuples, values)
-                if r.outcome is Outcome.SKIP and (key := _wanting(check, values, facts, ev)):
-                    r = _unproven(r, check, key)
-                    self._unproven.setdefault(host, []).append(check.id)
-                self._spill.add(k, r)
-            for k, check, segs in self._fleet_checks:
-                entry = _fleet_entry(check, host, facts, ev, segs, ev.plain(check))
-                r = entry[1]
-                if r is not None and r.outcome is Outcome.SKIP and (key := _wanting(check, values, facts, ev)):
-                    entry = (host, _unproven(r, check, key))
-                    self._unproven.setdefault(host, []).append(check.id)
-                self._entries.add(k, entry)
+            with ev.one_host():  # each pointer walked once for this host
+                for k, check in self._host_checks:
+                    r = _judge_host(check, host, facts, ev, tuples, values)
+                    if r.outcome is Outcome.SKIP and (key := _wanting(check, values, facts, ev)):
+                        r = _unproven(r, check, key)
+                        self._unproven.setdefault(host, []).append(check.id)
+                    self._spill.add(k, r)
+                for k, check, segs in self._fleet_checks:
+                    entry = _fleet_entry(check, host, facts, ev, segs, ev.plain(check))
+                    r = entry[1]
+                    if r is not None and r.outcome is Outcome.SKIP and (key := _wanting(check, values, facts, ev)):
+                        entry = (host, _unproven(r, check, key))
+                        self._unproven.setdefault(host, []).append(check.id)
+                    self._entries.add(k, entry)
             self._groups[host] = ev.groups.get(host) or tuple(facts.get("groups", ()))
 
     def finish(self, collection_errors: Mapping[str, str] | None = None, **meta: Any) -> Report:

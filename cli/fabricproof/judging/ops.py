@@ -11,16 +11,28 @@ from typing import Any
 
 
 def _num(v: Any) -> float | None:
+    kind = type(v)  # the JSON types first, by identity: the comparisons of every item of every host come here
+    if kind is int or kind is float:
+        return float(v)
+    if kind is str:
+        return _text_number(v)
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
         return float(v)
     if isinstance(v, str):
-        try:
-            return float(v.strip())
-        except ValueError:
-            return None
+        return _text_number(v)
     return None
+
+
+@lru_cache(maxsize=4096)
+def _text_number(v: str) -> float | None:
+    """A string's number, memoised: facts repeat the same words on every item and host ("Active"), and float()
+    refusing one raises, the dearest part of comparing two words that differ."""
+    try:
+        return float(v.strip())
+    except ValueError:
+        return None
 
 
 def _eq(a: Any, e: Any) -> bool:
@@ -45,7 +57,9 @@ def _cmp(fn: Callable[[float, float], bool]) -> Callable[[Any, Any], bool]:
 
 
 def _in(a: Any, e: Any) -> bool:
-    return any(_eq(a, x) for x in (e if isinstance(e, (list, tuple)) else [e]))
+    choices = e if isinstance(e, (list, tuple)) else (e,)
+    # An equal item is the common case and decides it at C speed; _eq's looser matches (400 vs "400") follow.
+    return a in choices or any(_eq(a, x) for x in choices)
 
 
 def _contains(a: Any, e: Any) -> bool:

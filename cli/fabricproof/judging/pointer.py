@@ -105,6 +105,8 @@ def _walk(node: Any, i: int, segs: tuple[str, ...], n: int, star: int, where: Wh
             if i == n - 1:
                 out.extend(items)
                 return False
+            if i == star:
+                return _tails(items, segs[i + 1:], out)
             missing = False
             for v in items:
                 if _walk(v, i + 1, segs, n, star, where, out):
@@ -121,3 +123,24 @@ def _walk(node: Any, i: int, segs: tuple[str, ...], n: int, star: int, where: Wh
         i += 1
     out.append(node)
     return False
+
+
+def _tails(items: Any, tail: tuple[str, ...], out: list[Any]) -> bool:
+    """_walk's steps past the pointer's last '*' (no '*' left), taken for each item in this loop rather than by a
+    call per item: most pointers walk a list of GPUs or ports this way, on every host."""
+    missing = False
+    for node in items:
+        for seg in tail:
+            if isinstance(node, dict):
+                if seg not in node:
+                    missing = True
+                    break
+                node = node[seg]
+            elif isinstance(node, list) and seg.isdigit() and int(seg) < len(node):
+                node = node[int(seg)]
+            else:
+                missing = True
+                break
+        else:
+            out.append(node)
+    return missing

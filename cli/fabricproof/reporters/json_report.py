@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from json.encoder import c_make_encoder, encode_basestring
 from functools import cache
 from typing import Any
 
-from ..actions import host_actions
+from ..actions import host_actions, note_action
 from ..model import CheckCoverage, Finding, Outcome, Report, Result, Severity
 from ..paths import schemas_dir
 from .base import Reporter
@@ -22,13 +23,18 @@ class ReportFormatError(ValueError):
     """A JSON report that does not match schemas/report.schema.json; the message names the path."""
 
 
+#: Each outcome's and severity's text: Enum.value is a Python-level property, read twice a result (a fleet's ~112 a host).
+_OUTCOMES = {o: o.value for o in Outcome}
+_SEVERITIES = {s: s.value for s in Severity}
+
+
 def _result(r: Result) -> dict[str, Any]:
-    return {
+    doc = {
         "check_id": r.check_id,
         "title": r.title,
         "host": r.host,
-        "outcome": r.outcome.value,
-        "severity": r.severity.value,
+        "outcome": _OUTCOMES[r.outcome],
+        "severity": _SEVERITIES[r.severity],
         "family": r.family,
         "expected": r.expected,
         "actual": r.actual,
@@ -36,15 +42,17 @@ def _result(r: Result) -> dict[str, Any]:
         "remediation": r.remediation,
         "evidence": list(r.evidence),
         "references": list(r.references),
-        **({"action": r.action} if r.action else {}),
-        **({"findings": [{"pointer": f.pointer, "value": f.value, "item": f.item, "text": f.text} for f in r.findings]}
-           if r.findings else {}),
     }
+    if r.action:
+        doc["action"] = r.action
+    if r.findings:
+        doc["findings"] = [{"pointer": f.pointer, "value": f.value, "item": f.item, "text": f.text} for f in r.findings]
+    return doc
 
 
-def _envelope(report: Report) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Everything of the document but its results: the keys before them and the keys after them."""
-    before = {
+def _before(report: Report) -> dict[str, Any]:
+    """The document's keys before its results."""
+    return {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {
@@ -57,42 +65,60 @@ def _envelope(report: Report) -> tuple[dict[str, Any], dict[str, Any]]:
         "hosts": list(report.hosts),
         "groups": {h: list(g) for h, g in report.groups.items()},
     }
+
+
+def _after(report: Report, actions: dict[str, str]) -> dict[str, Any]:
+    """The document's keys after its results; `actions`: host_actions of the results."""
     after = {
         "unapplied": [{"check_id": c.check_id, "reason": c.reason} for c in report.unapplied],
         "collection_errors": dict(report.collection_errors),
         "not_proven": {h: list(ids) for h, ids in report.not_proven.items()},
-        "host_actions": host_actions(report.results),
+        "host_actions": actions,
     }
     if report.figures:
         after["figures"] = [dict(f) for f in report.figures]
     if report.collective is not None:
         after["collective"] = report.collective
-    return before, after
+    return after
 
 
 def to_document(report: Report) -> dict[str, Any]:
     """The report as plain JSON-able data, in the shape the schema describes."""
-    before, after = _envelope(report)
-    return {**before, "results": [_result(r) for r in report.results], **after}
+    return {**_before(report), "results": [_result(r) for r in report.results],
+            **_after(report, host_actions(report.results))}
 
 
 def chunks(report: Report) -> Iterator[str]:
     """The document in pieces, indented, one result per line: readable and grep-able. A 1,000-host report
     holds 70,000 results; made one at a time (and through json's C encoder, which indent= would replace
-    with the pure-Python one), they are never all in memory as dicts or as text."""
-    before, after = _envelope(report)
+    with the pure-Python one), they are never all in memory as dicts or as text. The results are read once (a
+    fleet's come back from the spill file): the host actions after them are gathered on the way."""
     # default=str: an `actual` a check produced that JSON has no type for (a set, a Decimal) is
     # still written, as its text, rather than failing the whole report.
-    encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
+    encode = _one_line_encoder()
     pretty = json.JSONEncoder(ensure_ascii=False, default=str, indent=2).encode
 
     def members(part: dict[str, Any]) -> str:
         return ",\n".join(f"  {json.dumps(k)}: {pretty(v)}".replace("\n", "\n  ") for k, v in part.items())
 
-    yield "{\n" + members(before) + ',\n  "results": ['
+    yield "{\n" + members(_before(report)) + ',\n  "results": ['
+    actions: dict[str, str] = {}
     for i, r in enumerate(report.results):
         yield ("\n    " if i == 0 else ",\n    ") + encode(_result(r))
-    yield ("\n  ]" if report.results else "]") + ",\n" + members(after) + "\n}\n"
+        if r.action and r.outcome is Outcome.FAIL:
+            note_action(actions, r)
+    yield ("\n  ]" if report.results else "]") + ",\n" + members(_after(report, actions)) + "\n}\n"
+
+
+def _one_line_encoder() -> Callable[[Any], str]:
+    """json.JSONEncoder(ensure_ascii=False, default=str).encode, its C encoder made once rather than once a call
+    (a fleet's report encodes one result at a time); the same text (no circular check: results hold no cycles)."""
+    encoder = json.JSONEncoder(ensure_ascii=False, default=str)
+    if c_make_encoder is None:
+        return encoder.encode
+    iterencode = c_make_encoder(None, encoder.default, encode_basestring, encoder.indent, encoder.key_separator,
+                                encoder.item_separator, encoder.sort_keys, encoder.skipkeys, encoder.allow_nan)
+    return lambda value: "".join(iterencode(value, 0))
 
 
 def render(report: Report) -> str:
