@@ -24,6 +24,13 @@ CORPUS = REPO.parent / "shared" / "corpus"
 
 LABS_OF_THE_CALL = pytest.StashKey[list[Path]]()
 
+# A suite started in the background of a non-interactive shell (`pytest &` in a script or a subshell) inherits Ctrl-C
+# ignored, and Python then installs no KeyboardInterrupt handler: every Ctrl-C test would fail for how the suite was
+# started (6 did so once). Take SIGINT back before the workers start; they and every process below them inherit the
+# default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     cpukit.register(config)  # only when FABRICPROOF_TEST_CPU_LOG names a directory
