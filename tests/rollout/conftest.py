@@ -12,27 +12,6 @@ from diskkit import small_tmpfs
 import pytest
 
 
-#: ansible-playbook's main process polls its workers every `internal_poll_interval` seconds (default 0.001, an ini
-#: setting with no environment variable): while a task runs it spends ~35 ms of CPU a second of wall on that loop
-#: (perf, a play waiting 5 s: 30-40 samples/s at 1 kHz, 2-3 at 0.05). The rehearsals' plays mostly wait (drains,
-#: reboots, a loaded machine), so every ansible-playbook of a rollout test reads this file; a result is then seen up
-#: to 20 ms later, the answers are the same.
-ANSIBLE_CFG = "[defaults]\ninternal_poll_interval = 0.02\n"
-
-
-@pytest.fixture(scope="session")
-def rollout_ansible_cfg(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("ansible-cfg") / "ansible.cfg"
-    path.write_text(ANSIBLE_CFG)
-    return path
-
-
-@pytest.fixture(autouse=True)
-def cheap_ansible_polling(rollout_ansible_cfg, monkeypatch) -> None:
-    """Every rollout test's Ansible (in-process CLI and spawned ones alike inherit the variable) polls at 20 ms."""
-    monkeypatch.setenv("ANSIBLE_CONFIG", str(rollout_ansible_cfg))
-
-
 @pytest.fixture(scope="session")
 def rollout_labs(lab_factory: kit.LabFactory) -> kit.LabFactory:
     """The session's lab factory (tests/conftest.py): it stops every sshd it ever started, by PID."""
