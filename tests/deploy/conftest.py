@@ -30,10 +30,12 @@ class LabNode:
 
     def env(self, **extra: str) -> dict[str, str]:
         """The node's environment: its emulated tools and fake root, fabricproof on PATH, nothing of this machine's
-        Slurm (SLURMD_NODENAME names the node, as slurmd would)."""
+        Slurm (SLURMD_NODENAME names the node, as slurmd would), and the test's own state directory: `check --local`
+        keeps the checked catalog there, which would otherwise be this machine's /var/lib/fabricproof."""
         return {"PATH": f"{self.bin}:{self.lab}/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
                 "FABRICPROOF_LAB_NODE": str(self.dir), "FABRICPROOF_HOST_ROOT": str(self.dir / "root"),
-                "PYTHONPATH": str(REPO / "cli"), "SLURMD_NODENAME": NODE, **extra}
+                "PYTHONPATH": str(REPO / "cli"), "SLURMD_NODENAME": NODE,
+                "FABRICPROOF_STATE_DIR": os.environ["FABRICPROOF_STATE_DIR"], **extra}
 
     def fault(self, name: str) -> None:
         api.inject(self.lab, ADDRESS, name)
