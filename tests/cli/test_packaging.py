@@ -76,7 +76,10 @@ def test_a_pip_user_starts_with_init_outside_the_repository(wheel, tmp_path):
     and in that directory every command finds its baseline and inventory through fabricproof.yaml."""
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FABRICPROOF_")} | {"PYTHONPATH": str(site)}
+    # A pip user's environment: none of this checkout's FABRICPROOF_* settings, but the test's own state directory
+    # (validate keeps the checked catalog there, which would otherwise be this machine's /var/lib/fabricproof).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FABRICPROOF_")} | {
+        "PYTHONPATH": str(site), "FABRICPROOF_STATE_DIR": str(tmp_path / "state")}
     work = tmp_path / "ops"
     work.mkdir()
 
