@@ -114,6 +114,10 @@ def require_output(split: Split, recognised: int, foreign: int, text: str, tool:
         raise ParseError(f"not nvidia-smi nvlink {tool} output: {first_line(text)!r}")
 
 
+#: What reading one GPU block leaves on a LinkReader: recognised, foreign, supported, messages.
+BlockCounts = tuple[int, int, bool, tuple[str, ...]]
+
+
 class LinkReader:
     """Reads one sub-command's link lines out of the GPU blocks, counting every other line.
 
@@ -129,6 +133,17 @@ class LinkReader:
         self.foreign = 0
         self.supported = True
         self.messages: list[str] = []
+
+    def counts(self) -> BlockCounts:
+        """What reading its blocks counted, and what the last one noted, for took() on another reader."""
+        return self.recognised, self.foreign, self.supported, tuple(self.messages)
+
+    def took(self, counts: BlockCounts) -> None:
+        """As if this reader had read the block another reader's counts() describe (a block read once, cached)."""
+        recognised, foreign, self.supported, messages = counts
+        self.recognised += recognised
+        self.foreign += foreign
+        self.messages = list(messages)
 
     def links(self, block: GpuBlock) -> Iterator[tuple[int, tuple[Any, ...], str]]:
         """(link number, what the line says, the line) for each of this sub-command's link lines, in order."""

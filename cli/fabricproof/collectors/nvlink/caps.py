@@ -8,7 +8,7 @@ from typing import Any
 from ... import tools
 from ..base import Collector
 from ..fragments import array, boolean, mapping, obj
-from .blocks import CAPABILITIES, COMMON, GPU_SUMMARY, LINK_ID, GpuBlock, LinkReader, split_gpu_blocks
+from .blocks import CAPABILITIES, COMMON, GPU_SUMMARY, LINK_ID, BlockCounts, GpuBlock, LinkReader, split_gpu_blocks
 
 _NO_CAPS = dict.fromkeys(CAPABILITIES.values())
 
@@ -20,12 +20,10 @@ def parse_caps(text: str) -> dict[str, Any]:
     links: list[dict[str, Any]] = []
     gpus: list[dict[str, Any]] = []
     for block in split.gpus:
-        read, recognised, foreign, supported, messages = _read_block(tuple(block.lines))
+        read, counts = _read_block(tuple(block.lines))
         # the block's reading is shared: each GPU gets its own copies, under its own index
         links.extend({**link, "gpu": block.index, "other": dict(link["other"])} for link in read)
-        reader.recognised += recognised
-        reader.foreign += foreign
-        reader.supported, reader.messages = supported, list(messages)
+        reader.took(counts)
         gpus.append(reader.gpu_summary(block, len(read)))
     p2p = [link["p2p_supported"] for link in links]
     return reader.fragment(
@@ -34,7 +32,7 @@ def parse_caps(text: str) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=64)
-def _read_block(lines: tuple[str, ...]) -> tuple[tuple[dict[str, Any], ...], int, int, bool, tuple[str, ...]]:
+def _read_block(lines: tuple[str, ...]) -> tuple[tuple[dict[str, Any], ...], BlockCounts]:
     """One GPU's lines read (its links in link order, what LinkReader counted and noted), once per distinct block:
     every GPU of a node, and every node of a SKU, lists the same capabilities. Never changed once made."""
     reader = LinkReader("cap")
@@ -47,8 +45,7 @@ def _read_block(lines: tuple[str, ...]) -> tuple[tuple[dict[str, Any], ...], int
             link[key] = flag
         else:
             link["other"][title] = flag
-    return (tuple(by_link[k] for k in sorted(by_link)), reader.recognised, reader.foreign, reader.supported,
-            tuple(reader.messages))
+    return tuple(by_link[k] for k in sorted(by_link)), reader.counts()
 
 
 CAPS_SCHEMA = obj(

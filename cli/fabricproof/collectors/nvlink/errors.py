@@ -10,7 +10,7 @@ from ... import tools
 from ..base import Collector
 from ..fragments import array, boolean, integer, mapping, number, obj
 from ..textutil import to_int
-from .blocks import COMMON, GPU_SUMMARY, LINK_ID, GpuBlock, LinkReader, split_gpu_blocks
+from .blocks import COMMON, GPU_SUMMARY, LINK_ID, BlockCounts, GpuBlock, LinkReader, split_gpu_blocks
 
 @lru_cache(maxsize=1024)
 def _counter_value(text: str) -> int | None:
@@ -77,12 +77,10 @@ def parse_errors(text: str) -> dict[str, Any]:
     gpus: list[dict[str, Any]] = []
     links: list[dict[str, Any]] = []
     for block in split.gpus:
-        read, recognised, foreign, supported, messages = _read_block(tuple(block.lines))
+        read, counts = _read_block(tuple(block.lines))
         # the block's reading is shared: each GPU gets its own copies, under its own index
         links.extend(_copy(link, block.index) for link in read)
-        reader.recognised += recognised
-        reader.foreign += foreign
-        reader.supported, reader.messages = supported, list(messages)
+        reader.took(counts)
         gpus.append(reader.gpu_summary(block, len(read)))
     return reader.fragment(
         split,
@@ -101,7 +99,7 @@ def _copy(link: dict[str, Any], gpu: int) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=64)
-def _read_block(lines: tuple[str, ...]) -> tuple[tuple[dict[str, Any], ...], int, int, bool, tuple[str, ...]]:
+def _read_block(lines: tuple[str, ...]) -> tuple[tuple[dict[str, Any], ...], BlockCounts]:
     """One GPU's lines read (its links in link order, what LinkReader counted and noted), once per distinct block:
     the GPUs of a node, and the nodes of a fleet, mostly print the same counters (zero). Never changed once made."""
     reader = LinkReader("counter")
@@ -125,8 +123,7 @@ def _read_block(lines: tuple[str, ...]) -> tuple[tuple[dict[str, Any], ...], int
         split_crc = [v for v in (link["crc_flit"], link["crc_data"]) if v is not None]
         if link["crc"] is None and split_crc:
             link["crc"] = sum(split_crc)
-    return (tuple(by_link[k] for k in sorted(by_link)), reader.recognised, reader.foreign, reader.supported,
-            tuple(reader.messages))
+    return tuple(by_link[k] for k in sorted(by_link)), reader.counts()
 
 
 ERRORS_SCHEMA = obj(
