@@ -105,8 +105,7 @@ def chunks(report: Report) -> Iterator[str]:
     actions: dict[str, str] = {}
     for i, r in enumerate(report.results):
         yield ("\n    " if i == 0 else ",\n    ") + encode(_result(r))
-        if r.action and r.outcome is Outcome.FAIL:
-            note_action(actions, r)
+        note_action(actions, r)
     yield ("\n  ]" if report.results else "]") + ",\n" + members(_after(report, actions)) + "\n}\n"
 
 
