@@ -56,3 +56,34 @@ def test_a_workers_host_crosses_the_pipe_as_its_facts_files_bytes(tmp_path):
     assert pickle.loads(pickle.dumps(Finished("h1", doc=doc))).doc == doc  # not written yet: encoded on the way
     lost = Finished("h2", error=("failed", "h2: gone", False))
     assert pickle.loads(pickle.dumps(lost)) == lost
+
+
+def test_ctrl_c_while_a_record_is_taken_lands_after_the_run_has_it():
+    # CI caught this: Ctrl-C sent as the first facts file appeared landed inside the parent's accept, and run.json
+    # called a host pending whose facts were on disk. The signal is sent from inside accept, the worst moment.
+    import os
+    import signal
+    from multiprocessing import Pipe
+
+    import pytest
+
+    ours, theirs = Pipe(duplex=False)
+    theirs.send(Finished("h1", doc={"host": "h1"}))
+    theirs.close()
+    w = shards._Worker(shards.Shard(0, (Host("h1"),), (), (), "ssh", None, RunContext("/nonexistent", "r", 1, 10)),
+                       subprocess.Popen(["true"]), ours)
+    accepted: list[str] = []
+
+    def accept(f: Finished) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):  # bytecode boundaries, where Python runs the handler
+            pass
+        accepted.append(f.host)
+
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt), shards._Held() as held:
+        shards._drain([w], held, accept, deadline=None)
+    assert accepted == ["h1"]
+    assert signal.getsignal(signal.SIGINT) is before  # the run's own handler is put back
+    w.process.wait()
+    ours.close()

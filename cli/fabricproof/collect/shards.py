@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -132,6 +132,54 @@ def _died(process: subprocess.Popen[bytes]) -> str:
     return f"exited with status {code}"
 
 
+class _Held:
+    """SIGINT held back while a record is taken: Ctrl-C (KeyboardInterrupt, raised in this main thread) landing
+    between a worker's record leaving the pipe and the run accepting it would lose a host whose facts are already
+    on disk (run.json would call it pending). Outside `taking()` the signal acts at once, as before; inside, it acts
+    as the record is in. Worker processes are safe without it: their hosts report from fan-out threads."""
+
+    def __init__(self) -> None:
+        self.holding = False
+        self.pending: tuple[int, Any] | None = None
+        self.previous: Any = None
+
+    def __enter__(self) -> _Held:
+        import threading
+
+        # Python runs signal handlers in the main thread only, and only there may they be changed.
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self.holding:
+            self.pending = (signum, frame)
+        else:
+            self._deliver(signum, frame)
+
+    def _deliver(self, signum: int, frame: Any) -> None:
+        if callable(self.previous):
+            self.previous(signum, frame)  # Python's default raises KeyboardInterrupt; a rollout's records a stop
+        elif self.previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def taking(self) -> Iterator[None]:
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+        if self.pending is not None:
+            signum, frame = self.pending
+            self.pending = None
+            self._deliver(signum, frame)
+
+
 def run_sharded(hosts: Sequence[Host], commands: Sequence[Command], collector_ids: Sequence[str], via: str,
                 options: Any, ctx: RunContext, workers: int, accept: Callable[[Finished], None],
                 recorded: Callable[[str], bool]) -> None:
@@ -141,34 +189,35 @@ def run_sharded(hosts: Sequence[Host], commands: Sequence[Command], collector_id
     stops every worker, takes what they report while they stop, and re-raises."""
     forks = forks_each(ctx.forks, workers)
     pool: list[_Worker] = []
-    try:
-        for k, part in enumerate(split(list(hosts), workers)):
-            pool.append(_start(Shard(k, tuple(part), tuple(commands), tuple(collector_ids), via, options,
-                                     RunContext(ctx.run_dir, ctx.run_id, forks[k], ctx.host_timeout_s))))
+    with _Held() as held:
         try:
-            _drain(pool, accept, deadline=None)
-        except (KeyboardInterrupt, WriteError):
+            for k, part in enumerate(split(list(hosts), workers)):
+                pool.append(_start(Shard(k, tuple(part), tuple(commands), tuple(collector_ids), via, options,
+                                         RunContext(ctx.run_dir, ctx.run_id, forks[k], ctx.host_timeout_s))))
+            try:
+                _drain(pool, held, accept, deadline=None)
+            except (KeyboardInterrupt, WriteError):
+                for w in pool:
+                    if w.process.poll() is None:
+                        w.process.send_signal(signal.SIGTERM)
+                with contextlib.suppress(WriteError):  # the first failed write is the one reported
+                    _drain(pool, held, accept, deadline=time.monotonic() + STOP_GRACE_S + 5)
+                raise
+            for w in pool:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    w.process.wait(5)
+                if not w.ended:
+                    _bury(w, accept, recorded, f"the worker process (pid {w.process.pid}) {_died(w.process)}")
+        finally:
             for w in pool:
                 if w.process.poll() is None:
-                    w.process.send_signal(signal.SIGTERM)
-            with contextlib.suppress(WriteError):  # the first failed write is the one reported
-                _drain(pool, accept, deadline=time.monotonic() + STOP_GRACE_S + 5)
-            raise
-        for w in pool:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                w.process.wait(5)
-            if not w.ended:
-                _bury(w, accept, recorded, f"the worker process (pid {w.process.pid}) {_died(w.process)}")
-    finally:
-        for w in pool:
-            if w.process.poll() is None:
-                w.process.kill()  # our own child, by its pid
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                w.process.wait(5)
-            w.conn.close()
+                    w.process.kill()  # our own child, by its pid
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    w.process.wait(5)
+                w.conn.close()
 
 
-def _drain(pool: list[_Worker], accept: Callable[[Finished], None], deadline: float | None) -> None:
+def _drain(pool: list[_Worker], held: _Held, accept: Callable[[Finished], None], deadline: float | None) -> None:
     """Take records until every worker's pipe has closed, or the deadline passes."""
     from multiprocessing.connection import wait
 
@@ -183,14 +232,16 @@ def _drain(pool: list[_Worker], accept: Callable[[Finished], None], deadline: fl
         for w in live:
             if w.conn not in ready:
                 continue
-            try:
-                message = w.conn.recv()
-            except Exception:  # EOF, or a message cut off by the worker's death
-                w.gone = True
-                continue
-            if isinstance(message, Finished):
-                accept(message)
-            elif isinstance(message, tuple) and message and message[0] == "end":
+            with held.taking():  # a record read is a record accepted
+                try:
+                    message = w.conn.recv()
+                except Exception:  # EOF, or a message cut off by the worker's death
+                    w.gone = True
+                    continue
+                if isinstance(message, Finished):
+                    accept(message)
+                    continue
+            if isinstance(message, tuple) and message and message[0] == "end":
                 w.ended = True
             elif isinstance(message, tuple) and message and message[0] == "write-error":
                 raise WriteError(*message[1:])  # the run stops: run_sharded ends every worker
