@@ -56,6 +56,15 @@ LAYERS: dict[str, int] = {
 }
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _parsed_once():
+    """The package's syntax trees live while this file's tests run, not for the rest of the worker's tests: ~300
+    modules of trees left in memory make every later full collection of the cyclic GC walk them."""
+    yield
+    _tree.cache_clear()
+    _edges.cache_clear()
+
+
 @cache
 def _tree(path: Path) -> ast.Module:
     """A module's syntax tree, parsed once for the whole file: each parametrized case walks every module, and
@@ -103,7 +112,11 @@ def _top(dotted: str) -> str:
     return parts[0]
 
 
-EDGES = sorted({(m, t) for m, p in _modules() for t in _imports(m, p) if t != m})
+@cache
+def _edges() -> list[tuple[str, str]]:
+    """Every import between two package modules. Made when a test first asks, not at import: every xdist worker
+    collects this file, and parsing the whole package cost each ~1.1 CPU-s before it ran a single test."""
+    return sorted({(m, t) for m, p in _modules() for t in _imports(m, p) if t != m})
 
 
 def test_every_module_has_a_layer():
@@ -112,14 +125,14 @@ def test_every_module_has_a_layer():
 
 
 def test_imports_follow_the_data_flow():
-    wrong = [f"{a} -> {b}" for a, b in EDGES
+    wrong = [f"{a} -> {b}" for a, b in _edges()
              if _top(a) != _top(b) and LAYERS.get(_top(a), 99) <= LAYERS.get(_top(b), 99)]
     assert not wrong, "imports against the layers (a module imports only from lower layers):\n" + "\n".join(wrong)
 
 
 def test_no_modules_import_each_other_in_a_circle():
     graph: dict[str, set[str]] = {}
-    for a, b in EDGES:
+    for a, b in _edges():
         if _top(a) != _top(b):
             graph.setdefault(_top(a), set()).add(_top(b))
     seen: dict[str, int] = {}
@@ -144,7 +157,7 @@ def test_no_modules_import_each_other_in_a_circle():
 
 def test_command_modules_never_import_one_another():
     """Commands parse options, call the library and render; what they share lives in commands/_*.py helpers."""
-    wrong = [f"{a} -> {b}" for a, b in EDGES if a.startswith("commands.") and b.startswith("commands.")
+    wrong = [f"{a} -> {b}" for a, b in _edges() if a.startswith("commands.") and b.startswith("commands.")
              and not b.split(".")[-1].startswith("_") and b != "commands"]
     assert not wrong, "\n".join(wrong)
 
@@ -245,7 +258,7 @@ PROBE_INTERNALS = {"probes.guard", "probes.rendezvous", "probes.pairing"}
 
 def test_the_probe_runner_alone_uses_the_guard_the_rendezvous_and_the_pairing():
     assert PROBE_INTERNALS | {"probes.runner"} <= {m for m, _ in _modules()}, "the probes package moved: update this"
-    wrong = [f"{a} -> {b}" for a, b in EDGES if b in PROBE_INTERNALS and not a.startswith("probes.")]
+    wrong = [f"{a} -> {b}" for a, b in _edges() if b in PROBE_INTERNALS and not a.startswith("probes.")]
     assert not wrong, "\n".join(wrong)
 
 
@@ -259,11 +272,11 @@ def test_probe_parsers_stay_among_the_collectors():
     does), never how probes run; the probes package declares no collector, and no collector imports it."""
     mods = {m: p for m, p in _modules() if m.startswith("collectors.probes.") and p.name != "__init__.py"}
     parsers = {m for m, p in mods.items() if _declares_collectors(p)}
-    stray = sorted(set(mods) - parsers - {b for a, b in EDGES if a in parsers})
+    stray = sorted(set(mods) - parsers - {b for a, b in _edges() if a in parsers})
     assert not stray, f"not parsers: move them into the probes package: {stray}"
     declaring = sorted(m for m, p in _modules() if m.startswith("probes.") and _declares_collectors(p))
     assert not declaring, f"a probe's collector (its parser) belongs in collectors/probes: {declaring}"
-    wrong = [f"{a} -> {b}" for a, b in EDGES if a.startswith("collectors.") and _top(b).startswith("probes")]
+    wrong = [f"{a} -> {b}" for a, b in _edges() if a.startswith("collectors.") and _top(b).startswith("probes")]
     assert not wrong, "\n".join(wrong)
 
 
@@ -292,7 +305,7 @@ def test_collect_evaluate_and_report_is_one_call():
     wrong = sorted(f"{m}: {names}" for m, p in _modules()
                    if not m.startswith("judging.") and m not in JUDGES_ALONE and (names := _evaluates(p)))
     assert not wrong, "judge through judging.pipeline.run, not the evaluation directly:\n" + "\n".join(wrong)
-    users = {a for a, b in EDGES if b == "judging.pipeline"}
+    users = {a for a, b in _edges() if b == "judging.pipeline"}
     assert PIPELINE_USERS <= users, f"not through the pipeline: {sorted(PIPELINE_USERS - users)}"
 
 
