@@ -14,10 +14,11 @@ from fabricproof.collectors import COLLECTORS
 from fabricproof.errors import InputError
 from fabricproof.paths import checks_dir, schemas_dir
 from fabricproof.judging.pointer import split_pointer
+from catalogkit import shipped_checks
 
 from .fixturelib import fixture_paths
 
-CHECKS = load()
+CHECKS = shipped_checks()
 FACTS_SCHEMA = json.loads((schemas_dir() / "facts.schema.json").read_text())
 BASELINE_VALUES = json.loads((schemas_dir() / "baseline.schema.json").read_text())["$defs"]["values"]
 

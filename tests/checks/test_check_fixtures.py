@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from fabricproof.judging.catalog import load
 from fabricproof.model import Outcome
+from catalogkit import shipped_checks
 
 from .fixturelib import fixture_paths, load_fixture, run_fixture
 
-CHECKS = load()
+CHECKS = shipped_checks()
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.id)

@@ -16,10 +16,11 @@ from fabricproof.judging.evaluate import evaluate
 from fabricproof.model import Outcome
 from fabricproof.paths import inventories_dir
 from fabricproof.judging.pointer import split_pointer
+from catalogkit import shipped_checks
 
 from .fixturelib import fixture_paths, load_fixture
 
-PERF = [c for c in load() if c.family == "perf"]
+PERF = [c for c in shipped_checks() if c.family == "perf"]
 RUN_COMPUTED = ("pairing",)  # fragment keys the probe run adds to the parse
 
 

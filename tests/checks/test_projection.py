@@ -9,18 +9,18 @@ import threading
 from pathlib import Path
 
 import pytest
-from fabricproof.judging import catalog
 from fabricproof import facts as facts_mod
 from fabricproof.judging.baseline import Baseline
 from fabricproof.judging.baseline import load as load_baseline
 from fabricproof.judging.evaluate import StreamingEvaluation, evaluate
 from fabricproof.model import Scope
 from fabricproof.judging.projection import KEEP, project, projector, trie_for
+from catalogkit import shipped_checks
 
 from .fixturelib import fixture_paths, load_fixture
 
 REPO = Path(__file__).resolve().parents[2]
-CHECKS = catalog.load()
+CHECKS = shipped_checks()
 LAB_FACTS = facts_mod.load_dir(REPO / "inventories" / "lab" / "facts")
 LAB_BASELINE = load_baseline(REPO / "inventories" / "lab" / "baseline.yaml")
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from fabricproof.judging import baseline as baseline_mod
-from fabricproof.judging import catalog
 from fabricproof.collect import collect
 from fabricproof.collectors import COLLECTORS
 from fabricproof.judging.evaluate import evaluate, exit_code
@@ -22,11 +21,12 @@ from fabricproof.inventory import load as load_inventory
 from fabricproof_lab import manager
 from fabricproof.model import Outcome
 from fabricproof.paths import inventories_dir
+from catalogkit import shipped_checks
 
 pytestmark = pytest.mark.lab
 
 STRIDE = 2  # the least spacing that keeps healthy nodes a majority: ~80 nodes a profile to start and collect
-CHECKS = catalog.load()
+CHECKS = shipped_checks()
 # A hanging tool costs one command timeout per nvidia-smi collector (six of them, sequential in the host's one
 # exec); tests/transport/test_ssh_lab.py proves that fault, so the matrix leaves it out to keep the suite short. A
 # flooding tool prints 300 MiB per node: tests/transport/test_flood_lab.py proves it.

@@ -13,16 +13,16 @@ from functools import cache
 import defusedxml.ElementTree as SafeET
 import pytest
 from fabricproof import facts as facts_mod
-from fabricproof.judging import catalog
 from fabricproof.judging.baseline import load as load_baseline
 from fabricproof.judging.evaluate import evaluate
 from fabricproof.model import CheckCoverage, Finding, Outcome, Report, Result, Severity
 from fabricproof.reporters import junit, markdown, sarif, table, tap
 from fabricproof.reporters.rollup import ROLLUP_HOSTS, causes
+from catalogkit import shipped_checks
 
 from .fleet import LAB, fleet, scaled
 
-CHECKS = catalog.load()
+CHECKS = shipped_checks()
 BASELINE = load_baseline(LAB / "baseline.yaml")
 GITHUB_LIMIT = 1024 * 1024  # GitHub drops a step summary larger than this
 

@@ -14,11 +14,12 @@ from fabricproof.inventory import from_list_json
 from fabricproof.model import Severity
 from fabricproof.rollout.plan import compute_waves, load
 from fabricproof.rollout.playbook import runner_env
+from catalogkit import shipped_checks
 
 REPO = Path(__file__).resolve().parents[2]
 PLANS = REPO / "inventories" / "lab" / "plans"
 LAB_BASELINE = yaml.safe_load((REPO / "inventories" / "lab" / "baseline.yaml").read_text())
-CATALOG = catalog.load()
+CATALOG = shipped_checks()
 
 # plan file -> (after-baseline, the only baseline values the change may move: group -> dotted key -> new value)
 EXPECTED = {

@@ -7,7 +7,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from fabricproof.judging import catalog
 from fabricproof.errors import InputError
 from fabricproof.inventory import from_list_json
 from fabricproof.rollout.plan import (
@@ -18,10 +17,11 @@ from fabricproof.rollout.plan import (
     parse_duration,
     units_of,
 )
+from catalogkit import shipped_checks
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_BASELINE = REPO / "inventories" / "lab" / "baseline.yaml"
-CATALOG = catalog.load()
+CATALOG = shipped_checks()
 
 HOSTS = [f"h{i:02d}" for i in range(1, 21)]
 TRAYS = [f"gb{i:02d}" for i in range(1, 10)]  # 3 racks of 3 trays

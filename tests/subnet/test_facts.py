@@ -9,12 +9,12 @@ from fabricproof.collect import select_collectors
 from fabricproof.collectors import COLLECTORS
 from fabricproof.errors import InputError
 from fabricproof.judging.baseline import Baseline
-from fabricproof.judging.catalog import load
 from fabricproof.judging.evaluate import evaluate
 from fabricproof.judging.projection import collectors_read
 from fabricproof.model import Outcome
+from catalogkit import shipped_checks
 
-SUBNET = [c for c in load() if c.family == "subnet"]
+SUBNET = [c for c in shipped_checks() if c.family == "subnet"]
 
 
 def test_without_a_plan_the_subnet_checks_are_skipped_saying_so():

@@ -8,7 +8,6 @@ from pathlib import Path
 from string import Formatter
 
 import pytest
-from fabricproof.judging import catalog
 from fabricproof import facts as facts_mod
 from fabricproof.judging.baseline import load as load_baseline
 from fabricproof.commands.check import nhc_lines
@@ -16,9 +15,10 @@ from fabricproof.judging.evaluate import evaluate
 from fabricproof.judging.findings import ITEMS, naming_pointers
 from fabricproof.model import Finding, Outcome
 from fabricproof.reporters import json_report, sarif, table
+from catalogkit import shipped_checks
 
 REPO = Path(__file__).resolve().parents[2]
-CHECKS = catalog.load()
+CHECKS = shipped_checks()
 BASELINE = load_baseline(REPO / "inventories" / "lab" / "baseline.yaml")
 LAB = facts_mod.load_dir(REPO / "inventories" / "lab" / "facts")
 FACTS_SCHEMA = json.loads((REPO / "schemas" / "facts.schema.json").read_text())

@@ -24,9 +24,10 @@ from fabricproof.model import ExitCode, Host, Outcome
 from fabricproof.reporters import REPORTERS
 from fabricproof.runstore import RunStore
 from fabricproof.transport.replay import ReplayOptions
+from catalogkit import shipped_checks
 
 BASELINE = Baseline("t", {"rdma": {"peermem": True}})
-CHECKS = catalog.select(catalog.load(), ["rdma.peermem_loaded", "rdma.legacy_peer_mem_absent"])
+CHECKS = catalog.select(shipped_checks(), ["rdma.peermem_loaded", "rdma.legacy_peer_mem_absent"])
 PICK = [COLLECTORS["lsmod"]]
 LOADED = "Module                  Size  Used by\nnvidia_peermem 16384 0\n"
 MISSING = "Module                  Size  Used by\nmlx5_core 2097152 0\n"
