@@ -14,8 +14,8 @@ LONG = (
     "tests/slurm/test_collective.py",            # 12 tests, 229 s (410 before suite-slurm) beside another run, load 15-25
     "tests/slurm/test_collective_fabric.py",     # 3 tests, 67 s (97 before suite-slurm) beside other work, load 11-18
     "tests/lab/test_demo.py",                    # 139 s
-    "tests/lab_emu/test_emu_catches.py",         # 139 s
-    "tests/reports/test_fleet_outputs.py",       # 134 s
+    "tests/lab_emu/test_emu_catches.py",         # 139 s; alone, quiet: 8 tests, 15.8 -> 7.7 CPU-s (suite-lab2)
+    "tests/reports/test_fleet_outputs.py",       # 134 s; alone: 13 tests, 8.6 -> 7.6 CPU-s (3 runs, suite-lab2)
     "tests/rollout/test_lab_regression_gate.py",  # 132 s
     "tests/rollout/test_lab_declog.py",          # 116 s
     "tests/slurm/test_breaker.py",               # 112 s

@@ -7,6 +7,7 @@ import os
 import subprocess
 import threading
 import time
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -41,8 +42,15 @@ def _node(profile: str, index: int) -> dict:
     return model.new_node(profile, index, rack, f"n-{index:04d}", f"127.10.0.{index + 1}")
 
 
+@cache
+def _baseline(profile: str) -> baselines.Baseline:
+    """The profile's example baseline, read and checked once for the module (twice a fault before: a parse and a
+    schema check of the same file each time; the judging and the probes' argv only read it)."""
+    return baselines.load(REPO / "inventories" / profile / "baseline.yaml")
+
+
 def _values(profile: str) -> dict:
-    return baselines.load(REPO / "inventories" / profile / "baseline.yaml").for_groups([])
+    return _baseline(profile).for_groups([])
 
 
 def _probe_results(view: dict, peer: dict, values: dict, collected: dict) -> dict[str, CommandResult]:
@@ -82,8 +90,7 @@ def _facts(view: dict, peer: dict, profile: str) -> dict:
 
 
 def _not_passing(profile: str, checks: list, doc: dict) -> set[str]:
-    base = baselines.load(REPO / "inventories" / profile / "baseline.yaml")
-    report = evaluate.evaluate({"b": doc}, base, checks, groups={})
+    report = evaluate.evaluate({"b": doc}, _baseline(profile), checks, groups={})
     return {r.check_id for r in report.results if r.outcome in (Outcome.FAIL, Outcome.ERROR, Outcome.UNKNOWN)}
 
 

@@ -17,6 +17,19 @@ from fabricproof.reporters import REPORTERS
 from .fleet import LAB, fleet_facts
 
 META = {"run_id": "20261201T120000Z-streamed", "created_at": "2026-12-01T12:00:00Z", "tool_version": "0.1.0"}
+#: Held reports already rendered, with each reporter's text: reporters are pure, and the in-order and shuffled runs
+#: hold equal reports (the same results in host order), so an equal one is rendered once for the module.
+_RENDERED: list[tuple[Report, dict[str, str]]] = []
+
+
+def _rendered(held: Report) -> dict[str, str]:
+    """Every reporter's text of `held`, rendered once per distinct held report."""
+    for report, texts in _RENDERED:
+        if report == held:
+            return texts
+    texts = {name: "".join(reporter.pieces(held)) for name, reporter in REPORTERS.items()}
+    _RENDERED.append((held, texts))
+    return texts
 
 
 def _judged(nodes: int, lost: int, shuffle: bool) -> Report:
@@ -44,8 +57,9 @@ def test_every_reporter_writes_the_same_bytes_from_spilled_results_as_from_held_
     assert spilled.summary == held.summary and spilled.summary.failed and spilled.summary.errors
     for fail_on in ("critical", "warning", "info"):
         assert exit_code(spilled, fail_on) == exit_code(held, fail_on)
+    texts = _rendered(held)
     for name, reporter in sorted(REPORTERS.items()):
-        assert "".join(reporter.pieces(spilled)) == "".join(reporter.pieces(held)), name
+        assert "".join(reporter.pieces(spilled)) == texts[name], name
 
 
 def test_a_fleet_evaluation_holds_at_most_a_chunk_of_results_per_check_and_reads_them_back_each_time(monkeypatch):
