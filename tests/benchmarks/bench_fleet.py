@@ -16,9 +16,10 @@ tree so its client CPU and memory are measured alone:
   clush          ClusterShell, default options, running the same commands
   ansible        ansible-playbook, command module, forks 50, pipelining, ControlPersist 600 s, on K nodes
   (c) the same `fabricproof validate` with --workers 1, 2 and N (N: this machine's cores)
-  (d) replay     collect() of 1x and 10x the fleet's recorded hosts (the (a) run's evidence, hard-linked under
-                 new names) over the replay transport, with the streaming evaluation: the client's cost without
-                 SSH, at two fleet sizes, and what a 16-core control node would make of it
+  (d) replay     collect() of --replay-base and --replay-hosts recorded hosts (the (a) run's evidence, hard-linked
+                 under new names, again and again) over the replay transport, with the streaming evaluation: the
+                 client's cost without SSH at 1,000 and 10,000 hosts (issue 23.2 compares those two), and what a
+                 16-core control node would make of it
   (b) realistic latency (`lab up --latency realistic`: every tool sleeps what the real one takes, tools.py)
   fabricproof    the same validate; against the bound ceil(hosts/forks) x the host's longest chain
   floor-seq      the floor's one exec, commands one after another as plain sh runs them
@@ -333,6 +334,7 @@ def main() -> int:
     ap.add_argument("--forks", type=int, default=64)
     ap.add_argument("--workers-max", type=int, default=None, help="N of the 1/2/N worker runs (default: cores)")
     ap.add_argument("--replay-hosts", type=int, default=10000, help="hosts of the big replay run (0 skips replay)")
+    ap.add_argument("--replay-base", type=int, default=1000, help="hosts of the replay run the big one is compared with")
     ap.add_argument("--skip", default="", help="comma-separated variants to skip: floor, clush, ansible, workers, "
                                                 "replay, latency")
     ap.add_argument("--out", type=Path, default=Path("bench-fleet.json"))
@@ -410,12 +412,12 @@ def main() -> int:
                 by[f"workers-{n}"] = bench.validate(f"fabricproof-w{n}", f"w{n}", workers=n)
 
         if "replay" not in skip and args.replay_hosts > 0:
-            base = args.nodes
+            base = args.replay_base
             print(f"(d) replay: {base} and {args.replay_hosts} recorded hosts", flush=True)
             inv = inventory_mod.load(inventory)
             groups = {h.name: h.groups for h in inv.hosts.values()}
             source = work / "replay-src"
-            for n in (base, args.replay_hosts):
+            for n in sorted({base, args.replay_hosts}):
                 hosts_file = replicate(work / "run-a", source, n, groups)
                 row = measure(f"replay-{n}", [bench.py, __file__, "_replay", str(source), str(hosts_file),
                                               str(work / f"replay-out-{n}"), str(n_max)], n)
@@ -464,7 +466,7 @@ def main() -> int:
             w = by[f"workers-{n}"]
             ratios[f"workers_{n}"] = {"wall_s": w["wall_s"], "client_cpu_ms_per_host": w["client_cpu_ms_per_host"],
                                       "peak_rss_mb": w["peak_rss_mb"], "peak_rss_mb_per_worker": w["peak_rss_mb_per_process"]}
-    small, big = by.get(f"replay-{args.nodes}"), by.get(f"replay-{args.replay_hosts}")
+    small, big = by.get(f"replay-{args.replay_base}"), by.get(f"replay-{args.replay_hosts}")
     if small and big:
         per_host_s = big["client_cpu_s"] / big["hosts"]
         ratios.update({

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 from fabricproof.collect import shards
 from fabricproof.collect.record import Finished
@@ -87,3 +88,45 @@ def test_ctrl_c_while_a_record_is_taken_lands_after_the_run_has_it():
     assert signal.getsignal(signal.SIGINT) is before  # the run's own handler is put back
     w.process.wait()
     ours.close()
+
+
+# A worker process as shards._start runs it: its threads allocate, then glibc's malloc_info lists the arenas.
+_ARENAS_SCRIPT = """
+import ctypes, io, os, pickle, sys, threading
+from fabricproof.collect import worker
+
+def threads_allocate(conn, shard):
+    start = threading.Barrier(32)
+    held = []
+    def one():
+        start.wait()
+        held.append(bytearray(300_000))  # a host's outputs, as a replay or SSH thread holds them
+    threads = [threading.Thread(target=one) for _ in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    libc = ctypes.CDLL(None)
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    out = libc.fopen(sys.argv[1].encode(), b"w")
+    libc.malloc_info(0, out)
+    libc.fclose(out)
+
+worker.worker_main = threads_allocate
+sys.stdin = io.TextIOWrapper(io.BytesIO(pickle.dumps(None)))
+worker.main([str(os.pipe()[1])])
+"""
+
+
+def test_a_workers_threads_share_a_few_malloc_arenas_so_its_memory_does_not_grow_with_its_hosts(tmp_path):
+    # One arena per thread (glibc's default, up to 8 a core) let a replay worker's RSS grow with the hosts it took:
+    # 57 -> 70 MB from 500 to 5,000 hosts, 45 -> 53 MB with two arenas (bench_fleet.py's replay, issue 23.2).
+    from fabricproof.collect import worker
+
+    info = tmp_path / "malloc-info.xml"
+    subprocess.run([sys.executable, "-c", _ARENAS_SCRIPT, str(info)], check=True, timeout=120)
+    heaps = info.read_text().count("<heap nr=")
+    assert 1 <= heaps <= worker.MALLOC_ARENAS

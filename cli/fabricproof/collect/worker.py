@@ -23,6 +23,12 @@ from .record import HostWriter
 from .shards import Shard
 
 _PR_SET_PDEATHSIG = 1
+_M_ARENA_MAX = -8  # mallopt's parameter (glibc malloc.h)
+#: malloc arenas a worker's threads share. glibc gives each thread that meets a locked arena one of its own, up to
+#: 8 a core; a replay worker's 32 threads each held a host's outputs (~330 KB) in theirs, and the arenas' free,
+#: fragmented space grew with the hosts: a worker's peak RSS 57 -> 70 MB from 500 to 5,000 hosts, 45 -> 53 with two.
+#: Threads run Python one at a time (the GIL), so they seldom wait on a shared arena.
+MALLOC_ARENAS = 2
 
 
 def _stop_on_sigterm() -> None:
@@ -33,6 +39,12 @@ def _stop_on_sigterm() -> None:
     with contextlib.suppress(OSError, AttributeError):
         # The parent gone (killed): end too, instead of collecting for nobody.
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def _few_arenas() -> None:
+    # Before any thread starts: arenas are handed out as threads first allocate. A libc without mallopt keeps its own.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
 
 
 def worker_main(conn: Connection, shard: Shard) -> None:
@@ -70,6 +82,7 @@ def worker_main(conn: Connection, shard: Shard) -> None:
 
 def main(argv: Sequence[str]) -> int:
     _stop_on_sigterm()
+    _few_arenas()
     shard = pickle.load(sys.stdin.buffer)
     sys.stdin.close()
     # Everything imported so far lives as long as the process: out of the cyclic collector's way, its full
