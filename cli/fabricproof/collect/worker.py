@@ -31,6 +31,11 @@ _M_ARENA_MAX = -8  # mallopt's parameter (glibc malloc.h)
 MALLOC_ARENAS = 2
 
 
+def _libc() -> Any:
+    """This process's C library (prctl, mallopt): both settings are made before the worker does anything else."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _stop_on_sigterm() -> None:
     def stop(_sig: int, _frame: Any) -> None:
         raise KeyboardInterrupt
@@ -38,13 +43,13 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, stop)
     with contextlib.suppress(OSError, AttributeError):
         # The parent gone (killed): end too, instead of collecting for nobody.
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def _few_arenas() -> None:
     # Before any thread starts: arenas are handed out as threads first allocate. A libc without mallopt keeps its own.
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
+        _libc().mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
 
 
 def worker_main(conn: Connection, shard: Shard) -> None:
