@@ -629,6 +629,7 @@ class StreamingEvaluation:
     def _fleet_entries(self, k: int, names: Sequence[str]) -> Iterator[FleetEntry]:
         """A fleet-scope check's entries in the order hosts were added, each naming its host by the string add() was
         given: an entry read back holds a copy, and a verdict's host goes into the report's failed hosts."""
+        assert self._entries.added(k) == len(names), "every host added brings one entry to every fleet-scope check"
         for position, (_, *entry) in enumerate(chain.from_iterable(self._entries.segment(k))):
             yield names[position], *entry
 
