@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import fnmatch
 import threading
+from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from bisect import insort
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain
-from operator import itemgetter
 from dataclasses import replace
 from typing import Any
 
 from .baseline import UNSET, Baseline, lookup
 from .catalog import Applicability, Check
 from .findings import counted_findings, counted_reasons, fact_words, name_findings, value_words
-from .packing import Records, Spill, Spilled, Tuples, in_order, made_result, shared
+from .packing import Records, Spill, Spilled, Tuples, made_result, reasons_in_order, shared
 from ..model import CheckCoverage, Finding, Outcome, Report, Result, Scope
 from .ops import OPERATORS, render_value
 from .pointer import Found, Where, resolve, split_pointer
@@ -469,84 +470,113 @@ def _fleet_entry(check: Check, host: str, facts: Facts, ev: _Evaluator, segs: tu
     return host, None, signature, parts, _evidence(facts, check)
 
 
-def _judge_fleet(check: Check, entries: Iterable[FleetEntry], text: str) -> list[Result]:
-    """Every host's verdict on a fleet-scope check from the entries of the hosts in host order."""
-    results: dict[str, Result] = {}
-    partitions: dict[str, list[str]] = {}
-    signatures: dict[str, tuple[Any, ...]] = {}
-    evidence: dict[str, tuple[str, ...]] = {}
-    hosts: list[str] = []
-    for host, early, *compared in entries:
-        hosts.append(host)
+def _judge_fleet(check: Check, entries: Callable[[], Iterable[FleetEntry]], text: str) -> Iterator[Result]:
+    """Every host's verdict on a fleet-scope check, in the order of its entries (`entries()` gives them again each
+    time): a first pass counts each partition's values, the next decides each host against those counts. What is
+    held is per partition and per distinct value, never a result or an entry per host (a unique check's values are
+    mostly distinct: it holds a count of each). The verdicts are those of comparing the hosts in host order."""
+    if check.op == "unique":
+        judge = _UniqueJudge(entries)
+    else:
+        judge = _SameJudge(entries)
+    for host, early, *compared in entries():
         if early is not None:
-            results[host] = early
+            yield early
             continue
-        signatures[host], parts, evidence[host] = compared
-        for p in parts:
-            partitions.setdefault(p, []).append(host)
-    judge = _judge_unique if check.op == "unique" else _judge_same
-    for name, members in sorted(partitions.items()):
-        for host, res in judge(check, name, members, signatures, evidence, text):
-            prior = results.get(host)
-            if prior is None or prior.outcome is Outcome.PASS:  # a host in two partitions keeps the worse verdict
-                results[host] = res
-    return [results[h] for h in hosts if h in results]
+        signature, parts, evidence = compared
+        verdict = None
+        for name in sorted(parts):  # a host in two partitions keeps the worse verdict, partitions in name order
+            res = judge.verdict(check, name, host, signature, evidence, text)
+            if verdict is None or verdict.outcome is Outcome.PASS:
+                verdict = res
+        yield verdict
 
 
-def _judge_same(check: Check, name: str, members: list[str], signatures: Mapping[str, tuple[Any, ...]],
-                evidences: Mapping[str, tuple[str, ...]], text: str) -> Iterable[tuple[str, Result]]:
-    """Each member against the partition's majority value."""
-    counts = Counter(signatures[h] for h in members)
-    ranked = counts.most_common()
-    majority = ranked[0][0] if len(ranked) == 1 or ranked[0][1] > ranked[1][1] else None
-    for host in members:
-        sig = signatures[host]
+class _SameJudge:
+    """Each member against its partition's majority value: per partition, each signature's count and its first host
+    (hosts in name order, so ties rank as they first appear)."""
+
+    def __init__(self, entries: Callable[[], Iterable[FleetEntry]]) -> None:
+        seen: dict[str, dict[tuple[Any, ...], list[Any]]] = {}  # partition -> signature -> [hosts, first host]
+        for host, early, *compared in entries():
+            if early is None:
+                signature, parts, _ = compared
+                for p in parts:
+                    tally = seen.setdefault(p, {}).setdefault(signature, [0, host])
+                    tally[0] += 1
+                    tally[1] = min(tally[1], host)
+        self._partitions: dict[str, tuple[Counter[tuple[Any, ...]], list[tuple[tuple[Any, ...], int]], Any, int]] = {}
+        for name, signatures in seen.items():
+            counts = Counter({sig: n for sig, (n, _) in sorted(signatures.items(), key=lambda kv: kv[1][1])})
+            ranked = counts.most_common()
+            majority = ranked[0][0] if len(ranked) == 1 or ranked[0][1] > ranked[1][1] else None
+            self._partitions[name] = (counts, ranked, majority, counts.total())
+
+    def verdict(self, check: Check, name: str, host: str, sig: tuple[Any, ...], evidence: tuple[str, ...],
+                text: str) -> Result:
+        counts, ranked, majority, members = self._partitions[name]
         shown = sig[0] if len(sig) == 1 else list(sig)
-        evidence = evidences[host]
         if len(sig) > 1:
-            res = _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
-                          reason=f"this host alone reports {len(sig)} different values: {', '.join(sig)}")
-        elif sig == majority:
-            res = _result(check, host, Outcome.PASS, text, actual=shown, evidence=evidence)
-        elif majority is None:
-            res = _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
-                          reason=f"{name} has no majority value: " + "; ".join(f"{'/'.join(s)} on {n}" for s, n in ranked[:_MAX_LISTED]))
-        else:
-            res = _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
-                          reason=f"{counts[majority]} of {len(members)} hosts in {name} have {'/'.join(majority)}")
-        yield host, res
+            return _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
+                           reason=f"this host alone reports {len(sig)} different values: {', '.join(sig)}")
+        if sig == majority:
+            return _result(check, host, Outcome.PASS, text, actual=shown, evidence=evidence)
+        if majority is None:
+            return _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
+                           reason=f"{name} has no majority value: " + "; ".join(f"{'/'.join(s)} on {n}" for s, n in ranked[:_MAX_LISTED]))
+        return _result(check, host, Outcome.FAIL, text, actual=shown, evidence=evidence,
+                       reason=f"{counts[majority]} of {members} hosts in {name} have {'/'.join(majority)}")
 
 
-def _judge_unique(check: Check, name: str, members: list[str], signatures: Mapping[str, tuple[Any, ...]],
-                  evidences: Mapping[str, tuple[str, ...]], text: str) -> Iterable[tuple[str, Result]]:
+class _UniqueJudge:
     """Each member fails for every value it shares with another member or reports twice (duplicate GUIDs).
 
-    Linear in the values: the hosts of a shared value are listed once, and each of them names at most
-    _MAX_LISTED of the others (a cloned image can put one GUID on thousands of hosts)."""
-    owners: dict[Any, list[str]] = {}
-    for host in members:
-        for value in signatures[host]:
-            owners.setdefault(value, []).append(host)
-    shared = {value: list(dict.fromkeys(hosts)) for value, hosts in owners.items() if len(hosts) > 1}
-    for host in members:
+    A first pass counts each partition's values; a second keeps, of the values seen more than once only, how many
+    hosts report them and the first _MAX_LISTED + 1 of those in name order (a cloned image can put one GUID on
+    thousands of hosts, and each of them names at most _MAX_LISTED of the others)."""
+
+    def __init__(self, entries: Callable[[], Iterable[FleetEntry]]) -> None:
+        counts: dict[str, Counter[Any]] = {}  # partition -> value -> times reported
+        for _, early, *compared in entries():
+            if early is None:
+                signature, parts, _ = compared
+                for p in parts:
+                    counts.setdefault(p, Counter()).update(signature)
+        self._reported = {p: {v: n for v, n in c.items() if n > 1} for p, c in counts.items()}
+        del counts
+        self._hosts: dict[str, dict[Any, list[Any]]] = {p: {} for p in self._reported}  # value -> [hosts, first hosts]
+        for host, early, *compared in entries():
+            if early is None:
+                signature, parts, _ = compared
+                for p in dict.fromkeys(parts):  # a host counts once among a value's hosts
+                    reported, hosts = self._reported[p], self._hosts[p]
+                    for value in dict.fromkeys(signature):
+                        if value in reported:
+                            held = hosts.setdefault(value, [0, []])
+                            held[0] += 1
+                            insort(held[1], host)
+                            del held[1][_MAX_LISTED + 1:]
+
+    def verdict(self, check: Check, name: str, host: str, sig: tuple[Any, ...], evidence: tuple[str, ...],
+                text: str) -> Result:
+        reported, shared_by = self._reported[name], self._hosts[name]
         clashes = []
-        for value in dict.fromkeys(signatures[host]):
-            hosts = shared.get(value)
-            if hosts is None:
+        for value in dict.fromkeys(sig):
+            held = shared_by.get(value)
+            if held is None:
                 continue
-            if len(hosts) == 1:
-                clashes.append(f"{value} reported {len(owners[value])} times")
+            n_hosts, first = held
+            if n_hosts == 1:
+                clashes.append(f"{value} reported {reported[value]} times")
                 continue
-            others = [h for h in hosts[: _MAX_LISTED + 1] if h != host][:_MAX_LISTED]
-            more = len(hosts) - 1 - len(others)
+            others = [h for h in first if h != host][:_MAX_LISTED]
+            more = n_hosts - 1 - len(others)
             clashes.append(f"{value} also on {', '.join(others)}" + (f" (+{more} more)" if more else ""))
-        evidence = evidences[host]
         if clashes:
             more = f" (+{len(clashes) - _MAX_LISTED} more)" if len(clashes) > _MAX_LISTED else ""
-            yield host, _result(check, host, Outcome.FAIL, text, actual=len(clashes), evidence=evidence,
-                                reason=f"{len(clashes)} duplicate value(s) in {name}: " + "; ".join(clashes[:_MAX_LISTED]) + more)
-        else:
-            yield host, _result(check, host, Outcome.PASS, text, actual=len(signatures[host]), evidence=evidence)
+            return _result(check, host, Outcome.FAIL, text, actual=len(clashes), evidence=evidence,
+                           reason=f"{len(clashes)} duplicate value(s) in {name}: " + "; ".join(clashes[:_MAX_LISTED]) + more)
+        return _result(check, host, Outcome.PASS, text, actual=len(sig), evidence=evidence)
 
 
 class StreamingEvaluation:
@@ -596,34 +626,42 @@ class StreamingEvaluation:
                     self._entries.add(k, entry)
             self._groups[host] = ev.groups.get(host) or tuple(facts.get("groups", ()))
 
+    def _fleet_entries(self, k: int, names: Sequence[str]) -> Iterator[FleetEntry]:
+        """A fleet-scope check's entries in the order hosts were added, each naming its host by the string add() was
+        given: an entry read back holds a copy, and a verdict's host goes into the report's failed hosts."""
+        assert self._entries.added(k) == len(names), "every host added brings one entry to every fleet-scope check"
+        for position, (_, *entry) in enumerate(chain.from_iterable(self._entries.segment(k))):
+            yield names[position], *entry
+
     def finish(self, collection_errors: Mapping[str, str] | None = None, **meta: Any) -> Report:
         """The report over every host added, plus an error result per check for each host not collected."""
         hosts = sorted(self._added)
         collection_errors = dict(collection_errors or {})
-        added = [self._added[h] for h in hosts]  # host-scope results are read back in host order
-        arrival = [] if added == list(range(len(added))) else added
-        parts: list[tuple[int, list[int]]] = []
+        added = array("l", (self._added[h] for h in hosts))  # results are read back in host order
+        arrival = array("l") if all(p == i for i, p in enumerate(added)) else added
+        arrived_names = [""] * len(hosts)  # each host's own name string, by the position it was added in
+        for host, position in self._added.items():
+            arrived_names[position] = host
+        parts: list[tuple[int, Sequence[int]]] = []
         unapplied: list[CheckCoverage] = []
         for k, check in enumerate(self.checks):
-            order: list[int] = []
             if check.scope is Scope.FLEET:
-                entries = sorted(chain.from_iterable(self._entries.segment(k)), key=itemgetter(0))  # host order
-                for r in _judge_fleet(check, entries, self._ev.plain(check)):
+                # Entries are kept in the order hosts were added, and so are the verdicts, spilled as they are decided
+                for r in _judge_fleet(check, lambda k=k: self._fleet_entries(k, arrived_names),
+                                      self._ev.plain(check)):
                     self._spill.add(k, r)
-                del entries
-            else:
-                order = arrival
             for host, reason in sorted(collection_errors.items()):
                 self._spill.add(k, _result(check, host, Outcome.ERROR, sentence(check),
                                            reason=f"host not collected: {reason}"))
-            parts.append((k, order))
+            parts.append((k, arrival))
             if self._spill.only_skipped(k):
-                reasons = Counter(r.reason for rs in in_order(self._spill, k, order) for r in rs)
+                reasons = reasons_in_order(self._spill, k, arrival)
                 unapplied.append(CheckCoverage(check.id, counted_reasons(reasons) if reasons else "no hosts in scope"))
         tally = self._spill.tally(range(len(self.checks)), lambda k: self.checks[k].severity)
         all_hosts = tuple(sorted(set(hosts) | set(collection_errors)))
-        groups = {h: tuple(sorted(g)) for h in all_hosts
-                  if (g := self._groups.get(h) or self._ev.groups.get(h))}
+        ordered: dict[tuple[str, ...], tuple[str, ...]] = {}  # hosts of one group set share one tuple
+        groups = {h: ordered.setdefault(g, tuple(sorted(g))) for h in all_hosts
+                  if (g := tuple(self._groups.get(h) or self._ev.groups.get(h) or ()))}
         rank = {c.id: k for k, c in enumerate(self.checks)}
         not_proven = {h: tuple(sorted(ids, key=rank.__getitem__)) for h, ids in sorted(self._unproven.items())
                       if h not in collection_errors}

@@ -11,6 +11,9 @@ import os
 import pickle
 import sys
 import tempfile
+from array import array
+from bisect import bisect_right
+from collections import Counter
 from contextlib import contextmanager
 from itertools import chain, starmap
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -113,7 +116,9 @@ class Records:
     def __init__(self, segments: int, flat: Callable[[Any], tuple[Any, ...]] | None = None,
                  made: Callable[..., Any] | None = None) -> None:
         self._chunks: list[list[tuple[int, int]]] = [[] for _ in range(segments)]  # (offset, length) in the file
+        self._starts: list[list[int]] = [[] for _ in range(segments)]  # the position of each chunk's first item
         self._pending: list[list[Any]] = [[] for _ in range(segments)]
+        self._added = [0] * segments
         self._flat, self._made = flat, made
         self._scratch = Scratch()
 
@@ -125,17 +130,48 @@ class Records:
     def add(self, segment: int, item: Any) -> None:
         pending = self._pending[segment]
         pending.append(item)
+        self._added[segment] += 1
         if len(pending) >= CHUNK:
             items = pending if self._flat is None else list(map(self._flat, pending))
+            self._starts[segment].append(self._added[segment] - len(pending))
             self._chunks[segment].append(self._scratch.append(pickle.dumps(items, pickle.HIGHEST_PROTOCOL)))
             self._pending[segment] = []
 
+    def added(self, segment: int) -> int:
+        """Items added to a segment."""
+        return self._added[segment]
+
     def segment(self, segment: int) -> Iterator[list[Any]]:
         """A segment's items in the order they were added, a chunk at a time."""
-        for offset, length in self._chunks[segment]:
-            items = pickle.loads(self._scratch.read(offset, length))
-            yield items if self._made is None else list(starmap(self._made, items))
+        for n in range(len(self._chunks[segment])):
+            yield self._chunk(segment, n)
         yield list(self._pending[segment])
+
+    def picked(self, segment: int, positions: Sequence[int]) -> list[Any]:
+        """The items added at `positions` (their places in the order added) of a segment, in that order: each chunk
+        that holds some of them read once, one at a time."""
+        pending = self._pending[segment]
+        starts = [*self._starts[segment], self._added[segment] - len(pending)]  # the items held start last
+        wanted: dict[int, list[int]] = {}  # chunk -> the indexes into positions it holds
+        for i, p in enumerate(positions):
+            wanted.setdefault(bisect_right(starts, p) - 1, []).append(i)
+        picked: list[Any] = [None] * len(positions)
+        for n, indexes in wanted.items():
+            first = starts[n]
+            if n == len(starts) - 1 or self._made is None:
+                items = pending if n == len(starts) - 1 else self._chunk(segment, n)
+                for i in indexes:
+                    picked[i] = items[positions[i] - first]
+            else:  # a chunk read for several windows makes only the items each one picks
+                flat, made = self._chunk(segment, n, flat=True), self._made
+                for i in indexes:
+                    picked[i] = made(*flat[positions[i] - first])
+        return picked
+
+    def _chunk(self, segment: int, n: int, flat: bool = False) -> list[Any]:
+        offset, length = self._chunks[segment][n]
+        items = pickle.loads(self._scratch.read(offset, length))
+        return items if self._made is None or flat else list(starmap(self._made, items))
 
 
 class Spill:
@@ -163,6 +199,14 @@ class Spill:
         """A segment's results in the order they were added, a chunk at a time."""
         return self._records.segment(segment)
 
+    def picked(self, segment: int, positions: Sequence[int]) -> list[Result]:
+        """The results added at `positions` of a segment, in that order."""
+        return self._records.picked(segment, positions)
+
+    def added(self, segment: int) -> int:
+        """Results added to a segment."""
+        return self._records.added(segment)
+
     def only_skipped(self, segment: int) -> bool:
         """No result of the segment but skips (or none at all): its check applied nowhere."""
         return not any(n for outcome, n in self._counts[segment].items() if outcome is not Outcome.SKIP)
@@ -174,8 +218,14 @@ class Spill:
         for k in order:
             for outcome, n in self._counts[k].items():
                 tally.add_count(outcome, severity(k), n)
-        tally.failed_hosts = set(self._failed_hosts)
+        tally.failed_hosts = self._failed_hosts  # handed over, not copied: a fleet's report is made once
         return tally
+
+
+#: Results a reader puts in host order at once: a segment added out of host order is read back a window of this
+#: many hosts at a time, each window picked from the chunks that hold it (hosts finish roughly in name order, so a
+#: chunk is seldom read for more than one or two windows), never the whole segment at once.
+WINDOW = 16 * CHUNK
 
 
 def in_order(spill: Spill, segment: int, order: Sequence[int]) -> Iterator[list[Result]]:
@@ -184,9 +234,27 @@ def in_order(spill: Spill, segment: int, order: Sequence[int]) -> Iterator[list[
     if not order:
         yield from spill.segment(segment)
         return
-    held = list(chain.from_iterable(spill.segment(segment)))  # one check's results, to put in host order
-    yield [held[p] for p in order]
-    yield held[len(order):]
+    for start in range(0, len(order), WINDOW):
+        yield spill.picked(segment, order[start:start + WINDOW])
+    yield spill.picked(segment, range(len(order), spill.added(segment)))
+
+
+def reasons_in_order(spill: Spill, segment: int, order: Sequence[int]) -> Counter[str]:
+    """A segment's results' reasons counted, each in the place it first takes in in_order(spill, segment, order),
+    read in the order they were added (no window, no result held)."""
+    rank = array("l", bytes(len(order) * array("l").itemsize))  # the place in host order of each position added
+    for place, position in enumerate(order):
+        rank[position] = place
+    seen: dict[str, list[int]] = {}  # reason -> [results, the first place]
+    position = 0
+    for results in spill.segment(segment):
+        for result in results:
+            place = rank[position] if position < len(rank) else position
+            held = seen.setdefault(result.reason, [0, place])
+            held[0] += 1
+            held[1] = min(held[1], place)
+            position += 1
+    return Counter({reason: n for reason, (n, _) in sorted(seen.items(), key=lambda kv: kv[1][1])})
 
 
 class Spilled(Sequence[Result]):
