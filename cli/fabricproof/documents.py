@@ -185,7 +185,13 @@ def read_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
     is refused once the cap is passed, never read whole first."""
     try:
         with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
+            # Asked for the cap at once, read() allocates it (64 MiB for JSON) before reading a 170 KB facts file:
+            # ~0.14 ms a file of 0.17. A regular file's size (one byte more, to see it grew) is read first; a file
+            # that grew, a device or a pipe (size 0) is read on to the cap.
+            size = os.fstat(fh.fileno()).st_size
+            data = fh.read(min(size, max_bytes) + 1)
+            if len(data) > size:
+                data += fh.read(max_bytes + 1 - len(data))
     except FileNotFoundError:
         raise InputError(Problem("file not found", str(path))) from None
     except IsADirectoryError:
