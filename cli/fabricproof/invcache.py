@@ -12,7 +12,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from . import toolpath
+from . import paths, toolpath
 
 #: Bumped when what goes into the key or an entry changes, so older entries are never read as new ones.
 FORMAT = b"fabricproof-inventory-cache/1"
@@ -31,13 +31,14 @@ def disabled(env: Mapping[str, str]) -> bool:
     return env.get("FABRICPROOF_NO_CACHE", "") not in ("", "0")
 
 
-def directory(env: Mapping[str, str]) -> Path | None:
-    """$XDG_CACHE_HOME/fabricproof/inventory (default ~/.cache/...); None when neither is absolute."""
+def directory(env: Mapping[str, str]) -> Path:
+    """$XDG_CACHE_HOME/fabricproof/inventory (default ~/.cache/...); with neither (a daemon's run: slurmd's
+    HealthCheckProgram, a systemd unit, cron give none), inventory/ in the state directory's cache."""
     base = env.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(base):
         home = env.get("HOME", "")
         if not os.path.isabs(home):
-            return None
+            return Path(env.get(paths.STATE_DIR_ENV) or paths.DEFAULT_STATE_DIR) / paths.CACHE_DIR / "inventory"
         base = os.path.join(home, ".cache")
     return Path(base) / "fabricproof" / "inventory"
 

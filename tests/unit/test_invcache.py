@@ -112,7 +112,9 @@ def test_no_cache_and_where_it_lives() -> None:
     assert invcache.disabled({"FABRICPROOF_NO_CACHE": "1"}) and not invcache.disabled({"FABRICPROOF_NO_CACHE": "0"})
     assert invcache.directory({"XDG_CACHE_HOME": "/c", "HOME": "/h"}) == Path("/c/fabricproof/inventory")
     assert invcache.directory({"XDG_CACHE_HOME": "rel", "HOME": "/h"}) == Path("/h/.cache/fabricproof/inventory")
-    assert invcache.directory({}) is None
+    # A daemon's run (slurmd's HealthCheckProgram, a systemd unit, cron) has neither: the state directory's cache.
+    assert invcache.directory({}) == Path("/var/lib/fabricproof/cache/inventory")
+    assert invcache.directory({"FABRICPROOF_STATE_DIR": "/s", "HOME": "rel"}) == Path("/s/cache/inventory")
 
 
 def test_entries_are_owner_only_and_read_back(tmp_path: Path) -> None:
