@@ -15,7 +15,7 @@ from typing import Any
 from . import paths, toolpath
 
 #: Bumped when what goes into the key or an entry changes, so older entries are never read as new ones.
-FORMAT = b"fabricproof-inventory-cache/1"
+FORMAT = b"fabricproof-inventory-cache/2"
 #: Entries kept; each inventory edit makes a new one, and the oldest are removed past this.
 KEEP = 32
 #: An inventory tree larger than this is read by Ansible every time: hashing it would cost what the cache saves.
@@ -141,9 +141,12 @@ def key(src: str, files: list[Path], exe: str, env: Mapping[str, str]) -> str | 
         for name in sorted(k for k in env if k.startswith(("ANSIBLE_", "PYTHON")) or k == "HOME"):
             part(name, env[name])
         for cfg in _config_files(env):
-            part("cfg", cfg)
+            # A candidate that is not there adds only that: every working directory without an ansible.cfg gets the
+            # same answer (a CLI run from a test's directory missed what the same inventory kept from the repository).
             if cfg and os.path.isfile(cfg):
-                part(Path(cfg).read_bytes())
+                part("cfg", cfg, Path(cfg).read_bytes())
+            else:
+                part("no cfg")
     except OSError:
         return None
     return h.hexdigest()

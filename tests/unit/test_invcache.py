@@ -50,9 +50,12 @@ def test_a_directory_inventory_is_every_file_in_it(inv: Path) -> None:
 
 @pytest.mark.skipif(not EXE, reason="ansible-inventory is not installed")
 def test_the_key_changes_with_every_input(inv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
     env = _env(tmp_path)
     keys = {_key(inv, env)}
+    monkeypatch.chdir(tmp_path)  # no ansible.cfg in either working directory: the same answer, the same key
+    assert _key(inv, env) in keys
     for f, text in ((inv, INVENTORY + "        h2: {}\n"), (inv.parent / "group_vars" / "gpu.yml", "x: 3\n"),
                     (inv.parent / "host_vars" / "h1.yml", "y: 3\n"), (tmp_path / "ansible.cfg", "[defaults]\n"),
                     (tmp_path / "home" / ".ansible.cfg", "[defaults]\n")):
