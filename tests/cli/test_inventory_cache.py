@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -155,3 +156,19 @@ def test_a_process_missing_while_another_asks_ansible_waits_and_reads_its_answer
     out, _ = child.communicate(timeout=120)
     assert child.returncode == 0 and PLANTED in out.split()
     assert [p.name for p in cache.iterdir()] == [entry.name]  # no lock file left behind
+
+
+def test_a_copy_of_the_tree_elsewhere_is_a_hit_and_ansible_answers_it_alike(inv: Path, cache: Path, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests (and operators' checkouts) hold the same inventory at several paths: one entry answers them all, which
+    holds because Ansible's own answer does not depend on where the tree lies, templates naming it included."""
+    (inv.parent / "group_vars" / "all.yml").write_text('where: "{{ inventory_dir }}/{{ inventory_file }}"\n')
+    copy = tmp_path / "copy" / "of" / "inv"
+    shutil.copytree(inv.parent, copy)
+    monkeypatch.setenv("FABRICPROOF_NO_CACHE", "1")
+    assert inventory.load(str(copy / inv.name)).hosts == inventory.load(str(inv)).hosts  # Ansible's answers
+    monkeypatch.delenv("FABRICPROOF_NO_CACHE")
+    first = inventory.load(str(inv))
+    _plant(cache)
+    assert _hit(copy / inv.name) and len(list(cache.glob("*.json"))) == 1
+    assert first.hosts["h1"].vars["where"] == "{{ inventory_dir }}/{{ inventory_file }}"

@@ -4,6 +4,7 @@ kept (owner-only, whole, a bad one a miss). Files in tmp dirs; Ansible is never 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -68,6 +69,22 @@ def test_the_key_changes_with_every_input(inv: Path, tmp_path: Path, monkeypatch
     keys.add(_key(inv, {**env, "ANSIBLE_CONFIG": str(tmp_path / "other.cfg")}))
     assert None not in keys and len(keys) == 9
     assert _key(inv, env) == _key(inv, {**env, "UNRELATED": "1"})  # and nothing else changes it
+
+
+@pytest.mark.skipif(not EXE, reason="ansible-inventory is not installed")
+def test_the_same_tree_elsewhere_has_the_same_key_and_a_name_in_it_changes_it(inv: Path, tmp_path: Path) -> None:
+    """`ansible-inventory --list` answers the same for a copy of the tree (it leaves out inventory_dir and
+    inventory_file and renders no template: tests/cli/test_inventory_cache.py shows it), so a copy is a hit; the
+    inventory's name (which picks the plugin) and a vars file's name (its group or host) are still in the key."""
+    env = _env(tmp_path)
+    copy = tmp_path / "elsewhere" / "deeper"
+    shutil.copytree(inv.parent, copy)
+    assert _key(copy / inv.name, env) == _key(inv, env)
+    (copy / inv.name).rename(copy / "inventory.yaml")
+    assert _key(copy / "inventory.yaml", env) != _key(inv, env)
+    (copy / "inventory.yaml").rename(copy / inv.name)
+    (copy / "group_vars" / "gpu.yml").rename(copy / "group_vars" / "all.yml")
+    assert _key(copy / inv.name, env) != _key(inv, env)
 
 
 def test_a_script_inventory_is_never_cacheable(inv: Path) -> None:
