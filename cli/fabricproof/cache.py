@@ -3,19 +3,19 @@ their inputs (the packaged catalog in the state directory, ansible-inventory's a
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import stat
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from .errors import InputError, WriteError
 from .fsutil import atomic_write_text, private_dir
-from .paths import state_dir
+from .paths import CACHE_DIR, state_dir
 
-#: Under the state directory ($FABRICPROOF_STATE_DIR, default /var/lib/fabricproof), owner-only.
-CACHE_DIR = "cache"
 #: A kept document larger than this is not read (the packaged catalog's is ~0.15 MB).
 MAX_BYTES = 16 << 20
 
@@ -49,17 +49,56 @@ def load(directory: Path, name: str) -> dict[str, Any] | None:
     return doc
 
 
+def _ready(directory: Path) -> bool:
+    """Make `directory` if missing, owner-only (0700); False when it cannot be (read-only, not ours, a link)."""
+    try:
+        directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(directory.parent, directory.name)
+        os.chmod(directory, 0o700)  # private_dir refused a link here; an older 0755 directory is made owner-only
+        return _private(os.lstat(directory))
+    except (OSError, InputError, WriteError):
+        return False
+
+
+@contextmanager
+def alone(directory: Path, name: str) -> Iterator[None]:
+    """Held while this process makes the document `name`: another process making the same one waits here until it
+    is kept, and should then look again before making it too. Where no lock can be taken, nobody waits."""
+    directory = Path(directory)
+    fd = _locked(directory / f".{name}.lock") if _ready(directory) else -1
+    try:
+        yield
+    finally:
+        if fd >= 0:
+            # Removed before the lock is let go: a waiter holds the old file and finds the document kept; a
+            # process coming later finds the document before it looks for a lock.
+            with suppress(OSError):
+                os.unlink(directory / f".{name}.lock")
+            os.close(fd)
+
+
+def _locked(path: Path) -> int:
+    """A descriptor of `path` holding its exclusive lock (released by the kernel if this process dies), or -1."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return -1
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+    except OSError:
+        os.close(fd)
+        return -1
+
+
 def keep(directory: Path, name: str, text: str, most: int | None = None) -> None:
     """Keep `text` as `name` in `directory` (0700; the file 0600, written whole or not at all), and only the `most`
     recently used documents there. A directory that cannot take it (read-only, not ours) only means the next run
     does the work again."""
     directory = Path(directory)
+    if not _ready(directory):
+        return
     try:
-        directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        private_dir(directory.parent, directory.name)
-        os.chmod(directory, 0o700)  # private_dir refused a link here; an older 0755 directory is made owner-only
-        if not _private(os.lstat(directory)):
-            return
         atomic_write_text(directory / f"{name}.json", text, mode=0o600)
         if most is not None:
             entries = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)

@@ -12,10 +12,10 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from . import toolpath
+from . import paths, toolpath
 
 #: Bumped when what goes into the key or an entry changes, so older entries are never read as new ones.
-FORMAT = b"fabricproof-inventory-cache/1"
+FORMAT = b"fabricproof-inventory-cache/3"
 #: Entries kept; each inventory edit makes a new one, and the oldest are removed past this.
 KEEP = 32
 #: An inventory tree larger than this is read by Ansible every time: hashing it would cost what the cache saves.
@@ -31,13 +31,14 @@ def disabled(env: Mapping[str, str]) -> bool:
     return env.get("FABRICPROOF_NO_CACHE", "") not in ("", "0")
 
 
-def directory(env: Mapping[str, str]) -> Path | None:
-    """$XDG_CACHE_HOME/fabricproof/inventory (default ~/.cache/...); None when neither is absolute."""
+def directory(env: Mapping[str, str]) -> Path:
+    """$XDG_CACHE_HOME/fabricproof/inventory (default ~/.cache/...); with neither (a daemon's run: slurmd's
+    HealthCheckProgram, a systemd unit, cron give none), inventory/ in the state directory's cache."""
     base = env.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(base):
         home = env.get("HOME", "")
         if not os.path.isabs(home):
-            return None
+            return Path(env.get(paths.STATE_DIR_ENV) or paths.DEFAULT_STATE_DIR) / paths.CACHE_DIR / "inventory"
         base = os.path.join(home, ".cache")
     return Path(base) / "fabricproof" / "inventory"
 
@@ -110,9 +111,11 @@ def _config_files(env: Mapping[str, str]) -> list[str]:
 
 
 def key(src: str, files: list[Path], exe: str, env: Mapping[str, str]) -> str | None:
-    """The hash naming an entry: every input file's path and bytes, ansible-core's version, the ansible-inventory
-    run (path and bytes), the ANSIBLE_* and PYTHON* environment (fabricproof's own settings are in it) and every
-    ansible.cfg candidate's bytes. None when a part cannot be known without running Ansible."""
+    """The hash naming an entry: every input file's path (from the inventory's directory: the answer is the same
+    wherever the tree lies, `--list` leaves out inventory_dir and inventory_file and renders no template) and bytes,
+    the inventory's own name, ansible-core's version, the ansible-inventory run (path and bytes), the ANSIBLE_* and
+    PYTHON* environment (fabricproof's own settings are in it) and every ansible.cfg candidate's bytes. None when a
+    part cannot be known without running Ansible."""
     if Path(exe).parent != toolpath.python_bindir():
         return None  # ansible-core's metadata here says nothing of the Ansible another interpreter runs
     try:
@@ -126,7 +129,8 @@ def key(src: str, files: list[Path], exe: str, env: Mapping[str, str]) -> str | 
             b = v if isinstance(v, bytes) else v.encode("utf-8", "surrogateescape")
             h.update(len(b).to_bytes(8, "big") + b)
 
-    part(src, os.path.abspath(src), version, exe)
+    # The file's name picks Ansible's plugin (.yml, .ini, none); a directory reads every file in it.
+    part("dir" if os.path.isdir(src) else "file", os.path.basename(os.path.abspath(src)), version, exe)
     try:
         base = _base(Path(src))
         part(Path(exe).read_bytes())
@@ -136,13 +140,16 @@ def key(src: str, files: list[Path], exe: str, env: Mapping[str, str]) -> str | 
                 return None
             if not _in_vars(f, base) and _PLUGIN.search(data):
                 return None
-            part(os.path.abspath(f), data)
+            part(os.path.relpath(f, base), data)
         for name in sorted(k for k in env if k.startswith(("ANSIBLE_", "PYTHON")) or k == "HOME"):
             part(name, env[name])
         for cfg in _config_files(env):
-            part("cfg", cfg)
+            # A candidate that is not there adds only that: every working directory without an ansible.cfg gets the
+            # same answer (a CLI run from a test's directory missed what the same inventory kept from the repository).
             if cfg and os.path.isfile(cfg):
-                part(Path(cfg).read_bytes())
+                part("cfg", cfg, Path(cfg).read_bytes())
+            else:
+                part("no cfg")
     except OSError:
         return None
     return h.hexdigest()

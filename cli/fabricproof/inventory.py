@@ -94,8 +94,20 @@ def _listed(src: str, exe: str, env: dict[str, str]) -> dict[str, Any]:
     CPU saved a process, nearly all Ansible's import). Only a successful answer is kept: errors run every time."""
     cache = None if invcache.disabled(env) else invcache.directory(env)
     name = _cache_key(cache, src, exe, env)
-    if cache is not None and name is not None and (hit := cache_store.load(cache, name)) is not None:
+    if cache is None or name is None:
+        return _asked(src, exe, env, None, None)
+    if (hit := cache_store.load(cache, name)) is not None:
         return hit
+    # Processes started together (srun's tasks, slurmd's health checks at one tick, a test's CLI runs) would each
+    # pay Ansible for the one answer: the first asks, the others wait for it and read what it kept.
+    with cache_store.alone(cache, name):
+        if (hit := cache_store.load(cache, name)) is not None:
+            return hit
+        return _asked(src, exe, env, cache, name)
+
+
+def _asked(src: str, exe: str, env: dict[str, str], cache: Path | None, name: str | None) -> dict[str, Any]:
+    """ansible-inventory's answer, kept under `name` in `cache` (if given) when it succeeds."""
     proc = subprocess.run([exe, "-i", src, "--list"], capture_output=True, text=True, env=env, timeout=300)
     if proc.returncode != 0:
         raise InputError(ansible_problem(proc.stderr, src))

@@ -42,6 +42,8 @@ def playbooks_dir() -> Path:
 #: the host locks and reservations of rollouts. FABRICPROOF_STATE_DIR moves it (tests, non-root operators).
 STATE_DIR_ENV = "FABRICPROOF_STATE_DIR"
 DEFAULT_STATE_DIR = "/var/lib/fabricproof"
+#: Under the state directory, owner-only: what a run may take from an earlier one (cache.py keeps it).
+CACHE_DIR = "cache"
 
 
 def state_dir() -> Path:

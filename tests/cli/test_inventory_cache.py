@@ -4,10 +4,16 @@ is a miss, what cannot be hashed is never cached, and a bad inventory still fail
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from fabricproof import cache as store
 from fabricproof import inventory
 
 from .helpers import H100_BASELINE, run, write_facts
@@ -112,3 +118,57 @@ def test_a_rejected_inventory_still_names_its_line_and_is_not_cached(tmp_path: P
     bad.write_text("all:\n  hosts:\n    a: {ansible_host: 10.0.0.1}\n")
     assert sorted(inventory.load(str(bad)).hosts) == ["a"]
     assert len(list(cache.iterdir())) == 1  # the fixed inventory's answer alone: the failures were not kept
+
+
+def _waits_on(pid: int, lock: Path) -> bool:
+    """True while process `pid` waits for the flock of `lock` (a `->` line of /proc/locks on its inode)."""
+    ino = os.stat(lock).st_ino
+    return any(line.split()[1] == "->" and line.split()[5] == str(pid) and line.split()[6].endswith(f":{ino}")
+               for line in Path("/proc/locks").read_text().splitlines() if len(line.split()) > 6)
+
+
+def test_a_process_missing_while_another_asks_ansible_waits_and_reads_its_answer(inv: Path, cache: Path) -> None:
+    """srun's tasks or slurmd's health checks start together: one asks ansible-inventory, the others wait for its
+    answer rather than each paying Ansible. Here the test holds the entry's lock as the asking process would, and
+    the process started meanwhile waits on it and then answers from what was kept (the planted host)."""
+    inventory.load(str(inv))
+    [entry] = cache.glob("*.json")
+    kept = entry.read_text()
+    entry.unlink()
+    name = entry.name.removesuffix(".json")
+    with store.alone(cache, name):
+        child = subprocess.Popen([sys.executable, "-c", "import sys; from fabricproof import inventory; "
+                                  "print(*inventory.load(sys.argv[1]).hosts)", str(inv)],
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            for _ in range(1200):  # up to 2 minutes for Python to start and reach the lock on a loaded machine
+                if _waits_on(child.pid, cache / f".{name}.lock") or child.poll() is not None:
+                    break
+                time.sleep(0.1)
+            assert child.poll() is None, "the second process asked Ansible rather than wait for the first"
+            assert _waits_on(child.pid, cache / f".{name}.lock")
+            store.keep(cache, name, kept)  # what the asking process keeps
+            _plant(cache)
+        except BaseException:
+            child.kill()
+            child.wait()
+            raise
+    out, _ = child.communicate(timeout=120)
+    assert child.returncode == 0 and PLANTED in out.split()
+    assert [p.name for p in cache.iterdir()] == [entry.name]  # no lock file left behind
+
+
+def test_a_copy_of_the_tree_elsewhere_is_a_hit_and_ansible_answers_it_alike(inv: Path, cache: Path, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests (and operators' checkouts) hold the same inventory at several paths: one entry answers them all, which
+    holds because Ansible's own answer does not depend on where the tree lies, templates naming it included."""
+    (inv.parent / "group_vars" / "all.yml").write_text('where: "{{ inventory_dir }}/{{ inventory_file }}"\n')
+    copy = tmp_path / "copy" / "of" / "inv"
+    shutil.copytree(inv.parent, copy)
+    monkeypatch.setenv("FABRICPROOF_NO_CACHE", "1")
+    assert inventory.load(str(copy / inv.name)).hosts == inventory.load(str(inv)).hosts  # Ansible's answers
+    monkeypatch.delenv("FABRICPROOF_NO_CACHE")
+    first = inventory.load(str(inv))
+    _plant(cache)
+    assert _hit(copy / inv.name) and len(list(cache.glob("*.json"))) == 1
+    assert first.hosts["h1"].vars["where"] == "{{ inventory_dir }}/{{ inventory_file }}"

@@ -4,6 +4,7 @@ munged, slurmctld and one slurmd per lab node (same names) whose HealthCheckProg
 from __future__ import annotations
 
 import fcntl
+import re
 import shlex
 import shutil
 import sys
@@ -45,7 +46,8 @@ exec "$@"
 # rounds pays for n, not for every tick while it waits) and a line per finished run (node, start time, exit status)
 # so that tests can wait for a run that began after a change. --command-timeout 20: ten nodes' collections share two
 # loaded cores. Its state directory is the cluster's (slurmd gives a health check no environment of the test's, and
-# the machine's /var/lib/fabricproof is no test's to write).
+# the machine's /var/lib/fabricproof is no test's to write): with no HOME, the inventory's cache is kept there too.
+# Ansible logs each ansible-inventory run to health-ansible.log (its answer, under a "p=<pid> ... INFO| {" line).
 HEALTH = """\
 #!/bin/sh
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -60,6 +62,7 @@ fi
 start=$(date +%s.%N)
 FABRICPROOF_ETC={etc} FABRICPROOF_FACTS_DIR={root}/health-facts FABRICPROOF_COMMAND_TIMEOUT=20 \\
     FABRICPROOF_STATE_DIR={root}/state FABRICPROOF_LOCK={root}/health-"$SLURMD_NODENAME".inner.lock FABRICPROOF_PATH={bin}:/usr/sbin:/usr/bin:/sbin:/bin \\
+    ANSIBLE_LOG_PATH={root}/health-ansible.log \\
     {program}
 echo "$SLURMD_NODENAME $start $?" >> {root}/health-runs.log
 """
@@ -84,6 +87,15 @@ class SlurmLab:
     @property
     def health_runs(self) -> Path:
         return self.cluster.root / "health-runs.log"
+
+    def inventory_runs(self) -> int:
+        """How many times the health checks so far ran ansible-inventory (read the inventory other than from the
+        cache)."""
+        try:
+            text = (self.cluster.root / "health-ansible.log").read_text()
+        except FileNotFoundError:
+            return 0
+        return len(re.findall(r"^\S+ \S+ p=\d+ u=\S+ n=ansible INFO\| \{$", text, re.M))
 
     def checked_since(self, node: str, since: float) -> bool:
         """True once a health check of `node` that started after `since` (time.time()) has finished."""

@@ -63,6 +63,7 @@ def test_health_check_program_drains_a_failing_node_and_resumes_only_its_own_dra
     sick, person, rollout = "gb200-0002", "gb200-0001", "gb200-0003"
     started = time.time()
     manager.fault_inject(lab.dir, sick, "nvlink-inactive")
+    asked = slurm_lab.inventory_runs()
     # One round of checks at a time, each every node once at slurmd's tick: a node does not check again, a full
     # check --local, while the test waits for another (the CPU no longer grows with the wall time).
     slurm_lab.health_checks(on=True, rounds=1)
@@ -73,6 +74,10 @@ def test_health_check_program_drains_a_failing_node_and_resumes_only_its_own_dra
         wait_for(lambda: all(slurm_lab.checked_since(n, started) for n in NODES), WAIT_S, "every node checked")
         assert {n: c.node(n).drained for n in NODES} == {person: False, sick: True, rollout: False}
         assert (c.root / "health-facts" / f"{sick}.json").is_file()  # named by slurmd: no --node-name given
+        # slurmd gives the check no HOME: the inventory is kept in the state directory's cache, and the nodes that
+        # checked at the same tick waited for one ansible-inventory (none, if an earlier test's checks kept it).
+        assert slurm_lab.inventory_runs() - asked <= 1
+        asked = slurm_lab.inventory_runs()
 
         manager.fault_clear(lab.dir, sick)
         slurm_lab.health_rounds(1)
@@ -90,6 +95,7 @@ def test_health_check_program_drains_a_failing_node_and_resumes_only_its_own_dra
                  "a passing health check of both drained nodes")
         assert (c.node(person).drained, c.node(person).reason) == (True, PERSON)
         assert (c.node(rollout).drained, c.node(rollout).reason) == (True, theirs)
+        assert slurm_lab.inventory_runs() == asked  # every later round read it from the cache
     finally:
         slurm_lab.health_checks(on=False)
         slurm_lab.health_rounds(None)

@@ -4,6 +4,7 @@ kept (owner-only, whole, a bad one a miss). Files in tmp dirs; Ansible is never 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -50,9 +51,12 @@ def test_a_directory_inventory_is_every_file_in_it(inv: Path) -> None:
 
 @pytest.mark.skipif(not EXE, reason="ansible-inventory is not installed")
 def test_the_key_changes_with_every_input(inv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
     env = _env(tmp_path)
     keys = {_key(inv, env)}
+    monkeypatch.chdir(tmp_path)  # no ansible.cfg in either working directory: the same answer, the same key
+    assert _key(inv, env) in keys
     for f, text in ((inv, INVENTORY + "        h2: {}\n"), (inv.parent / "group_vars" / "gpu.yml", "x: 3\n"),
                     (inv.parent / "host_vars" / "h1.yml", "y: 3\n"), (tmp_path / "ansible.cfg", "[defaults]\n"),
                     (tmp_path / "home" / ".ansible.cfg", "[defaults]\n")):
@@ -65,6 +69,22 @@ def test_the_key_changes_with_every_input(inv: Path, tmp_path: Path, monkeypatch
     keys.add(_key(inv, {**env, "ANSIBLE_CONFIG": str(tmp_path / "other.cfg")}))
     assert None not in keys and len(keys) == 9
     assert _key(inv, env) == _key(inv, {**env, "UNRELATED": "1"})  # and nothing else changes it
+
+
+@pytest.mark.skipif(not EXE, reason="ansible-inventory is not installed")
+def test_the_same_tree_elsewhere_has_the_same_key_and_a_name_in_it_changes_it(inv: Path, tmp_path: Path) -> None:
+    """`ansible-inventory --list` answers the same for a copy of the tree (it leaves out inventory_dir and
+    inventory_file and renders no template: tests/cli/test_inventory_cache.py shows it), so a copy is a hit; the
+    inventory's name (which picks the plugin) and a vars file's name (its group or host) are still in the key."""
+    env = _env(tmp_path)
+    copy = tmp_path / "elsewhere" / "deeper"
+    shutil.copytree(inv.parent, copy)
+    assert _key(copy / inv.name, env) == _key(inv, env)
+    (copy / inv.name).rename(copy / "inventory.yaml")
+    assert _key(copy / "inventory.yaml", env) != _key(inv, env)
+    (copy / "inventory.yaml").rename(copy / inv.name)
+    (copy / "group_vars" / "gpu.yml").rename(copy / "group_vars" / "all.yml")
+    assert _key(copy / inv.name, env) != _key(inv, env)
 
 
 def test_a_script_inventory_is_never_cacheable(inv: Path) -> None:
@@ -112,7 +132,9 @@ def test_no_cache_and_where_it_lives() -> None:
     assert invcache.disabled({"FABRICPROOF_NO_CACHE": "1"}) and not invcache.disabled({"FABRICPROOF_NO_CACHE": "0"})
     assert invcache.directory({"XDG_CACHE_HOME": "/c", "HOME": "/h"}) == Path("/c/fabricproof/inventory")
     assert invcache.directory({"XDG_CACHE_HOME": "rel", "HOME": "/h"}) == Path("/h/.cache/fabricproof/inventory")
-    assert invcache.directory({}) is None
+    # A daemon's run (slurmd's HealthCheckProgram, a systemd unit, cron) has neither: the state directory's cache.
+    assert invcache.directory({}) == Path("/var/lib/fabricproof/cache/inventory")
+    assert invcache.directory({"FABRICPROOF_STATE_DIR": "/s", "HOME": "rel"}) == Path("/s/cache/inventory")
 
 
 def test_entries_are_owner_only_and_read_back(tmp_path: Path) -> None:
