@@ -73,7 +73,7 @@ def collective_run(lab: Path, tmp_path: Path, *args: str) -> list[str]:
 def left(lab: Path) -> list[str]:
     """orted daemons and emulated nccl-tests tasks running as a node of this lab (ps, then each one's environment:
     sshd gave the node's identity to the session orted runs in)."""
-    ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
     found = []
     for line in ps.splitlines():
         pid, _, args = line.strip().partition(" ")

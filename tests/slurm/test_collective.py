@@ -69,7 +69,7 @@ def idle(sl: SlurmLab) -> None:
 
 def emulators(sl: SlurmLab) -> list[str]:
     """Processes running an emulated nccl-tests binary as a node of this lab (ps, then each one's environment)."""
-    ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
     found = []
     for line in ps.splitlines():
         pid, _, args = line.strip().partition(" ")

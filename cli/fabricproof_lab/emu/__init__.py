@@ -8,13 +8,11 @@ emulated tool that only needs cli.py stays cheap to start.
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = ["FAULTS", "active_faults", "cable_node", "clear", "create_node", "inject", "install", "node_path", "read_node",
            "view_node"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in __all__:
         from . import api
 

@@ -98,14 +98,19 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         return _emit("", "usage: python3 -m fabricproof_lab_emu.cli TOOL [ARGS...]\n", 2)
-    tool, args = argv[0], argv[1:]
+    from .outputs import key_for
+
+    return answer(argv[0], argv[1:], key_for(argv[0], argv[1:]))
+
+
+def answer(tool: str, args: list[str], key: str | None) -> int:
+    """main, given the invocation's output key (None: not a read-only one). The tool scripts' launcher (api.LAUNCHER)
+    passes the key their `case` found: the command table's import (the product's tools vocabulary, every
+    renderer) was most of a fallback call's CPU."""
     nd = node_dir()
     if nd is None or not (nd / "state.json").exists():
         return _emit("", f"{tool}: fabricproof lab: no emulated node here (FABRICPROOF_LAB_NODE / SSH_CONNECTION "
                          f"do not name a lab node: {nd})\n", 1)
-    from .outputs import key_for
-
-    key = key_for(tool, args)
     if key is not None:
         spec_path, plain = nd / "out" / f"{key}.json", nd / "out" / key
         try:

@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 #: What the lab runtime keeps in the fabric directory, written again on every change of the fabric
 #: (fabric.topology.paths): each host's compute HCAs by rail with the leaf each is cabled to now ("rails"), each
@@ -19,7 +22,7 @@ PATHS_FILE = "paths.json"
 #: the lab, not a measured figure.
 SPINE_DETOUR = 0.5
 
-Paths = Mapping[str, Any]
+Paths = Mapping[str, "Any"]
 
 
 def load(fabric_dir: str | Path | None) -> Paths | None:

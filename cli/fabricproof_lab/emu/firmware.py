@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from . import faults, model, render_fabric, render_ib
 from .model import Node, profile_of
 from .profiles import FW_PACKAGES
 from .store import transaction
 from .tooling import Abort, Result, read
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def find_hca(node: Node, dev: str) -> dict[str, Any] | None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-from typing import Any
 
+from .digest import sha256
 from .profiles import KERNEL_MODULES, PROFILES, packages_for, rack_fabric
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Bump when the layout of the state dict changes; load() refuses other versions.
 SCHEMA_VERSION = 1
@@ -16,11 +19,11 @@ SCHEMA_VERSION = 1
 EPOCH = 1736154000
 UPTIME_AT_CREATE = 86400
 
-Node = dict[str, Any]
+Node = dict[str, "Any"]
 
 
 def _digest(*parts: object) -> str:
-    return hashlib.sha256("/".join(str(p) for p in parts).encode()).hexdigest()
+    return sha256("/".join(str(p) for p in parts).encode()).hexdigest()
 
 
 def _uuid_text(hexs: str) -> str:
@@ -342,6 +345,11 @@ def _service(active: str, enabled: str) -> dict[str, Any]:
 def profile_of(node: Node) -> dict[str, Any]:
     """The profile dict a node was built from."""
     return PROFILES[node["profile"]]
+
+
+def compute_hcas(node: Node) -> list[dict[str, Any]]:
+    """The node's compute HCAs (not its storage or management ones), in order."""
+    return [h for h in node["hcas"] if h["role"] == "compute"]
 
 
 def _branch_pkg(node: Node, stem: str) -> tuple[str, str] | None:

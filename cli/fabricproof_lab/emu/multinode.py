@@ -12,13 +12,15 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
-from typing import Any
 
 from . import fabricpaths, perfmodel, render_perf
-from .faults.base import compute_hcas
-from .model import Node, profile_of
+from .model import Node, compute_hcas, profile_of
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 #: How long rank 0 waits for every rank to join, and a rank for rank 0's port: a rank that never joins hangs the run
 #: as NCCL's init does (the launcher's time limit, not this, ends it).
@@ -33,13 +35,12 @@ DOMAIN_BUSBW = 840.0
 BAD_PATH_FACTOR = 0.4
 
 
-@dataclass(frozen=True)
-class Task:
-    """This process's place in the launch: rank, size and the key all tasks of the step share."""
+class Task(namedtuple("Task", "rank size key")):
+    """This process's place in the launch: rank, size and the key all tasks of the step share (rank: int, size: int,
+    key: str). A named tuple, not a dataclass: every task of a collective is a process of its own, and dataclasses'
+    import was a fifth of its CPU."""
 
-    rank: int
-    size: int
-    key: str
+    __slots__ = ()
 
 
 def task() -> Task | None:

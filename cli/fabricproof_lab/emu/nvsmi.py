@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from . import faults, model, render_gpu, render_perf
 from .model import Node, installed_driver, profile_of
@@ -13,6 +12,10 @@ from .outputs import RENDERERS, key_for, not_found
 from .profiles import CUDA_BY_BRANCH
 from .store import transaction
 from .tooling import Abort, HangRequested, Result, read
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 _QUERY_VALUES: dict[str, Callable[[Node, dict[str, Any]], str]] = {
     "index": lambda v, g: str(g["index"]),

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -13,7 +11,7 @@ from pathlib import Path
 from fabricproof import tools
 
 from . import faults, render_fabric, render_gpu, render_ib, render_links, render_perf, render_sys
-from .faults.tool import garbage
+from .digest import blake2b, sha256
 from .model import Node, installed_driver, installed_fm, nvml_mismatch, profile_of
 
 NVFWUPD_YAML = "BMC_IP: 127.0.0.1\nRF_USERNAME: lab\nRF_PASSWORD: lab\nTargetPlatform: HGX\n"
@@ -112,6 +110,8 @@ def render_key(view: Node, key: str) -> Out:
     if key == "ibstat" and "tool-floods" in view["faults"]:
         return Out(special="flood")
     if key == "ibstat" and "tool-garbage" in view["faults"]:
+        from .faults.tool import garbage  # here: the fault families' module is no healthy node's cost
+
         return Out(garbage(view["hostname"] + "/ibstat"))
     if key == "nvlink_errors" and GROWING_NVLINK_FAULTS & view["faults"].keys():
         return Out(special="dynamic")
@@ -169,9 +169,7 @@ def root_files(view: Node) -> dict[str, str | None]:
 
 def boot_id(view: Node) -> str:
     """A boot id that changes on every (emulated) reboot, as Ansible's reboot module expects."""
-    import hashlib
-
-    h = hashlib.sha256(f"{view['hostname']}/boot/{view['boot_count']}".encode()).hexdigest()
+    h = sha256(f"{view['hostname']}/boot/{view['boot_count']}".encode()).hexdigest()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
@@ -226,7 +224,7 @@ def _answer_script(out: Out) -> str:
 
 
 def _digest(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
+    return blake2b(text.encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
 
 
 def _write_new(path: str, text: str) -> None:
@@ -243,6 +241,8 @@ def _place(path: str, text: str, labdir: str, fresh: bool) -> None:
         if os.path.islink(path) or os.path.isfile(path):
             os.unlink(path)
         elif os.path.isdir(path):
+            import shutil  # here: a shared link seldom turns back into a directory; the import costs every render
+
             shutil.rmtree(path)
         os.symlink(f"{labdir}/{text}", path)
         return

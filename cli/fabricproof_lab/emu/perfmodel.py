@@ -7,11 +7,14 @@ repeated runs look measured and stay reproducible.
 
 from __future__ import annotations
 
-import hashlib
 import random
-from typing import Any
 
+from .digest import sha256
 from .model import Node, profile_of
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Nominal figures per profile.
 #: all_reduce: busbw (GB/s) at 8 GiB on the node's GPUs. H100: 481.39/481.20 at 8589934592 B in
@@ -49,7 +52,7 @@ NOISE = 0.01
 
 def noise(*seed: object) -> float:
     """A reproducible factor in [1 - NOISE, 1 + NOISE] for one figure of one node."""
-    digest = hashlib.sha256("/".join(str(s) for s in seed).encode()).digest()
+    digest = sha256("/".join(str(s) for s in seed).encode()).digest()
     return 1.0 + NOISE * (2.0 * random.Random(digest).random() - 1.0)
 
 

@@ -14,12 +14,14 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from . import faults, multinode, perfmodel, render_perf
 from .model import Node, installed_driver
-from .outputs import not_found
 from .tooling import HangRequested, Result, read
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Lab seconds per real second of a probe (nccl 8 B..8 GiB: ~60 s real, 1.5 s here; dcgmi -r 2: ~2 min, 3 s).
 #: $FABRICPROOF_LAB_PROBE_SCALE overrides it (0: no wait), for tests that call the tools directly.
@@ -81,6 +83,8 @@ def _opts(args: list[str], with_value: set[str]) -> tuple[dict[str, str], list[s
 
 def _no_gpu_driver(view: Node, tool: str) -> Result | None:
     if installed_driver(view) is None:
+        from .outputs import not_found  # here: the command table and its renderers are no probe's usual cost
+
         out = not_found(tool)
         return out.stdout, out.stderr, out.rc
     return None

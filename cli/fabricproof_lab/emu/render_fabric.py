@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
 
 from fabricproof import tools
 
 from .model import Node, installed_fm, installed_imex, profile_of
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 # systemd unit descriptions as the NVIDIA packages ship them.
 UNIT_DESCRIPTIONS = {

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from fabricproof import tools
 
 from .model import Node, branch_of, installed_driver, profile_of
 from .profiles import CUDA_BY_BRANCH
 
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
+
 # One entry of the -q tree, shared by the text and XML renderers so both always agree:
 # (text label or None for XML-only, XML tag or None for text-only, value str | list of entries).
 # A value may also be a (text, xml) pair where the two forms spell it differently.
-Entry = tuple[str | None, str | None, Any]
+Entry = tuple[str | None, str | None, "Any"]
 
 NVML_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\n"
 

@@ -4,9 +4,12 @@ mlxfwmanager --query, flint q, ofed_info -s and the /sys/class/infiniband tree."
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from .model import Node, profile_of
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 _STATE_NUM = {"Down": 1, "Initializing": 2, "Armed": 3, "Active": 4}
 _PHYS_NUM = {"Sleep": 1, "Polling": 2, "Disabled": 3, "PortConfigurationTraining": 4, "LinkUp": 5}

@@ -3,13 +3,16 @@ listings (nvidia-smi --query-compute-apps, scontrol listpids), from the node mod
 
 from __future__ import annotations
 
-import hashlib
 import math
-from typing import Any
 
 from . import perfmodel
+from .digest import sha256
 from .model import Node, branch_of, installed_driver, profile_of
 from .profiles import CUDA_BY_BRANCH
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 # ---------------------------------------------------------------------------------------------
 # nccl-tests
@@ -250,7 +253,7 @@ def cuda_lines(view: Node, gpu: dict[str, Any], size: int) -> str:
 
 def qp(view: Node, dev: dict[str, Any], port: int, side: str) -> dict[str, str]:
     """A QP's address line values: the port's LID and a QPN/PSN/RKey stable per node, device, port and side."""
-    h = int(hashlib.sha256(f"{view['hostname']}/{dev['name']}/{port}/{side}".encode()).hexdigest(), 16)
+    h = int(sha256(f"{view['hostname']}/{dev['name']}/{port}/{side}".encode()).hexdigest(), 16)
     lid = dev["ports"][0]["base_lid"]
     return {"lid": f"0x{lid:x}" if lid else "0000", "qpn": f"0x{h % 0xffff:04x}", "psn": f"0x{(h >> 16) % 0xffffff:06x}",
             "rkey": f"0x{(h >> 40) % 0xffffff:06x}", "vaddr": f"0x{0x7f0000000000 + ((h >> 64) % 0xffffffff) * 0x1000:014x}"}

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from .model import Node, profile_of
 from .profiles import KERNEL_MODULES
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 _MODULE_SIZE = dict(KERNEL_MODULES) | {"nv_peer_mem": 16384}
 # module -> modules it depends on (what makes lsmod's "Used by" column).

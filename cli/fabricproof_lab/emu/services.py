@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from . import faults, model, render_fabric
 from .model import Node, installed_driver, profile_of
 from .profiles import KERNEL_MODULES
 from .store import transaction
 from .tooling import Result, read
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 # Faults whose evidence is state of the running boot: a reboot makes them go away.
 REBOOT_CLEARS = ("peermem-missing", "legacy-peermem", "gpu-xid-79", "nvswitch-sxid-fatal", "ib-link-flap",

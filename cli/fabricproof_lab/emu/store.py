@@ -10,7 +10,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .model import SCHEMA_VERSION, Node
-from .outputs import render_node, write_atomic
 
 STATE = "state.json"
 LOCK = ".lock"
@@ -46,6 +45,8 @@ def load(node_dir: Path) -> Node:
 
 def save(node_dir: Path, node: Node) -> None:
     """Persist the state (atomic) and re-render every output from it."""
+    from .outputs import render_node, write_atomic  # here: a tool that only reads the node never renders
+
     write_atomic(node_dir / STATE, json.dumps(node, separators=(",", ":")))
     render_node(node_dir, node)
 

@@ -26,13 +26,32 @@ from __future__ import annotations
 
 from .. import model
 from ..model import Node
-from . import fabric, fm, gpu, ib, nvlink, nvswitch, pcie, perf, rdma, subnet, tool
-from .base import Fault
 
-#: The families, in the order `lab fault list` shows them.
-FAMILIES = (fm, fabric, nvlink, nvswitch, ib, rdma, pcie, gpu, perf, subnet, tool)
-#: Every fault by name.
-FAULTS: dict[str, Fault] = {f.name: f for family in FAMILIES for f in family.FAULTS}
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .base import Fault
+
+# FAMILIES (the families, in the order `lab fault list` shows them) and FAULTS (every fault by name) are made on
+# first use: an emulated tool on a node without faults (a probe's every task, most calls) never needs the families'
+# modules, whose imports (dataclasses among them) were a third of such a call's CPU.
+
+
+def _registry() -> dict[str, Fault]:
+    found = globals().get("FAULTS")
+    if found is None:
+        from . import fabric, fm, gpu, ib, nvlink, nvswitch, pcie, perf, rdma, subnet, tool
+
+        families = (fm, fabric, nvlink, nvswitch, ib, rdma, pcie, gpu, perf, subnet, tool)
+        found = {f.name: f for family in families for f in family.FAULTS}
+        globals().update(FAMILIES=families, FAULTS=found)
+    return found
+
+
+def __getattr__(name: str) -> object:
+    if name in ("FAULTS", "FAMILIES"):
+        _registry()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class FaultError(ValueError):
@@ -41,9 +60,10 @@ class FaultError(ValueError):
 
 def check_applicable(node: Node, name: str) -> Fault:
     """The fault, if it exists and applies to this node's profile."""
-    fault = FAULTS.get(name)
+    registry = _registry()
+    fault = registry.get(name)
     if fault is None:
-        raise FaultError(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
+        raise FaultError(f"unknown fault {name!r}; known: {', '.join(sorted(registry))}")
     if node["profile"] not in fault.profiles:
         raise FaultError(f"fault {name!r} does not apply to profile {node['profile']} "
                          f"(applies to: {', '.join(fault.profiles)})")
@@ -63,8 +83,9 @@ def inject(node: Node, name: str) -> None:
 def clear(node: Node, name: str | None = None) -> list[str]:
     """Remove one fault (or all) and restore the healthy state; returns the names cleared."""
     names = [name] if name is not None else sorted(node["faults"])
+    registry = _registry()
     for n in names:
-        fault = FAULTS.get(n)
+        fault = registry.get(n)
         if fault is None:
             raise FaultError(f"unknown fault {n!r}")
         if n not in node["faults"]:
@@ -77,8 +98,11 @@ def clear(node: Node, name: str | None = None) -> list[str]:
 
 def view(node: Node) -> Node:
     """The node as the tools show it: a copy with every overlay fault applied (the node itself when none is)."""
-    overlays = [FAULTS[n] for n in sorted(node["faults"]) if n in FAULTS and FAULTS[n].kind in ("overlay", "fabric")
-                and FAULTS[n].apply is not None]
+    if not node["faults"]:
+        return node
+    registry = _registry()
+    overlays = [registry[n] for n in sorted(node["faults"]) if n in registry
+                and registry[n].kind in ("overlay", "fabric") and registry[n].apply is not None]
     if not overlays:
         return node
     v = model.copy_node(node)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from .. import model
-from ..model import Node
+from ..model import Node, compute_hcas
 from ..profiles import DRIVER_RELEASES, deb_version
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 ALL = ("dgx-a100", "dgx-h100", "hgx-h200", "gb200-nvl72")
 FM_PROFILES = ("dgx-a100", "dgx-h100", "hgx-h200")
@@ -75,11 +78,6 @@ class Fault:
             "catches_collective": list(self.catches_collective),
             "catches_subnet": list(self.catches_subnet),
         }
-
-
-def compute_hcas(node: Node) -> list[dict[str, Any]]:
-    """The node's compute HCAs (not its storage or management ones), in order."""
-    return [h for h in node["hcas"] if h["role"] == "compute"]
 
 
 def compute_port(node: Node, n: int) -> dict[str, Any]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from ..model import Node, profile_of
 from .base import GDR, X86, Fault, compute_hcas, healthy_node
+
+TYPE_CHECKING = False  # typing costs every emulated tool call its import; annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def acs_target(node: Node) -> dict[str, Any]:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from fabricproof import tools
 
+from ..digest import sha256
 from ..model import Node
 from .base import Fault, noop
 
@@ -21,7 +20,7 @@ def garbage(seed: str, size: int = 600) -> str:
     raw = b"\xff\xfe"
     block = seed.encode()
     while len(raw) < size:
-        block = hashlib.sha256(block).digest()
+        block = sha256(block).digest()
         raw += block
     return raw[:size].decode("utf-8", "surrogateescape")
 
