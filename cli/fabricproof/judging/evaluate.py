@@ -16,7 +16,7 @@ from typing import Any
 from .baseline import UNSET, Baseline, lookup
 from .catalog import Applicability, Check
 from .findings import counted_findings, counted_reasons, fact_words, name_findings, value_words
-from .packing import Records, Spill, Spilled, Tuples, made_result, reasons_in_order, shared
+from .packing import FirstPlaceCounts, Records, Spill, Spilled, Tuples, made_result, reasons_in_order, shared
 from ..model import CheckCoverage, Finding, Outcome, Report, Result, Scope
 from .ops import OPERATORS, render_value
 from .pointer import Found, Where, resolve, split_pointer
@@ -497,17 +497,15 @@ class _SameJudge:
     (hosts in name order, so ties rank as they first appear)."""
 
     def __init__(self, entries: Callable[[], Iterable[FleetEntry]]) -> None:
-        seen: dict[str, dict[tuple[Any, ...], list[Any]]] = {}  # partition -> signature -> [hosts, first host]
+        seen: dict[str, FirstPlaceCounts] = {}  # partition -> its signatures, each with its first host
         for host, early, *compared in entries():
             if early is None:
                 signature, parts, _ = compared
                 for p in parts:
-                    tally = seen.setdefault(p, {}).setdefault(signature, [0, host])
-                    tally[0] += 1
-                    tally[1] = min(tally[1], host)
+                    seen.setdefault(p, FirstPlaceCounts()).add(signature, host)
         self._partitions: dict[str, tuple[Counter[tuple[Any, ...]], list[tuple[tuple[Any, ...], int]], Any, int]] = {}
         for name, signatures in seen.items():
-            counts = Counter({sig: n for sig, (n, _) in sorted(signatures.items(), key=lambda kv: kv[1][1])})
+            counts = signatures.counter()
             ranked = counts.most_common()
             majority = ranked[0][0] if len(ranked) == 1 or ranked[0][1] > ranked[1][1] else None
             self._partitions[name] = (counts, ranked, majority, counts.total())

@@ -245,16 +245,26 @@ def reasons_in_order(spill: Spill, segment: int, order: Sequence[int]) -> Counte
     rank = array("l", bytes(len(order) * array("l").itemsize))  # the place in host order of each position added
     for place, position in enumerate(order):
         rank[position] = place
-    seen: dict[str, list[int]] = {}  # reason -> [results, the first place]
-    position = 0
-    for results in spill.segment(segment):
-        for result in results:
-            place = rank[position] if position < len(rank) else position
-            held = seen.setdefault(result.reason, [0, place])
-            held[0] += 1
-            held[1] = min(held[1], place)
-            position += 1
-    return Counter({reason: n for reason, (n, _) in sorted(seen.items(), key=lambda kv: kv[1][1])})
+    reasons = FirstPlaceCounts()
+    for position, result in enumerate(chain.from_iterable(spill.segment(segment))):
+        reasons.add(result.reason, rank[position] if position < len(rank) else position)
+    return reasons.counter()
+
+
+class FirstPlaceCounts:
+    """Keys counted as they come, each remembering the first (smallest) place it took: counter() is the Counter of
+    the keys as if read in place order, without holding them in that order."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Any, list[Any]] = {}  # key -> [times, the first place]
+
+    def add(self, key: Any, place: Any) -> None:
+        held = self._seen.setdefault(key, [0, place])
+        held[0] += 1
+        held[1] = min(held[1], place)
+
+    def counter(self) -> Counter[Any]:
+        return Counter({key: n for key, (n, _) in sorted(self._seen.items(), key=lambda kv: kv[1][1])})
 
 
 class Spilled(Sequence[Result]):
