@@ -92,3 +92,13 @@ class LabLayout:
     @property
     def bin(self) -> Path:
         return self.root / "bin"
+
+    @property
+    def node_python(self) -> Path:
+        """On the nodes' PYTHONPATH (the lab's sshd sets it): holds the lab's sitecustomize (zipcache.py)."""
+        return self.root / "lib" / "node-python"
+
+    @property
+    def zipcache(self) -> Path:
+        """Compiled code of what Ansible's modules import from their zip, kept for the lab's nodes (zipcache.py)."""
+        return self.root / "zipcache"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import py_compile
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricproof.fsutil import atomic_write_text
-from . import emu, latency, netstat, nodestore, procs, sshd
+from . import emu, latency, netstat, nodestore, procs, sshd, zipcache
 from . import state as lab_state
 from .emu.faults import FAULTS as EMU_FAULTS
 from .emu.faults import FaultError
@@ -181,6 +182,19 @@ def _chown_dirs(top: Path, user: LabUser) -> None:
         os.chown(parent, user.uid, user.gid)
 
 
+def _install_node_python(layout: LabLayout, user: LabUser) -> None:
+    """The nodes' sitecustomize (zipcache.py, world-readable) and the cache it writes as the lab user (theirs alone)."""
+    _make_dir(layout.node_python)
+    site = layout.node_python / "sitecustomize.py"
+    atomic_write_text(site, Path(zipcache.__file__).read_text(), mode=0o644)
+    # Byte-compiled here, readable by all: the lab user cannot write beside it, and every Python on a node loads it.
+    os.chmod(py_compile.compile(str(site), doraise=True), 0o644)
+    os.chmod(layout.node_python / "__pycache__", 0o755)
+    layout.zipcache.mkdir(mode=0o700, exist_ok=True)
+    os.chown(layout.zipcache, user.uid, user.gid)
+    os.chmod(layout.zipcache, 0o700)
+
+
 def _nodes_present(layout: LabLayout, hosts: list[LabHost]) -> bool:
     return all((layout.node_dir(h.address) / "state.json").is_file() for h in hosts)
 
@@ -230,7 +244,8 @@ def _write_sshd_configs(layout: LabLayout, groups: list[SshdGroup], port: int, u
         text = sshd.render_config(title=f"fabricproof lab {layout.root}: sshd {g.group + 1} of {len(groups)}",
                                   addresses=g.addresses, port=port, host_key=layout.host_key,
                                   authorized_keys=layout.authorized_keys, user=user.name,
-                                  tools_dir=layout.bin, nodes=nodes)
+                                  tools_dir=layout.bin, nodes=nodes,
+                                  python=sshd.NodePython(layout.node_python, layout.zipcache))
         atomic_write_text(Path(g.config), text, mode=0o644)
 
 
@@ -350,6 +365,7 @@ def _up_locked(layout: LabLayout, nodes: int, profile: str, port: int | None, no
             progress(f"freed {orphan}: its lab directory was deleted without `lab down --purge`")
         nodestore.make_nodes_dir(layout.nodes, _use_tmpfs(node_store, nodes, progress))
     emu.install(layout.root, latency.delays(latency_profile))
+    _install_node_python(layout, user)
     fstate = _fabric_state(layout, hosts, fabric, previous if reuse_nodes else None)
     cabling = fabric_runtime.cabling(fstate, hosts)
     if not reuse_nodes:

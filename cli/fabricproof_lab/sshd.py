@@ -54,8 +54,21 @@ class NodeEnv:
     host_root: Path
 
 
+@dataclass(frozen=True)
+class NodePython:
+    """Where the nodes' Python finds the lab's sitecustomize (zipcache.py) and the cache it keeps."""
+
+    path: Path
+    zipcache: Path
+
+    def setenv(self) -> str:
+        for path in (self.path, self.zipcache):
+            assert_safe_path(path)
+        return f" PYTHONPATH={self.path} FABRICPROOF_LAB_ZIPCACHE={self.zipcache}"
+
+
 def render_config(*, title: str, addresses: Sequence[str], port: int, host_key: Path, authorized_keys: Path,
-                  user: str, tools_dir: Path, nodes: Sequence[NodeEnv]) -> str:
+                  user: str, tools_dir: Path, nodes: Sequence[NodeEnv], python: NodePython | None = None) -> str:
     """One sshd_config for up to 16 loopback addresses, with one Match block per address."""
     assert_loopback(addresses)
     if not 1 <= len(addresses) <= MAX_LISTEN:
@@ -100,6 +113,8 @@ def render_config(*, title: str, addresses: Sequence[str], port: int, host_key: 
     # /tmp. orted keeps its session directory in <tmpdir>/ompi.<hostname>.<uid>, and every lab node shares this
     # machine's host name and the lab user: in one /tmp the orteds of one mpirun race to create the same directory
     # and one fails to start. Not TMPDIR: the SSH transport's private directories stay on /dev/shm.
+    # PYTHONPATH: the lab's sitecustomize, which keeps what Ansible's modules compile (zipcache.py).
+    python_env = python.setenv() if python else ""
     by_address = {n.address: n for n in nodes}
     for addr in addresses:
         node = by_address[addr]
@@ -108,7 +123,8 @@ def render_config(*, title: str, addresses: Sequence[str], port: int, host_key: 
         lines += [
             f"Match LocalAddress {addr}",
             (f"    SetEnv PATH={tools_dir}:{SYSTEM_PATH} FABRICPROOF_LAB_NODE={node.node_dir}"
-             f" FABRICPROOF_HOST_ROOT={node.host_root} OMPI_MCA_orte_tmpdir_base={node.node_dir / NODE_TMP}"),
+             f" FABRICPROOF_HOST_ROOT={node.host_root} OMPI_MCA_orte_tmpdir_base={node.node_dir / NODE_TMP}"
+             f"{python_env}"),
         ]
     return "\n".join(lines) + "\n"
 

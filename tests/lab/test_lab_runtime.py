@@ -245,6 +245,29 @@ def test_ansible_runs_a_command_on_two_lab_hosts(lab: RunningLab, tmp_path: Path
         assert "CHANGED" in line and "rc=0" in line and "GPU 0: NVIDIA" in line
 
 
+def test_ansible_modules_compile_on_a_lab_node_once_and_later_tasks_reuse_it(lab: RunningLab, tmp_path: Path) -> None:
+    """The lab nodes' sitecustomize (fabricproof_lab.zipcache) under real Ansible: the first task fills the lab's cache
+    as the lab user, a later task only reads it (no entry rewritten), and both tasks answer alike."""
+    cache = lab.dir / "zipcache"
+
+    def task() -> str:
+        done = subprocess.run(["ansible", "-i", str(lab.dir / "inventory.yml"), "h100-0002", "-m", "command",
+                               "-a", "nvidia-smi -L", "--one-line"],
+                              capture_output=True, text=True, env=_ansible_env(tmp_path), timeout=120, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    def entries() -> dict[str, tuple[int, int]]:
+        return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in cache.iterdir()}
+
+    first = task()
+    after_first = entries()
+    assert len(after_first) >= 20  # ansible.module_utils.basic and what it imports
+    assert all(os.stat(cache / name).st_uid == pwd.getpwnam(LAB_USER).pw_uid for name in after_first)
+    assert task() == first
+    assert entries() == after_first, "a later task compiled and wrote again"
+
+
 # ------------------------------------------------------------------------- failure and scale
 
 

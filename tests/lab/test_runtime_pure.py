@@ -99,6 +99,23 @@ def test_sshd_config_listens_on_each_address_and_sets_per_node_env_in_match_bloc
         assert directive in lines
 
 
+def test_sshd_config_puts_the_labs_sitecustomize_and_its_cache_in_every_nodes_environment() -> None:
+    addresses = [node_address(i) for i in range(3)]
+    python = sshd.NodePython(LAB / "lib/node-python", LAB / "zipcache")
+    text = sshd.render_config(title="t", addresses=addresses, port=22022, host_key=LAB / "keys/hk",
+                              authorized_keys=LAB / "keys/authorized_keys", user="fabricproof-lab",
+                              tools_dir=LAB / "bin", nodes=_nodes(addresses), python=python)
+    setenvs = [ln.split() for ln in text.splitlines() if ln.strip().startswith("SetEnv")]
+    assert len(setenvs) == 3
+    for words in setenvs:
+        assert words[-2:] == ["PYTHONPATH=/srv/lab/lib/node-python", "FABRICPROOF_LAB_ZIPCACHE=/srv/lab/zipcache"]
+    with pytest.raises(LabError, match="characters"):
+        sshd.render_config(title="t", addresses=addresses, port=22022, host_key=LAB / "keys/hk",
+                           authorized_keys=LAB / "keys/authorized_keys", user="fabricproof-lab",
+                           tools_dir=LAB / "bin", nodes=_nodes(addresses),
+                           python=sshd.NodePython(LAB / "lib/node-python", Path("/tmp/zip cache")))
+
+
 def test_sshd_config_refuses_more_than_16_listen_addresses() -> None:
     with pytest.raises(ValueError):
         _config([node_address(i) for i in range(17)])
