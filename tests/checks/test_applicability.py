@@ -7,12 +7,13 @@ from pathlib import Path
 
 from fabricproof.judging import baseline as baselines
 from fabricproof import facts
-from fabricproof.judging import catalog
 from fabricproof.judging.evaluate import evaluate
 from fabricproof.model import CommandResult, Outcome
 
+from catalogkit import shipped_checks
+
 REPO = Path(__file__).resolve().parents[2]
-CHECKS = catalog.load(REPO / "checks")
+CHECKS = shipped_checks()  # the repository's checks/, loaded once per test process
 FABRIC_FM = [c for c in CHECKS if c.family in ("fabric", "fm") and not c.id.startswith("imex.")]
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import defusedxml.ElementTree as SafeET
 import pytest
-import xmlschema
 import yaml
 from labkit import lab_skip_reason
 
@@ -132,6 +131,8 @@ def _run(script: str, ws: Path, env: dict[str, str]) -> subprocess.CompletedProc
 
 
 def _check_reports(ws: Path) -> None:
+    import xmlschema  # here, not at collection: every xdist worker collects, and its import costs ~0.3 s
+
     xmlschema.XMLSchema(str(JUNIT_XSD)).validate(str(ws / "reports" / "junit.xml"))
     assert SafeET.parse(ws / "reports" / "junit.xml").getroot().get("failures") == "0"
     assert (ws / "reports" / "fabric.sarif").read_text().lstrip().startswith("{")

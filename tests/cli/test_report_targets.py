@@ -12,7 +12,6 @@ from pathlib import Path
 
 import defusedxml.ElementTree as SafeET
 import pytest
-import xmlschema
 import yaml
 from fabricproof.commands._common import report_targets
 from fabricproof.errors import InputError
@@ -103,6 +102,8 @@ def test_the_readme_validate_examples_run_as_printed_and_write_the_right_artifac
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("PASSED") and "Hosts" in res.stdout  # the table, on stdout
     junit = workspace / "junit.xml"
+    import xmlschema  # here, not at collection: every xdist worker collects, and its import costs ~0.3 s
+
     xmlschema.XMLSchema(str(JUNIT_XSD)).validate(str(junit))  # JUnit XML, as Jenkins/GitLab read it
     assert SafeET.parse(junit).getroot().tag == "testsuites"
     sarif = json.loads((workspace / "fabric.sarif").read_text())

@@ -12,13 +12,14 @@ import pytest
 import yaml
 from fabricproof.judging import baseline as baselines
 from fabricproof import capture, facts
-from fabricproof.judging import catalog
 from fabricproof.judging.evaluate import evaluate
 from fabricproof.model import CommandResult
 
+from catalogkit import shipped_checks
+
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
-CHECKS = {c.id: c for c in catalog.load(REPO / "checks")}
+CHECKS = {c.id: c for c in shipped_checks()}  # the repository's checks/, loaded once per test process
 CASES = sorted(p.parent.name for p in HERE.glob("*/case.yaml"))
 
 
