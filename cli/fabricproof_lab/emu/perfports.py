@@ -1,12 +1,4 @@
-"""The emulated perftest's TCP ports, private to each lab: a server listens where the kernel puts it and publishes
-that port under the (address, port) its command asked for, in its own lab's rendezvous directory.
-
-Labs side by side use the same node addresses (they differ by their sshd's port), so the port a command asks for
-cannot be the port a server listens on: a lab's client would meet another lab's server there, and a second lab's
-server could not listen at all. A server's claim is an flock on its file, held while it listens: a second server of
-the same lab on the same address and port cannot take it (real perftest's bind fails alike), and the claim of a
-server that was killed ends with it, so a client never dials a port nobody of its lab holds.
-"""
+"""The emulated perftest's TCP ports, private to each lab: a server publishes the one it took under the one asked."""
 
 from __future__ import annotations
 
@@ -16,6 +8,14 @@ import socket
 from pathlib import Path
 
 from .multinode import ensure_rendezvous_dir
+
+# Labs side by side use the same node addresses (they differ by their sshd's port), so the port a command asks for
+# cannot be the port its server listens on: a lab's client would meet another lab's server there, and a second lab's
+# server could not listen at all. So a server listens where the kernel puts it and writes that port into a file named
+# by (address, port asked for) in its lab's rendezvous directory, which only its own lab's clients read. Its claim is
+# an flock on the file, held while it listens: a second server of the same lab on the same address and port cannot
+# take it (real perftest's bind fails alike), and a killed server's claim ends with it, so no client dials a port
+# that nobody of its lab holds.
 
 
 def _path(node_dir: Path, address: str, port: int) -> Path:
