@@ -312,3 +312,64 @@ def test_installed_perftest_rendezvous_over_tcp_and_a_server_nobody_dials(make_n
     # and a client with no server says so the way perftest does
     lonely = b.run(*client_argv[:-1], "-p", "18999", a.address, timeout=60)
     assert lonely.returncode == 1 and lonely.stderr.startswith(f"Couldn't connect to {a.address}:18999")
+
+
+def _listening(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """A perftest server started in the background, returned once it printed its banner (it listens)."""
+    srv = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           stdin=subprocess.DEVNULL)
+    seen = ""
+    while "Waiting for client to connect" not in seen:  # bounded: the server gives up after its wait and closes
+        line = srv.stdout.readline()
+        if not line:
+            out, err = srv.communicate(timeout=90)
+            raise AssertionError(f"the server did not listen: {seen + out}{err}")
+        seen += line
+    return srv
+
+
+def test_perftest_of_two_labs_side_by_side_never_meets_the_other_labs(tmp_path, lab, make_node) -> None:
+    """Labs side by side use the same node addresses (127.10.0.x; they differ by their sshd's port): a lab's client
+    never meets another lab's server on the same address and port, and both labs' servers listen there at once."""
+    from fabricproof_lab.emu import api
+
+    a_srv, a_cli = make_node("dgx-h100"), make_node("dgx-h100")
+    other = tmp_path / "other-lab"
+    api.install(other)
+    for address, index in ((a_srv.address, 11), (a_cli.address, 12)):
+        api.create_node(other, address, "dgx-h100", index, None, f"h100-{index:04d}")
+    b_env = {**a_srv.env(), "PATH": f"{other}/bin:/usr/bin:/bin"}
+    b_srv = {**b_env, "FABRICPROOF_LAB_NODE": str(api.node_path(other, a_srv.address))}
+    b_cli = {**b_env, "FABRICPROOF_LAB_NODE": str(api.node_path(other, a_cli.address))}
+    server_argv, client_argv = spec.PROBES["ib_pair_bw"].pair_argv(_values("dgx-h100"), a_srv.address, None)
+
+    servers = [_listening(server_argv, b_srv)]
+    try:
+        # only the other lab listens at the address and port: this lab's client finds nobody, as on real hosts
+        alone = a_cli.run(*client_argv, timeout=90)
+        assert alone.returncode == 1 and alone.stderr.startswith(f"Couldn't connect to {a_srv.address}:18515"), alone
+        servers.append(_listening(server_argv, a_srv.env()))
+        # within one lab a second server on the same address and port cannot listen, as perftest's bind fails
+        second = a_srv.run(*server_argv, timeout=90)
+        assert (second.returncode, second.stderr) == (1, "Couldn't listen to port 18515\n Unable to init the socket "
+                                                         "connection\n"), second
+        clients = [subprocess.run(client_argv, env=env, capture_output=True, text=True, timeout=90, check=False)
+                   for env in (b_cli, a_cli.env())]
+        outs = [s.communicate(timeout=90) for s in servers]
+    finally:
+        for s in servers:
+            if s.poll() is None:
+                s.kill()
+                s.communicate()
+    for (out, err), srv, client in zip(outs, servers, clients):
+        assert srv.returncode == 0 and client.returncode == 0, (err, client.stderr)
+        s, c = parse_perftest(out)["targets"]["mlx5_0"]["runs"][0], parse_perftest(client.stdout)["targets"]["mlx5_0"]
+        assert s["remote_lid"] == c["runs"][0]["local_lid"] and s["local_lid"] == c["runs"][0]["remote_lid"]
+    lids = [parse_perftest(out)["targets"]["mlx5_0"]["runs"][0]["local_lid"] for out, _err in outs]
+    assert lids[0] != lids[1]  # the two servers are the two labs' nodes
+    # a server killed while it listens leaves no port its lab's clients would dial
+    killed = _listening([*server_argv[:-1], "-p", "18600", "--report_gbits"], a_srv.env())
+    killed.kill()
+    killed.communicate(timeout=90)
+    late = a_cli.run(*client_argv[:-1], "-p", "18600", a_srv.address, timeout=90)
+    assert late.returncode == 1 and late.stderr.startswith(f"Couldn't connect to {a_srv.address}:18600"), late

@@ -107,12 +107,13 @@ def bottleneck(nodes: list[dict[str, Any]], test: str, mnnvl_enabled: bool,
 
 
 def rendezvous_dir(node_dir: Path) -> Path:
-    """Where the tasks of a launch meet: beside the lab's node directories (its tmpfs store when it has one), so no
-    other lab shares it; `lab up` hands it to the lab user, as whom tasks run when mpirun starts them over SSH."""
+    """Where the tasks of a launch (and a perftest pair, emu.perfports) meet: beside the lab's node directories (its
+    tmpfs store when it has one), so no other lab shares it; `lab up` hands it to the lab user, as whom tasks run when
+    mpirun starts them over SSH."""
     return node_dir.resolve().parent / "collective"
 
 
-def _rendezvous_dir(node_dir: Path) -> Path:
+def ensure_rendezvous_dir(node_dir: Path) -> Path:
     d = rendezvous_dir(node_dir)
     d.mkdir(exist_ok=True)  # a lab made before `lab up` created it: root's Slurm tasks may
     return d
@@ -148,7 +149,7 @@ def _readline(conn: socket.socket, deadline: float) -> bytes:
 def follower(node_dir: Path, t: Task, mine: dict[str, Any]) -> bool:
     """A rank other than 0: join rank 0 and wait until it is done. False when rank 0 never answered."""
     deadline = time.monotonic() + JOIN_WAIT_S
-    port = _wait_for(_rendezvous_dir(node_dir) / f"{t.key}.port", deadline)
+    port = _wait_for(ensure_rendezvous_dir(node_dir) / f"{t.key}.port", deadline)
     if port is None:
         return False
     with socket.create_connection(("127.0.0.1", int(port)), timeout=JOIN_WAIT_S) as conn:
@@ -160,7 +161,7 @@ def follower(node_dir: Path, t: Task, mine: dict[str, Any]) -> bool:
 
 def leader(node_dir: Path, t: Task, mine: dict[str, Any]) -> tuple[list[dict[str, Any]], list[socket.socket]] | None:
     """Rank 0: publish a port, take every other rank's summary; None when one never joined in JOIN_WAIT_S."""
-    d = _rendezvous_dir(node_dir)
+    d = ensure_rendezvous_dir(node_dir)
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(t.size)

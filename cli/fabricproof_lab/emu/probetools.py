@@ -3,7 +3,8 @@
 Each reads the node's fault view, sleeps its real duration scaled down (seconds, not minutes; a sleep costs no CPU)
 and prints the real tool's format with figures from perfmodel. perftest's server listens for real on the node's own
 127.x address and waits, bounded, for its client; the client dials the address it is given (a node's 127.0.0.1 is
-the node itself, so a loopback run dials the node's own address).
+the node itself, so a loopback run dials the node's own address) at the port its own lab's server took for the port
+both asked for (emu.perfports: labs side by side share node addresses).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import faults, multinode, perfmodel, render_perf
+from . import faults, multinode, perfmodel, perfports, render_perf
 from .model import Node, installed_driver
 from .tooling import HangRequested, Result, read
 
@@ -384,8 +385,8 @@ def perftest(tool: str):
         if run.error:
             return run.error
         if run.target is not None:
-            return _client(view, run, _lab_address(node_dir, run.target, view["address"]))
-        return _server(view, run)
+            return _client(node_dir, view, run, _lab_address(node_dir, run.target, view["address"]))
+        return _server(node_dir, view, run)
 
     return handler
 
@@ -412,14 +413,11 @@ def _report(side: _Side, local: dict[str, Any], remote: dict[str, Any], figure: 
         render_perf.perftest_addresses(local["qp"], remote["qp"]) + table
 
 
-def _server(view: Node, run: _Args) -> Result:
+def _server(node_dir: Path, view: Node, run: _Args) -> Result:
     side = run.side
     assert side is not None
     try:
-        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        lsock.bind((view["address"], run.port))
-        lsock.listen(1)
+        listener = perfports.listen(node_dir, view["address"], run.port)
     except OSError:
         return "", f"Couldn't listen to port {run.port}\n Unable to init the socket connection\n", 1
     # The CUDA set-up lines come before the banner here: the perftest parser tells a server's run by the banner
@@ -430,13 +428,13 @@ def _server(view: Node, run: _Args) -> Result:
         wait = float(os.environ.get("FABRICPROOF_LAB_PERFTEST_WAIT_S", SERVER_WAIT_S))
     except ValueError:
         wait = SERVER_WAIT_S
-    lsock.settimeout(wait)
+    listener.sock.settimeout(wait)
     try:
-        conn, _peer = lsock.accept()
+        conn, _peer = listener.sock.accept()
     except OSError:
-        lsock.close()
         return "", render_perf.ACCEPT_FAILURE, 1
-    lsock.close()
+    finally:
+        listener.close()
     with conn:
         client = _recv(conn, EXCHANGE_WAIT_S)
         if client is None:
@@ -452,13 +450,18 @@ def _server(view: Node, run: _Args) -> Result:
         return _outcome(run, mine, client, float(result["figure"]), "server")
 
 
-def _client(view: Node, run: _Args, address: str) -> Result:
+def _client(node_dir: Path, view: Node, run: _Args, address: str) -> Result:
     side = run.side
     assert side is not None and run.target is not None
-    try:
-        conn = socket.create_connection((address, run.port), timeout=EXCHANGE_WAIT_S,
-                                        source_address=(view["address"], 0))
-    except OSError:
+    port = perfports.dial_port(node_dir, address, run.port)
+    conn = None
+    if port is not None:
+        try:
+            conn = socket.create_connection((address, port), timeout=EXCHANGE_WAIT_S,
+                                            source_address=(view["address"], 0))
+        except OSError:
+            pass
+    if conn is None:
         return "", render_perf.CONNECT_FAILURE.format(host=run.target, port=run.port), 1
     with conn:
         mine = _hello(side, run.port, "client")
