@@ -98,14 +98,23 @@ _SETTERS = tuple(getattr(Result, f.name).__set__ for f in dataclasses.fields(Res
 _new = object.__new__
 
 
-def made_result(*fields: Any) -> Result:
-    """Result(*fields), every field given in order, without the frozen dataclass's __init__, which sets each field
-    through object.__setattr__ (1.5 against 3.9 us, measured side by side): a fleet's evaluation makes one a check
-    and host, and its reports make each again from the spill. The same object: equal, frozen, slotted."""
-    result = _new(Result)
-    for put, value in zip(_SETTERS, fields):
-        put(result, value)
-    return result
+def _made_result() -> Callable[..., Result]:
+    """made_result, its body written out one slot a line from Result's fields (as dataclasses writes __init__): a
+    loop over the setters took 2.6 us a result, this 1.8 (timeit, side by side), and a fleet's judging and its
+    reports each make one a check and host."""
+    names = [f.name for f in dataclasses.fields(Result)]
+    scope: dict[str, Any] = {"_new": _new, "Result": Result, **{f"_set{i}": put for i, put in enumerate(_SETTERS)}}
+    lines = [f"    _set{i}(result, {name})" for i, name in enumerate(names)]
+    exec(f"def made_result({', '.join(names)}):\n    result = _new(Result)\n" + "\n".join(lines)
+         + "\n    return result\n", scope)
+    made = scope["made_result"]
+    made.__doc__ = """Result(*fields), every field given in order, without the frozen dataclass's __init__, which sets each
+    field through object.__setattr__ (3.9 us): a fleet's evaluation makes one a check and host, and its reports make
+    each again from the spill. The same object: equal, frozen, slotted."""
+    return made
+
+
+made_result = _made_result()
 
 
 class Records:
