@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from collections.abc import Callable, Iterator
 from json.encoder import c_make_encoder, encode_basestring
 from functools import cache
 from typing import Any
 
 from ..actions import host_actions, note_action
+from ..judging.packing import Spilled, result_fields
 from ..model import CheckCoverage, Finding, Outcome, Report, Result, Severity
 from ..paths import schemas_dir
 from .base import Reporter
@@ -23,6 +24,8 @@ class ReportFormatError(ValueError):
     """A JSON report that does not match schemas/report.schema.json; the message names the path."""
 
 
+#: Where result_fields(r) holds the fields the host actions are gathered from.
+_HOST, _OUTCOME, _ACTION = map([f.name for f in fields(Result)].index, ("host", "outcome", "action"))
 #: Each outcome's and severity's text: Enum.value is a Python-level property, read twice a result (a fleet's ~112 a host).
 _OUTCOMES = {o: o.value for o in Outcome}
 _SEVERITIES = {s: s.value for s in Severity}
@@ -103,9 +106,12 @@ def chunks(report: Report) -> Iterator[str]:
 
     yield "{\n" + members(_before(report)) + ',\n  "results": ['
     actions: dict[str, str] = {}
-    for i, r in enumerate(report.results):
+    results = report.results
+    # A fleet's results come back from the spill as their fields: read so, no Result is made again for a line
+    rows = results.fields() if isinstance(results, Spilled) else map(result_fields, results)
+    for i, r in enumerate(rows):
         yield ("\n    " if i == 0 else ",\n    ") + line(r)
-        note_action(actions, r)
+        note_action(actions, r[_HOST], r[_OUTCOME], r[_ACTION])
     yield ("\n  ]" if report.results else "]") + ",\n" + members(_after(report, actions)) + "\n}\n"
 
 
@@ -120,10 +126,11 @@ def _one_line_encoder() -> Callable[[Any], str]:
     return lambda value: "".join(iterencode(value, 0))
 
 
-def _result_line() -> Callable[[Result], str]:
-    """_one_line_encoder()(_result(r)), the same text, written from pieces: a check's results share their check's
-    fields (id, title, family, references, action), so those are encoded once a check and joined with the fields of
-    each result, and no dict is made a result (a fleet's report writes ~112 results a host: 3.6 -> ~1.5 us each)."""
+def _result_line() -> Callable[[tuple[Any, ...]], str]:
+    """_one_line_encoder()(_result(r)) of a result given as its fields (result_fields(r)), the same text, written
+    from pieces: a check's results share their check's fields (id, title, family, references, action), so those are
+    encoded once a check and joined with the fields of each result, and no dict is made a result (a fleet's report
+    writes ~112 results a host: 3.6 -> ~1.5 us each)."""
     encode = _one_line_encoder()
 
     def text(value: Any) -> str:
@@ -136,30 +143,32 @@ def _result_line() -> Callable[[Result], str]:
     middles: dict[tuple[Outcome, Severity, str], str] = {}  # -> from the host to the expectation
     tails: dict[tuple[tuple[str, ...], str], str] = {}  # (references, action) -> after the evidence
 
-    def line(r: Result) -> str:
-        head = heads.get(key := (r.check_id, r.title))
+    def line(r: tuple[Any, ...]) -> str:
+        (check_id, title, host, outcome, severity, expected, actual, reason, remediation, evidence, family, references,
+         findings, action) = r
+        head = heads.get(key := (check_id, title))
         if head is None:
-            head = heads[key] = f'{{"check_id": {text(r.check_id)}, "title": {text(r.title)}, "host": '
-        middle = middles.get(between := (r.outcome, r.severity, r.family))
+            head = heads[key] = f'{{"check_id": {text(check_id)}, "title": {text(title)}, "host": '
+        middle = middles.get(between := (outcome, severity, family))
         if middle is None:
-            middle = middles[between] = (f', "outcome": {text(_OUTCOMES[r.outcome])}, "severity": '
-                                         f'{text(_SEVERITIES[r.severity])}, "family": {text(r.family)}, "expected": ')
-        after = (r.references, r.action) if type(r.references) is tuple else None  # a list is not a key
+            middle = middles[between] = (f', "outcome": {text(_OUTCOMES[outcome])}, "severity": '
+                                         f'{text(_SEVERITIES[severity])}, "family": {text(family)}, "expected": ')
+        after = (references, action) if type(references) is tuple else None  # a list is not a key
         tail = tails.get(after) if after else None
         if tail is None:
-            tail = (f', "references": {items(r.references)}' + (f', "action": {text(r.action)}' if r.action else ""))
+            tail = (f', "references": {items(references)}' + (f', "action": {text(action)}' if action else ""))
             if after:
                 tails[after] = tail
-        findings = (', "findings": ' + encode([{"pointer": f.pointer, "value": f.value, "item": f.item, "text": f.text}
-                                               for f in r.findings])) if r.findings else ""
+        found = (', "findings": ' + encode([{"pointer": f.pointer, "value": f.value, "item": f.item, "text": f.text}
+                                            for f in findings])) if findings else ""
         try:  # the fields a result's own strings fill, encoded as strings without a call each
-            host, expected, reason, remediation = map(encode_basestring, (r.host, r.expected, r.reason, r.remediation))
-            evidence = "[" + ", ".join(map(encode_basestring, r.evidence)) + "]"
+            host, expected, reason, remediation = map(encode_basestring, (host, expected, reason, remediation))
+            listed = "[" + ", ".join(map(encode_basestring, evidence)) + "]"
         except TypeError:  # one is not a string: json's encoding of it
-            host, expected, reason, remediation = map(text, (r.host, r.expected, r.reason, r.remediation))
-            evidence = items(r.evidence)
-        return (f'{head}{host}{middle}{expected}, "actual": {encode(r.actual)}, "reason": {reason}, "remediation": '
-                f'{remediation}, "evidence": {evidence}{tail}{findings}}}')
+            host, expected, reason, remediation = map(text, (host, expected, reason, remediation))
+            listed = items(evidence)
+        return (f'{head}{host}{middle}{expected}, "actual": {encode(actual)}, "reason": {reason}, "remediation": '
+                f'{remediation}, "evidence": {listed}{tail}{found}}}')
 
     return line
 
