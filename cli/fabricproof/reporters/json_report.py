@@ -49,8 +49,12 @@ def _result(r: Result) -> dict[str, Any]:
     if r.action:
         doc["action"] = r.action
     if r.findings:
-        doc["findings"] = [{"pointer": f.pointer, "value": f.value, "item": f.item, "text": f.text} for f in r.findings]
+        doc["findings"] = _findings(r.findings)
     return doc
+
+
+def _findings(findings: tuple[Finding, ...]) -> list[dict[str, Any]]:
+    return [{"pointer": f.pointer, "value": f.value, "item": f.item, "text": f.text} for f in findings]
 
 
 def _before(report: Report) -> dict[str, Any]:
@@ -130,7 +134,7 @@ def _result_line() -> Callable[[tuple[Any, ...]], str]:
     """_one_line_encoder()(_result(r)) of a result given as its fields (result_fields(r)), the same text, written
     from pieces: a check's results share their check's fields (id, title, family, references, action), so those are
     encoded once a check and joined with the fields of each result, and no dict is made a result (a fleet's report
-    writes ~112 results a host: 3.6 -> ~1.5 us each)."""
+    writes ~112 results a host: with Spilled.fields, 1.07-1.11 -> 0.50-0.54 ms a host in-process, side by side)."""
     encode = _one_line_encoder()
 
     def text(value: Any) -> str:
@@ -159,8 +163,7 @@ def _result_line() -> Callable[[tuple[Any, ...]], str]:
             tail = (f', "references": {items(references)}' + (f', "action": {text(action)}' if action else ""))
             if after:
                 tails[after] = tail
-        found = (', "findings": ' + encode([{"pointer": f.pointer, "value": f.value, "item": f.item, "text": f.text}
-                                            for f in findings])) if findings else ""
+        found = f', "findings": {encode(_findings(findings))}' if findings else ""
         try:  # the fields a result's own strings fill, encoded as strings without a call each
             host, expected, reason, remediation = map(encode_basestring, (host, expected, reason, remediation))
             listed = "[" + ", ".join(map(encode_basestring, evidence)) + "]"
