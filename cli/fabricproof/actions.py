@@ -59,12 +59,12 @@ def host_actions(results: Iterable) -> dict[str, str]:
     a host with no failed result has none."""
     out: dict[str, str] = {}
     for r in results:
-        note_action(out, r)
+        note_action(out, r.host, r.outcome, r.action)
     return out
 
 
-def note_action(out: dict[str, str], r) -> None:
-    """host_actions' step for one result, for a reporter that meets the results once and cannot pass over them
-    again (a fleet's are read back from disk)."""
-    if r.outcome == "fail" and r.action and rank(r.action) > rank(out.get(r.host, "")):
-        out[r.host] = r.action
+def note_action(out: dict[str, str], host: str, outcome: str, action: str) -> None:
+    """host_actions' step for one result (its host, outcome and action), for a reporter that meets the results once
+    and cannot pass over them again (a fleet's are read back from disk)."""
+    if outcome == "fail" and action and rank(action) > rank(out.get(host, "")):
+        out[host] = action

@@ -9,7 +9,10 @@ the lab. Run from the repo:
   offline   `fabricproof validate --facts DIR -b BASELINE -f json=PATH` over the lab facts cloned to 1,000 and
             10,000 hosts (written compact, as the run store writes them; every 25th host with a fault): ms of CPU
             per host and peak RSS, this tree against the code of --old-commit (extracted with git archive, run the
-            same way, side by side; at the largest size only with --old-at-largest: it needs ~0.6 MB a host)
+            same way, side by side; at the largest size only with --old-at-largest: it needs ~0.6 MB a host).
+            The 1,000-host size runs --offline-runs times (3), new and old alternating, and its figure is the
+            median run, every run printed: this VM's CPU time varies +-20% from run to run (two quiet runs of this
+            file on the same code gave 4.77 and 5.85 ms a host). The 10,000-host size (~40 s) runs once
   live      bench_fleet.py's fabricproof-vs-floor and replay (lab of --live-nodes, replay of --replay-hosts)
   local     `check --local` on one lab node, --local-runs times alternating with the code of --local-old: its own
             CPU (beside the tools it runs, read from the ended process's /proc stat before it is reaped), the tools'
@@ -132,35 +135,54 @@ def old_tree(commit: str, into: Path) -> Path:
     return into / "cli"
 
 
-def offline(work: Path, sizes: list[int], old: Path | None, old_at_largest: bool) -> dict[str, Any]:
+#: Offline sizes up to this many hosts run --offline-runs times and report the median: this VM's CPU time varies by
+#: +-20% from run to run (session 33's two quiet runs of this file, the same code: 4.77 and 5.85 ms a host at 1,000
+#: hosts), so one run of a 5-second size can meet or miss a 5 ms goal by itself. A 10,000-host run (~40 s) runs once.
+REPEATED_UP_TO = 2000
+
+
+def offline(work: Path, sizes: list[int], old: Path | None, old_at_largest: bool, runs: int = 3) -> dict[str, Any]:
     """Each tree keeps its state (the kept catalog) in the work directory, never in this machine's
-    /var/lib/fabricproof, and runs once on the lab's four hosts first, uncounted: bytecode compiled and the catalog
-    kept, as on a machine where it has run before."""
+    /var/lib/fabricproof, and runs once on the lab's four hosts first, uncounted: bytecode compiled (into the work
+    directory, whatever PYTHONDONTWRITEBYTECODE says: pip compiles it at install) and the catalog kept, as on a
+    machine where it has run before. A size up to REPEATED_UP_TO hosts runs `runs` times, new and old alternating,
+    and its row is the median run (every run printed and kept under "runs")."""
     rows: dict[str, Any] = {}
     trees = {"new": REPO / "cli", **({"old": old} if old is not None else {})}
-    states = {name: work / f"state-offline-{name}" for name in trees}
-    for name, tree in trees.items():
-        argv, env = fabricproof(tree, "validate", "--facts", str(LAB / "facts"), "-b", str(BASELINE))
-        subprocess.run(argv, env={**env, "FABRICPROOF_STATE_DIR": str(states[name])}, cwd=REPO,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    plain = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    envs = {name: {**plain, "PYTHONPATH": str(tree), "PYTHONPYCACHEPREFIX": str(work / f"pyc-offline-{name}"),
+                   "FABRICPROOF_STATE_DIR": str(work / f"state-offline-{name}")} for name, tree in trees.items()}
+    for name in trees:
+        argv, _ = fabricproof(trees[name], "validate", "--facts", str(LAB / "facts"), "-b", str(BASELINE))
+        subprocess.run(argv, env=envs[name], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       check=False)
     for n in sizes:
         facts = clone_facts(work / f"facts-{n}", n)
-        variants = [("new", REPO / "cli")]
+        variants = ["new"]
         if old is not None and (n != max(sizes) or old_at_largest or len(sizes) == 1):
-            variants.append(("old", old))
-        for name, tree in variants:
-            report = work / f"report-{name}-{n}.json"
-            argv, env = fabricproof(tree, "validate", "--facts", str(facts), "-b", str(BASELINE),
-                                    "-f", f"json={report}")
-            row = run_child(argv, {**env, "FABRICPROOF_STATE_DIR": str(states[name])}, REPO,
-                            work / f"out-{name}-{n}.txt")
-            row["cpu_ms_per_host"] = round(row["cpu_s"] * 1000 / n, 2)
-            rows[f"{name}-{n}"] = row
-            if row["rc"] not in (0, 1, 3):
-                row["output_tail"] = (work / f"out-{name}-{n}.txt").read_text(errors="replace")[-800:]
-            print(f"  offline {name:3s} {n:6d} hosts  CPU {row['cpu_s']:7.2f} s ({row['cpu_ms_per_host']:6.2f} ms/host)"
-                  f"  wall {row['wall_s']:7.2f} s  peak RSS {row['peak_rss_mb']:7.1f} MB  rc {row['rc']}", flush=True)
-            report.unlink(missing_ok=True)
+            variants.append("old")
+        measured: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+        repeats = runs if n <= REPEATED_UP_TO else 1
+        for i in range(repeats):
+            for name in variants if i % 2 == 0 else variants[::-1]:  # alternated: both see the same spells of load
+                report = work / f"report-{name}-{n}.json"
+                argv, _ = fabricproof(trees[name], "validate", "--facts", str(facts), "-b", str(BASELINE),
+                                      "-f", f"json={report}")
+                row = run_child(argv, envs[name], REPO, work / f"out-{name}-{n}.txt")
+                row["cpu_ms_per_host"] = round(row["cpu_s"] * 1000 / n, 2)
+                if row["rc"] not in (0, 1, 3):
+                    row["output_tail"] = (work / f"out-{name}-{n}.txt").read_text(errors="replace")[-800:]
+                measured[name].append(row)
+                print(f"  offline {name:3s} {n:6d} hosts  CPU {row['cpu_s']:7.2f} s ({row['cpu_ms_per_host']:6.2f} ms/host)"
+                      f"  wall {row['wall_s']:7.2f} s  peak RSS {row['peak_rss_mb']:7.1f} MB  rc {row['rc']}"
+                      + (f"  (run {i + 1} of {repeats})" if repeats > 1 else ""), flush=True)
+                report.unlink(missing_ok=True)
+        for name, done in measured.items():
+            middle = sorted(done, key=lambda r: r["cpu_s"])[(len(done) - 1) // 2]  # the median run (lower of two)
+            rows[f"{name}-{n}"] = {**middle, "runs": done} if repeats > 1 else middle
+            if repeats > 1:
+                print(f"  offline {name:3s} {n:6d} hosts  median of {repeats}: {middle['cpu_ms_per_host']:.2f} ms/host"
+                      f" (runs: {', '.join(str(r['cpu_ms_per_host']) for r in done)})", flush=True)
         shutil.rmtree(facts, ignore_errors=True)
     return rows
 
@@ -284,6 +306,8 @@ def main() -> int:
     ap.add_argument("--hosts", default="1000,10000", help="offline fleet sizes, comma-separated")
     ap.add_argument("--old-commit", default=OLD_COMMIT, help="the version to measure side by side (git archive)")
     ap.add_argument("--old-at-largest", action="store_true", help="run the old version at the largest size too")
+    ap.add_argument("--offline-runs", type=int, default=3, help=f"runs of each offline size up to {REPEATED_UP_TO} "
+                    "hosts (new and old alternating); the median is the figure")
     ap.add_argument("--live-nodes", type=int, default=300)
     ap.add_argument("--replay-hosts", type=int, default=10000)
     ap.add_argument("--local-runs", type=int, default=10)
@@ -301,7 +325,7 @@ def main() -> int:
         if "offline" not in skip:
             print(f"offline judging: {', '.join(map(str, sizes))} hosts", flush=True)
             old = None if "old" in skip else old_tree(args.old_commit, work / "old")
-            result["offline"] = offline(work, sizes, old, args.old_at_largest)
+            result["offline"] = offline(work, sizes, old, args.old_at_largest, args.offline_runs)
         if "local" not in skip:
             print("check --local on one lab node", flush=True)
             result["local"] = local(work, args.local_runs, args.local_old or None)

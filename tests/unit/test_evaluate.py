@@ -80,6 +80,24 @@ def test_unset_baseline_key_on_a_host_with_that_hardware_is_not_proven():
     assert report.not_proven == {} and exit_code(report) == 0
 
 
+def test_a_check_out_of_scope_for_a_group_set_is_settled_once_yet_each_host_with_its_hardware_is_not_proven():
+    """A check whose baseline values put it out of scope for a whole group set is settled once for the set (issue
+    23.1), but not when the set leaves a key unset that a host with the hardware needs: each such host is still not
+    proven, and one without it (collector not run) is a plain skip, over several hosts of the one set."""
+    fm = replace(LINKS, requires=("fm.required",))
+    base = Baseline("b", {"platform": "h100", "nvlink": {"links_per_gpu": 18}})
+    report = evaluate({"n1": facts("n1"), "n2": facts("n2", status="skipped"), "n3": facts("n3")}, base, [fm])
+    reasons = {r.host: r.reason for r in report.results}
+    assert all(r.outcome is Outcome.SKIP for r in report.results)
+    assert reasons["n1"] == reasons["n3"] and reasons["n1"].startswith("not proven: baseline sets no fm.required")
+    assert reasons["n2"] == "baseline sets no fm.required"
+    assert report.not_proven == {"n1": ("nvlink.links_active",), "n3": ("nvlink.links_active",)}
+    # A set with nothing wanting: every host the same plain skip, none unproven.
+    report = evaluate({"n1": facts("n1"), "n2": facts("n2")}, Baseline("b", {"platform": "h100", "fm": {"required": False},
+                                                                           "nvlink": {"links_per_gpu": 18}}), [fm])
+    assert {r.reason for r in report.results} == {"baseline sets fm.required: false"} and report.not_proven == {}
+
+
 def test_platform_and_requires_gate_applicability():
     fm = replace(LINKS, platforms=("h100",), requires=("fm.required",))
     r = one(evaluate({"n1": facts()}, Baseline("b", {"platform": "gb200", "nvlink": {"links_per_gpu": 18}}), [fm]))

@@ -81,6 +81,26 @@ def test_a_segment_added_out_of_host_order_reads_back_in_host_order_a_window_at_
     assert max(map(len, windows)) == 4
 
 
+def test_a_reports_results_read_as_their_fields_are_its_results_in_the_same_order(monkeypatch):
+    """Spilled.fields() (what the JSON report reads, issue 23.1) gives each result's fields in the order iterating
+    the results gives them: segments in report order, hosts put in host order across windows, chunks spilled and
+    the results still held, and a segment added in order."""
+    monkeypatch.setattr(packing, "CHUNK", 3)
+    monkeypatch.setattr(packing, "WINDOW", 4)
+    spill = packing.Spill(2)
+    hosts = [f"h{n:02d}" for n in range(11)]
+    arrival = hosts[1::2] + hosts[0::2]
+    for k, outcome in ((0, Outcome.PASS), (1, Outcome.FAIL)):
+        for n, host in enumerate(arrival if k == 0 else hosts):
+            spill.add(k, Result(f"c{k}", "t", host, outcome, Severity.CRITICAL, "e", actual=n, evidence=(f"raw/{host}",),
+                                action="reboot" if k else ""))
+    order = [arrival.index(h) for h in hosts]
+    results = packing.Spilled(spill, [(1, ()), (0, order)], spill.tally([1, 0], lambda k: Severity.CRITICAL))
+    assert list(results.fields()) == [packing.result_fields(r) for r in results]
+    assert [f[2] for f in results.fields()] == hosts + hosts
+    assert [f[0] for f in results.fields()] == ["c1"] * 11 + ["c0"] * 11
+
+
 def test_reading_a_check_added_out_of_host_order_holds_a_window_not_the_check(monkeypatch):
     """The reporters' read path (Spilled, in_order) at 1,000 and 4,000 hosts added in two shards: what it holds at
     once stays flat (it held every result of a check, ~270 bytes a host, to put them in host order)."""

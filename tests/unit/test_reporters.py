@@ -302,6 +302,30 @@ def test_json_writes_values_json_has_no_type_for_as_text():
     assert doc["results"][0]["actual"] == "frozenset({3})"
 
 
+def test_json_writes_each_result_line_as_json_encodes_its_document():
+    """chunks() writes a result's line from its check's pieces, encoded once a check (issue 23.1): each line is the
+    text json gives the result's document, byte for byte, whatever the fields hold (JSON's own delimiters, non-ASCII,
+    control characters, values JSON has no type for, NaN, findings, no action, a second check and outcome)."""
+    from fabricproof.model import Finding
+
+    odd = [
+        FAIL_CRIT,
+        dataclasses.replace(FAIL_CRIT, host=AWKWARD_HOST, actual={"a": [1.5, None, True]}, findings=(
+            Finding("/nvlink/status/gpus/1", 17, "GPU 1", AWKWARD), Finding("/x", float("nan")))),
+        dataclasses.replace(FAIL_CRIT, outcome=Outcome.PASS, remediation="", reason="", actual=frozenset({3}),
+                            evidence=(), action=""),
+        dataclasses.replace(FAIL_CRIT, check_id="ib.rate", title=AWKWARD, family="ib", references=(),
+                            severity=Severity.WARNING, expected=AWKWARD, actual=float("inf")),
+        dataclasses.replace(FAIL_CRIT, references=["listed", "not a tuple"], evidence=["raw/x"], actual="\u003a"),
+        dataclasses.replace(FAIL_CRIT, title="the same check, another title", family="other"),
+        dataclasses.replace(FAIL_CRIT, host=7, reason=None, evidence=("raw/y", 3)),  # not strings: json's text
+    ]
+    report = Report(results=tuple(odd), hosts=("gpu-01",))
+    lines = [line.lstrip(" ,\n") for line in json_report.chunks(report)][1:-1]
+    plain = json.JSONEncoder(ensure_ascii=False, default=str)
+    assert lines == [plain.encode(json_report._result(r)) for r in odd]
+
+
 @pytest.mark.parametrize(
     ("mutate", "where"),
     [

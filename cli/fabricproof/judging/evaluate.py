@@ -83,6 +83,13 @@ class _Evaluator:
             self._applicable[memo] = _applicability(check, values)
         return self._applicable[memo]
 
+    def gap(self, check: Check, values: dict[str, Any]) -> str | None:
+        """_gap memoised per group set (values are the cached dict of one): the same for all its hosts."""
+        memo = (check.id, id(values))
+        if memo not in self.gaps:
+            self.gaps[memo] = _gap(check, values)
+        return self.gaps[memo]
+
     def sentence(self, check: Check, expected: Any, source: str) -> str:
         """sentence() memoised: every host of a group shares the same expectation text."""
         key = (check.id, "" if expected is UNSET else repr(expected), source)
@@ -265,10 +272,7 @@ def _wanting(check: Check, values: dict[str, Any], facts: Facts, ev: _Evaluator)
     fabric for fabric.*). Decisions are not gaps: a key the baseline sets to false, another platform, and an
     opt-in check (one that `requires` the very value it compares, as roce.gid_index does: a baseline without
     it does not pin a GID index) left unset. A probe is opt-in and compared across the fleet without a threshold."""
-    memo = (check.id, id(values))  # values are the evaluator's cached dict per group set: one answer per group set
-    if memo not in ev.gaps:
-        ev.gaps[memo] = _gap(check, values)
-    unset = ev.gaps[memo]
+    unset = ev.gap(check, values)
     if unset is None or _collector_problem(facts, check):
         return None
     where = tuple((c.path, OPERATORS[c.op].test, c.expected) for c in check.where if _literal(c.expected))
@@ -597,7 +601,22 @@ class StreamingEvaluation:
         self._added: dict[str, int] = {}  # host -> its place in the order hosts were added
         self._groups: dict[str, tuple[str, ...]] = {}  # host -> the groups that chose its baseline (the report's rows)
         self._unproven: dict[str, list[str]] = {}  # host -> checks its hardware needs that the baseline left unjudged
+        self._plans: dict[int, list[tuple[int, Check, str | None, str]]] = {}  # id(values) -> _host_plan
         self._lock = threading.Lock()
+
+    def _host_plan(self, values: dict[str, Any]) -> list[tuple[int, Check, str | None, str]]:
+        """The host checks of a group set (values: the evaluator's cached dict of one), each with the reason its
+        baseline values put it out of scope when that is all there is to say on every host of the set (no baseline
+        key wanting: _wanting would find none) and its plain expectation: ~40 of a lab host's 104 checks, whose
+        results differ only by host."""
+        plan = self._plans.get(id(values))
+        if plan is None:
+            ev = self._ev
+            plan = self._plans[id(values)] = []
+            for k, check in self._host_checks:
+                skip = ev.applicability(check, values)
+                plan.append((k, check, skip if skip and ev.gap(check, values) is None else None, ev.plain(check)))
+        return plan
 
     def add(self, host: str, facts: Facts) -> None:
         """Judge one host's host-scope checks now, and decide what it brings to each fleet-scope check."""
@@ -609,7 +628,10 @@ class StreamingEvaluation:
             ev = self._ev
             values = ev.values_for(host, facts)
             with ev.one_host():  # each pointer walked once for this host
-                for k, check in self._host_checks:
+                for k, check, settled, plain in self._host_plan(values):
+                    if settled:  # what _judge_host and _wanting would say, decided once for the group set
+                        self._spill.add(k, _result(check, host, Outcome.SKIP, plain, reason=settled))
+                        continue
                     r = _judge_host(check, host, facts, ev, tuples, values)
                     if r.outcome is Outcome.SKIP and (key := _wanting(check, values, facts, ev)):
                         r = _unproven(r, check, key)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from collections.abc import Callable, Iterator
 from json.encoder import c_make_encoder, encode_basestring
 from functools import cache
 from typing import Any
 
 from ..actions import host_actions, note_action
+from ..judging.packing import Spilled, result_fields
 from ..model import CheckCoverage, Finding, Outcome, Report, Result, Severity
 from ..paths import schemas_dir
 from .base import Reporter
@@ -23,6 +24,8 @@ class ReportFormatError(ValueError):
     """A JSON report that does not match schemas/report.schema.json; the message names the path."""
 
 
+#: Where result_fields(r) holds the fields the host actions are gathered from.
+_HOST, _OUTCOME, _ACTION = map([f.name for f in fields(Result)].index, ("host", "outcome", "action"))
 #: Each outcome's and severity's text: Enum.value is a Python-level property, read twice a result (a fleet's ~112 a host).
 _OUTCOMES = {o: o.value for o in Outcome}
 _SEVERITIES = {s: s.value for s in Severity}
@@ -46,8 +49,12 @@ def _result(r: Result) -> dict[str, Any]:
     if r.action:
         doc["action"] = r.action
     if r.findings:
-        doc["findings"] = [{"pointer": f.pointer, "value": f.value, "item": f.item, "text": f.text} for f in r.findings]
+        doc["findings"] = _findings(r.findings)
     return doc
+
+
+def _findings(findings: tuple[Finding, ...]) -> list[dict[str, Any]]:
+    return [{"pointer": f.pointer, "value": f.value, "item": f.item, "text": f.text} for f in findings]
 
 
 def _before(report: Report) -> dict[str, Any]:
@@ -95,7 +102,7 @@ def chunks(report: Report) -> Iterator[str]:
     fleet's come back from the spill file): the host actions after them are gathered on the way."""
     # default=str: an `actual` a check produced that JSON has no type for (a set, a Decimal) is
     # still written, as its text, rather than failing the whole report.
-    encode = _one_line_encoder()
+    line = _result_line()
     pretty = json.JSONEncoder(ensure_ascii=False, default=str, indent=2).encode
 
     def members(part: dict[str, Any]) -> str:
@@ -103,9 +110,12 @@ def chunks(report: Report) -> Iterator[str]:
 
     yield "{\n" + members(_before(report)) + ',\n  "results": ['
     actions: dict[str, str] = {}
-    for i, r in enumerate(report.results):
-        yield ("\n    " if i == 0 else ",\n    ") + encode(_result(r))
-        note_action(actions, r)
+    results = report.results
+    # A fleet's results come back from the spill as their fields: read so, no Result is made again for a line
+    rows = results.fields() if isinstance(results, Spilled) else map(result_fields, results)
+    for i, r in enumerate(rows):
+        yield ("\n    " if i == 0 else ",\n    ") + line(r)
+        note_action(actions, r[_HOST], r[_OUTCOME], r[_ACTION])
     yield ("\n  ]" if report.results else "]") + ",\n" + members(_after(report, actions)) + "\n}\n"
 
 
@@ -118,6 +128,52 @@ def _one_line_encoder() -> Callable[[Any], str]:
     iterencode = c_make_encoder(None, encoder.default, encode_basestring, encoder.indent, encoder.key_separator,
                                 encoder.item_separator, encoder.sort_keys, encoder.skipkeys, encoder.allow_nan)
     return lambda value: "".join(iterencode(value, 0))
+
+
+def _result_line() -> Callable[[tuple[Any, ...]], str]:
+    """_one_line_encoder()(_result(r)) of a result given as its fields (result_fields(r)), the same text, written
+    from pieces: a check's results share their check's fields (id, title, family, references, action), so those are
+    encoded once a check and joined with the fields of each result, and no dict is made a result (a fleet's report
+    writes ~112 results a host: with Spilled.fields, 1.07-1.11 -> 0.50-0.54 ms a host in-process, side by side)."""
+    encode = _one_line_encoder()
+
+    def text(value: Any) -> str:
+        return encode_basestring(value) if type(value) is str else encode(value)
+
+    def items(values: tuple[Any, ...]) -> str:
+        return "[" + ", ".join(map(text, values)) + "]"
+
+    heads: dict[tuple[str, str], str] = {}  # (check_id, title) -> the text up to the host
+    middles: dict[tuple[Outcome, Severity, str], str] = {}  # -> from the host to the expectation
+    tails: dict[tuple[tuple[str, ...], str], str] = {}  # (references, action) -> after the evidence
+
+    def line(r: tuple[Any, ...]) -> str:
+        (check_id, title, host, outcome, severity, expected, actual, reason, remediation, evidence, family, references,
+         findings, action) = r
+        head = heads.get(key := (check_id, title))
+        if head is None:
+            head = heads[key] = f'{{"check_id": {text(check_id)}, "title": {text(title)}, "host": '
+        middle = middles.get(between := (outcome, severity, family))
+        if middle is None:
+            middle = middles[between] = (f', "outcome": {text(_OUTCOMES[outcome])}, "severity": '
+                                         f'{text(_SEVERITIES[severity])}, "family": {text(family)}, "expected": ')
+        after = (references, action) if type(references) is tuple else None  # a list is not a key
+        tail = tails.get(after) if after else None
+        if tail is None:
+            tail = (f', "references": {items(references)}' + (f', "action": {text(action)}' if action else ""))
+            if after:
+                tails[after] = tail
+        found = f', "findings": {encode(_findings(findings))}' if findings else ""
+        try:  # the fields a result's own strings fill, encoded as strings without a call each
+            host, expected, reason, remediation = map(encode_basestring, (host, expected, reason, remediation))
+            listed = "[" + ", ".join(map(encode_basestring, evidence)) + "]"
+        except TypeError:  # one is not a string: json's encoding of it
+            host, expected, reason, remediation = map(text, (host, expected, reason, remediation))
+            listed = items(evidence)
+        return (f'{head}{host}{middle}{expected}, "actual": {encode(actual)}, "reason": {reason}, "remediation": '
+                f'{remediation}, "evidence": {listed}{tail}{found}}}')
+
+    return line
 
 
 def render(report: Report) -> str:
