@@ -38,7 +38,7 @@ def directory(env: Mapping[str, str]) -> Path:
     if not os.path.isabs(base):
         home = env.get("HOME", "")
         if not os.path.isabs(home):
-            return Path(env.get(paths.STATE_DIR_ENV) or paths.DEFAULT_STATE_DIR) / paths.CACHE_DIR / "inventory"
+            return paths.state_dir(env) / paths.CACHE_DIR / "inventory"
         base = os.path.join(home, ".cache")
     return Path(base) / "fabricproof" / "inventory"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
@@ -46,5 +47,6 @@ DEFAULT_STATE_DIR = "/var/lib/fabricproof"
 CACHE_DIR = "cache"
 
 
-def state_dir() -> Path:
-    return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """$FABRICPROOF_STATE_DIR of `env` (default: this process's environment), else /var/lib/fabricproof."""
+    return Path((os.environ if env is None else env).get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
