@@ -4,6 +4,7 @@ print garbage, counters that grow, and an upgrade that breaks Fabric Manager."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -221,6 +222,48 @@ def test_nvlink_error_counters_grow_between_snapshots(make_node, lab: Path) -> N
     assert second["crc"] - first["crc"] == step["crc_flit"] + step["crc_data"] > 10
     assert second["replay"] - first["replay"] == step["replay"] and second["recovery"] > first["recovery"]
 
+
+
+def test_a_read_while_the_fault_is_injected_is_answered_by_the_old_output_or_the_new(make_node, lab: Path,
+                                                                                    monkeypatch) -> None:
+    """Injecting a growing-counter fault turns out/nvlink_errors (a plain file) into out/nvlink_errors.json. A soak's
+    read racing it must find one of them. Real tool runs at the moment the plain file goes: the one before reads
+    it; the one after is the growing answer, waiting for the injection to end (it counts a read under the node's
+    lock), not a fallback render of the state that counts nothing."""
+    node = make_node("dgx-h100")
+    plain = node.dir / "out" / "nvlink_errors"
+    assert plain.exists()
+    unlink, runs = os.unlink, []
+
+    def run() -> subprocess.Popen:
+        return subprocess.Popen(["nvidia-smi", "nvlink", "-e"], env=node.env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def blocked_on_a_lock(pid: int) -> bool:
+        return any(line.split()[2:3] == ["FLOCK"] and line.split()[5:6] == [str(pid)]
+                   for line in Path("/proc/locks").read_text().splitlines() if " -> " in line)
+
+    def spied(path, *args, **kwargs):
+        if str(path) == str(plain):
+            runs.append(run().communicate(timeout=60))
+            unlink(path, *args, **kwargs)
+            after = run()
+            deadline = time.monotonic() + 60  # until it is done or waits for the injection's lock
+            while after.poll() is None and not blocked_on_a_lock(after.pid) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            runs.append(after)
+        else:
+            unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", spied)
+    api.inject(lab, node.address, "nvlink-errors-growing")
+    monkeypatch.undo()
+    (out0, err0), after = runs
+    out1, err1 = after.communicate(timeout=60)
+    assert (err0, err1, after.returncode) == ("", "", 0)
+    totals = [COLLECTORS["nvlink_errors"].parse(out)["totals"]["crc"] for out in (out0, out1)]
+    assert totals == [0, 2 * (ERROR_STEP["crc_flit"] + ERROR_STEP["crc_data"])]  # grown once at inject, once read
+    assert node.state()["ticks"] == 1  # the read after counted, as every read of the growing counters does
 
 def test_upgrade_breaks_fm_leaves_fm_behind_once(make_node, lab: Path) -> None:
     node = make_node("dgx-h100")

@@ -67,6 +67,20 @@ def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None
     pytest.fail(f"timed out after {timeout}s waiting for {what}" + (f": {log.read_text()}" if log else ""))
 
 
+
+def exit_of(proc: subprocess.Popen, timeout: float, log: Path, runs_dir: Path | None = None) -> int:
+    """The run's exit code; a run still going after `timeout` is killed and the test fails with its stderr and,
+    given its runs_dir, the steps and decisions it had reached (what a CI log needs to tell a hang from a slow run)."""
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    run = the_run(runs_dir) if runs_dir is not None else None
+    reached = "" if run is None else (f"\nsteps: {json.dumps(run.data['steps'], default=str)}"
+                                      f"\ndecisions: {[(d['what'], d.get('why', '')) for d in decisions.read(run.dir)]}")
+    pytest.fail(f"the run was still going after {timeout}s (killed): {log.read_text()}{reached}")
+
 def the_run(runs_dir: Path) -> st.RunState | None:
     found = st.list_runs(runs_dir)
     return found[-1] if found else None

@@ -26,8 +26,8 @@ from fabricproof.rollout import state as st
 from fabricproof.rollout import view
 from fabricproof.rollout.store import RolloutStore
 
-from .rehearsal import (AFTER, BEFORE, PLANS, REPO, cli, derived_plan, driver_of, install_events, prove_fleet, spawn,
-                        step_started, the_run, wait_for, whats)
+from .rehearsal import (AFTER, BEFORE, PLANS, REPO, cli, derived_plan, driver_of, exit_of, install_events, prove_fleet,
+                        spawn, step_started, the_run, wait_for, whats)
 
 pytestmark = pytest.mark.lab
 
@@ -192,7 +192,7 @@ def test_d_a_second_concurrent_run_on_the_same_hosts_is_refused_whatever_its_run
         assert f"host h100-0001 is locked by run {first.run_id} (pid {proc.pid}" in elsewhere.output
         assert not other_dir.exists() or st.list_runs(other_dir) == []
         proc.send_signal(signal.SIGCONT)
-        assert proc.wait(120) == 0, log.read_text()
+        assert exit_of(proc, 120, log) == 0, log.read_text()
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGCONT)
@@ -218,7 +218,7 @@ def test_e_nvlink_error_growth_during_the_soak_stops_the_rollout(h100_lab, tmp_p
     try:
         wait_for(lambda: step_started(runs_dir, "w0.soak"), 180, "the pilot's soak", proc, log)
         manager.fault_inject(h100_lab.dir, "h100-0001", "nvlink-errors-growing")
-        assert proc.wait(240) == 1, log.read_text()
+        assert exit_of(proc, 240, log, runs_dir) == 1, log.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()

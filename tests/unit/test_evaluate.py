@@ -168,6 +168,25 @@ def test_delta_needs_two_snapshots_and_handles_counter_reset():
     assert r.outcome is Outcome.FAIL and r.actual == 5
 
 
+
+def test_delta_against_a_snapshot_that_could_not_read_the_counter_is_unknown_not_a_pass():
+    # A soak whose first read of the counters failed must not pass every sample: nothing was there to grow from.
+    check = Check(id="ib.d", title="t", family="ib", severity=Severity.CRITICAL, scope=Scope.HOST, subject="link_downed",
+                  collector="nvlink_status", fact="/c/*", op="delta_le", expected=0)
+    now = {"collectors": {"nvlink_status": {"status": "ok"}}, "c": [5, 7]}
+    failed = {"collectors": {"nvlink_status": {"status": "error", "error": "exit 1: cat: out: No such file"}}}
+    r = one(evaluate({"n": now}, BASE, [check], previous={"n": failed}))
+    assert r.outcome is Outcome.UNKNOWN
+    assert r.reason == ("the earlier snapshot holds no /c/* to compare "
+                        "(collector nvlink_status failed then: exit 1: cat: out: No such file)")
+    r = one(evaluate({"n": now}, BASE, [check], previous={"n": {"collectors": {}, "c": ["n/a", None]}}))
+    assert r.outcome is Outcome.UNKNOWN and r.reason == "the earlier snapshot holds no /c/* to compare"
+    # an item that appeared since the snapshot is not growth; the items both snapshots hold are compared
+    r = one(evaluate({"n": {**now, "c": [5, 7, 9]}}, BASE, [check], previous={"n": {"c": [5, 6]}}))
+    assert r.outcome is Outcome.FAIL and r.reason == "grew: /c/1 +1"
+    assert one(evaluate({"n": {**now, "c": [5, 7, 9]}}, BASE, [check],
+                        previous={"n": {"c": [5, 7]}})).outcome is Outcome.PASS
+
 def test_unreachable_host_gives_error_results_and_exit_3():
     report = evaluate({"n1": facts()}, BASE, [LINKS], collection_errors={"n2": "connection refused"})
     assert {r.host: r.outcome for r in report.results} == {"n1": Outcome.PASS, "n2": Outcome.ERROR}

@@ -409,14 +409,19 @@ def _judge_delta(check: Check, host: str, facts: Facts, found: list[Found], expe
     if before is None:
         return _result(check, host, Outcome.SKIP, text, reason="needs two snapshots (a soak window or --previous)")
     prev_found, _ = resolve(before, split_pointer(check.fact), where)
-    prev = {f.path: f.value for f in prev_found}
+    prev = {f.path: f.value for f in prev_found if isinstance(f.value, (int, float))}
     if not found:
         return _result(check, host, Outcome.UNKNOWN, text, reason=f"fact {check.fact} is missing", evidence=evidence)
+    if not prev:
+        # A counter the earlier snapshot did not read (its collector failed there) cannot show growth: judged as
+        # "no growth" it would let a soak whose first read failed pass every sample.
+        return _result(check, host, Outcome.UNKNOWN, text, evidence=evidence,
+                       reason=_earlier_problem(before, check, f"the earlier snapshot holds no {check.fact} to compare"))
     grew = []
     grown: list[Found] = []
     worst = 0
     for f in found:
-        if not isinstance(f.value, (int, float)) or f.path not in prev or not isinstance(prev[f.path], (int, float)):
+        if not isinstance(f.value, (int, float)) or f.path not in prev:  # an item that appeared since: no growth
             continue
         delta = f.value - prev[f.path]
         if delta < 0:  # counter reset (reboot, driver reload): everything now counted is new
@@ -430,6 +435,14 @@ def _judge_delta(check: Check, host: str, facts: Facts, found: list[Found], expe
         return _result(check, host, Outcome.FAIL, text, actual=worst, reason=f"grew: {listed}", evidence=evidence,
                        findings=name_findings(facts, grown, expected, check.finding, delta=True))
     return _result(check, host, Outcome.PASS, text, actual=worst, evidence=evidence)
+
+
+def _earlier_problem(before: Facts, check: Check, reason: str) -> str:
+    """`reason`, with why the check's collector read nothing in the earlier snapshot when it says."""
+    run = (before.get("collectors") or {}).get(check.collector) or {}
+    if run.get("status") == "error":
+        return f"{reason} (collector {check.collector} failed then: {run.get('error', 'no reason given')})"
+    return reason
 
 
 #: What a host brings to a fleet-scope check, decided from its own facts alone: (host, its verdict) when it is judged

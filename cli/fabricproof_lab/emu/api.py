@@ -83,7 +83,9 @@ def tool_script(labdir: Path, tool: str, delays: dict[str, float] | None = None)
         body += "*) k= ;;\nesac\n"
         if slow:
             body += '[ -n "$s" ] && sleep "$s"\n'
-        body += 'if [ -n "$k" ] && [ -f "$N/out/$k" ]; then exec /bin/cat -- "$N/out/$k"; fi\n'
+        # Opened by the shell, not tested then opened by cat: a re-render may remove the file in between (a fault
+        # injected mid-read), and a failed open falls through to the next answer instead of printing cat's error.
+        body += 'if [ -n "$k" ]; then { exec /bin/cat; } 2>/dev/null <"$N/out/$k"; fi\n'
         body += 'if [ -n "$k" ] && [ -f "$N/out/$k.sh" ]; then . "$N/out/$k.sh"; fi\n'
     return body + _python(labdir, tool, bool(cases))
 

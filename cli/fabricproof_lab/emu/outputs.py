@@ -284,14 +284,12 @@ def render_node(node_dir: Path, node: Node) -> None:
         ensure_shared(node_dir.parent.parent)
     new: dict[str, str] = {}
     made: set[str] = set()
+    gone: list[str] = []
     for rel, text in files.items():
         path = f"{base}/{rel}"
         if text is None:
             if rel in old or fresh:
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
+                gone.append(path)
             continue
         digest = _digest(("->" if isinstance(text, render_ib.Link) else "") + text)
         new[rel] = digest
@@ -304,4 +302,11 @@ def render_node(node_dir: Path, node: Node) -> None:
             os.makedirs(parent, exist_ok=True)
             made.add(parent)
         _place(path, text, labdir, fresh)
+    # Removed last: an output turning from plain to special (out/<key> -> out/<key>.json) is answered by one of them
+    # at every moment, so a tool read while a fault is injected never finds neither.
+    for path in gone:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
     write_atomic(node_dir / MANIFEST, json.dumps(new, separators=(",", ":")))
