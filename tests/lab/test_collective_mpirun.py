@@ -119,7 +119,10 @@ def test_a_collective_through_mpirun_runs_on_each_node_and_a_faulty_one_lowers_i
     # each node's own task took part: its rank lines name its host, each with its 4 GPUs
     assert launch.parsed["hosts"] == names and launch.parsed["ranks"] == 16
     assert [p["devices"] for p in launch.parsed["participants"]] == [[0, 1, 2, 3]] * 4
-    assert launch.evidence.read_text().startswith("[1,0]<stdout>:# nccl-tests version")  # --tag-output's prefix
+    # --tag-output's prefix on the tool's lines; mpirun's own warnings may come first, untagged (plm:rsh's benign
+    # "setpgid(...) failed in parent" when an agent has already exec'd, seen under load)
+    tagged = [line for line in launch.evidence.read_text().splitlines() if "]<stdout>:" in line]
+    assert tagged[0].startswith("[1,0]<stdout>:# nccl-tests version"), tagged[:3]
     assert ib_run.launches[0].argv[11:13] == ("-x", "NCCL_MNNVL_ENABLE=0")
 
     manager.fault_inject(rack, "gb200-0003", "hca-degraded")

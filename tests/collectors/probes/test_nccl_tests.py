@@ -144,6 +144,15 @@ def test_an_open_mpi_tag_inside_a_row_is_a_chunk_boundary_not_a_column():
     assert parse_nccl_tests(split) == parse_nccl_tests(text)
 
 
+
+def test_mpiruns_own_untagged_warning_before_the_ranks_output_changes_nothing():
+    """Open MPI's plm:rsh warns, untagged, when an agent it started has already exec'd (seen through real mpirun in
+    the lab under load); the tool's tagged output after it parses as without it."""
+    text = sample(MPIRUN)
+    warned = ("[vm:04193] plm:rsh: Warning: setpgid(4203,4203) failed in parent with errno=Permission denied(13)\n"
+              + text)
+    assert parse_nccl_tests(warned) == parse_nccl_tests(text)
+
 def test_nccl_info_lines_tell_transport_and_gdr(corpus):
     efa = parse_nccl_tests(read(corpus, FAMILY, AWS_EFA))
     assert (efa["net_transport"], efa["gdr"], efa["nccl_version"], efa["test"]) == (
