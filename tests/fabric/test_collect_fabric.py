@@ -56,6 +56,30 @@ def test_a_tool_that_failed_with_no_output_is_run_once_more_and_its_second_answe
     assert run.retried == {"ibnetdiscover": "exit 245; run once more 2 s later"}
 
 
+
+def test_the_counters_second_reading_that_failed_with_no_output_is_run_once_more_too(tmp_path):
+    """The reading after the window fails alike (seen in the lab: the real ibqueryerrors died with no output right
+    after the simulator changed): run once more, its second answer is the reading after the window."""
+    runs = tmp_path / "runs"
+    script = tmp_path / "counters"
+    # 1st run: the reading before the window; 2nd: dies with nothing printed; 3rd: the reading after
+    script.write_text(f"#!/bin/sh\necho x >> {runs}\nn=$(wc -l < {runs})\n"
+                      "[ \"$n\" -eq 2 ] && exit 245\necho \"reading $n\"\n")
+    script.chmod(0o755)
+    seen: list[dict[str, str]] = []
+    views = {"ibnetdiscover": FabricCollector("ibnetdiscover", ("true",), lambda text: text, 0.1, 30.0),
+             "ibqueryerrors": FabricCollector("ibqueryerrors", (str(script),), lambda text: Subnet(), 0.1, 30.0)}
+
+    def merge(texts):
+        seen.append(dict(texts))
+        return Subnet()
+
+    run = collect_fabric(Host("here"), tmp_path / "run", via="local", window_s=0.1, registry=(views, merge))
+    assert run.errors == {} and run.counters_before == Subnet()
+    assert seen == [{"ibnetdiscover": "", "ibqueryerrors": "reading 3\n"}]
+    assert run.retried == {"ibqueryerrors_after": "exit 245; run once more 2 s later"}
+    assert runs.read_text().count("x") == 3
+
 def test_an_unreachable_vantage_is_one_error_for_every_tool(tmp_path):
     hosts = tmp_path / "inv.yml"
     hosts.write_text("all:\n  hosts:\n    gone: {ansible_host: 127.0.0.1, ansible_port: 1}\n")

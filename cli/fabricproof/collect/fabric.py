@@ -54,7 +54,9 @@ class FabricRun:
     results: dict[str, CommandResult] = field(default_factory=dict)
     window_s: float = 0.0
     error: str = ""
-    retried: dict[str, str] = field(default_factory=dict)  # collector id -> why its first run did not count
+    # command (a collector id, or ibqueryerrors_after for the counters' second reading) -> why its first run did
+    # not count
+    retried: dict[str, str] = field(default_factory=dict)
 
 
 def _registry() -> tuple[Mapping[str, FabricCollector], Callable[[Mapping[str, str]], Subnet]]:
@@ -86,10 +88,11 @@ def _once_more(fleet: transport.FleetRunner, vantage: Host, commands: Sequence[C
                outcome: list[CommandResult], found: Mapping[str, FabricCollector], run: FabricRun
                ) -> list[CommandResult]:
     """The tools that failed with no output, run once more RETRY_AFTER_S later; their first failure kept in
-    `run.retried`. A tool that printed something, or was not run at all, is judged as it is."""
+    `run.retried`. A tool that printed something, or was not run at all, is judged as it is. Each command names its
+    collector by `tool` (the counters' second reading is ibqueryerrors_after, read by ibqueryerrors)."""
     again = [i for i, (c, r) in enumerate(zip(commands, outcome, strict=True))
              if not r.stdout.strip() and not_run_reason(r.exit_code, r.stdout) is None
-             and _failure(r, found[c.name].ok_exit_codes) is not None]
+             and _failure(r, found[c.tool].ok_exit_codes) is not None]
     if not again:
         return outcome
     time.sleep(RETRY_AFTER_S)
@@ -98,7 +101,7 @@ def _once_more(fleet: transport.FleetRunner, vantage: Host, commands: Sequence[C
         return outcome
     outcome = list(outcome)
     for i, result in zip(again, second, strict=True):
-        first = _failure(outcome[i], found[commands[i].name].ok_exit_codes)
+        first = _failure(outcome[i], found[commands[i].tool].ok_exit_codes)
         run.retried[commands[i].name] = f"{first}; run once more {RETRY_AFTER_S:g} s later"
         outcome[i] = result
     return outcome
@@ -108,7 +111,8 @@ def collect_fabric(vantage: Host, run_dir: Path, *, via: str = "ssh", options: A
                    window_s: float = DEFAULT_WINDOW_S, run_id: str = "",
                    registry: tuple[Mapping[str, FabricCollector], Callable[[Mapping[str, str]], Subnet]] | None = None
                    ) -> FabricRun:
-    """Run the fabric collectors on `vantage` over `via`, once; with a window, the counters again `window_s` later.
+    """Run the fabric collectors on `vantage` over `via`, once; with a window, the counters again `window_s` later
+    (a tool failing with no output, as while the SM sweeps, once more, in either reading).
     Evidence goes to RUNDIR/fabric/raw/<vantage>/, the parsed fabric to RUNDIR/fabric/fabric.json. A host that
     cannot be reached or a tool that fails is recorded in the FabricRun, never raised: the run goes on.
     `registry`: the collectors and how their outputs merge into one Subnet (collectors.subnet's by default)."""
@@ -129,8 +133,11 @@ def collect_fabric(vantage: Host, run_dir: Path, *, via: str = "ssh", options: A
         if not isinstance(outcome, HostError) and window_s > 0 and COUNTERS in found:
             # The counters' growth over the window: the first reading ended with the batch; wait out the rest.
             time.sleep(max(0.0, window_s - (time.monotonic() - started)))
-            again = _run(fleet, vantage, [Command(tuple(found[COUNTERS].argv), found[COUNTERS].timeout_s,
-                                                  COUNTERS_AFTER, COUNTERS, found[COUNTERS].typical_s)])
+            after = [Command(tuple(found[COUNTERS].argv), found[COUNTERS].timeout_s, COUNTERS_AFTER, COUNTERS,
+                             found[COUNTERS].typical_s)]
+            again = _run(fleet, vantage, after)
+            if not isinstance(again, HostError):
+                again = _once_more(fleet, vantage, after, again, found, run)
             outcome = outcome + again if not isinstance(again, HostError) else outcome + [
                 CommandResult(tuple(found[COUNTERS].argv), "", exit_code=None, error=str(again))]
     finally:
