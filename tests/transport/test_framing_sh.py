@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from fabricproof.model import Command
+from fabricproof.transport import lanes as lanes_mod
 from fabricproof.transport.framing import build_script, decode_results, new_nonce
 
 # Print marker-shaped lines built from everything the tool can see of its ancestors' argvs (the
@@ -144,6 +147,28 @@ def test_when_the_shell_dies_the_watchdog_ends_the_running_command_at_its_deadli
     proc.stdout.close()
     proc.stderr.close()
 
+
+
+@pytest.mark.parametrize("lanes", [False, True], ids=["in-order", "lanes"])
+def test_when_every_process_of_the_session_is_terminated_at_once_the_private_directory_goes_too(tmp_path, lanes):
+    """logind at logout, an operator's pkill, the lab's teardown: the watchdog is TERMed with the shell, so the shell
+    removes the directory itself (before this, /dev/shm kept one per such session)."""
+    commands = [Command(("sleep", "30"), 20, tool="a"), Command(("sleep", "30"), 20, tool="b")]
+    proc = subprocess.Popen(["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True)
+    script = build_script(commands, new_nonce(), lanes=lanes_mod.plan(commands) if lanes else None)
+    proc.stdin.write(script.encode())
+    proc.stdin.close()
+    deadline = time.monotonic() + 30
+    while not subprocess.run(["pgrep", "-s", str(proc.pid), "-x", "-f", "sleep 30"],
+                             capture_output=True).stdout and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(list(tmp_path.iterdir())) == 1
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(30) == -signal.SIGTERM  # it still dies of the signal, as a shell without the trap would
+    assert session_empties(proc.pid) and list(tmp_path.iterdir()) == []
+    proc.stdout.close()
+    proc.stderr.close()
 
 # ---------------------------------------------------------------------------------------- lanes: concurrent commands
 

@@ -72,6 +72,9 @@ def timed_argv(argv: Sequence[str], timeout_s: float, become: Sequence[str] = ()
 # falls back to GNU timeout, and runs the commands one after another.
 # After a command times out, its lane remembers its tool in H and skips the tool's other commands (a hung
 # GPU driver hangs every nvidia-smi call): a hung tool costs the host one timeout, not one per command.
+# A session whose processes are all TERMed at once (logind's KillUserProcesses at logout, an operator's pkill) ends
+# the watchdog before it can clean up: the main shell's TERM trap removes the private directory, then it dies of
+# the same signal (the trap waits for a running lane pipeline to end, and that pipeline is TERMed too).
 _PRELUDE = """\
 W= T=${{TMPDIR:-/dev/shm}} H= L=0
 [ -d "$T" ] && [ -w "$T" ] || T=/tmp
@@ -106,6 +109,7 @@ while [ -d "$D" ]; do
 done
 ) </dev/null >/dev/null 2>&1 &
 W=$!
+trap 'rm -rf "$D"; trap - TERM; kill -TERM $$' TERM
 }}
 c() {{
 i=$1 t=$2 g=$3; shift 3
