@@ -435,8 +435,9 @@ class DownReport:
 
 
 def down(directory: Path, purge: bool = False, timeout_s: float = 5.0) -> DownReport:
-    """Stop every sshd of the lab and all processes below them (sessions, tools), by PID; verify
-    no socket still listens on the lab's addresses. Keeps the lab's files unless `purge`."""
+    """Stop every sshd of the lab and all processes below them (sessions, tools), by PID, and what its nodes'
+    sessions left running outside that tree (they carry the node's FABRICPROOF_LAB_NODE); verify no socket still
+    listens on the lab's addresses. Keeps the lab's files unless `purge`."""
     layout = LabLayout.at(directory)
     lab = lab_state.load(layout.state)
     if lab is None:
@@ -444,15 +445,17 @@ def down(directory: Path, purge: bool = False, timeout_s: float = 5.0) -> DownRe
             raise LabError(f"{layout.root} holds no lab (no lab.json); not removing it")
         return DownReport(layout=layout, stopped_pids=(), purged=False, had_lab=False)
     ours = [g.pid for g in lab.sshd if g.pid is not None and sshd.is_lab_sshd(g.pid, Path(g.config))]
+    # A session whose shell died alone leaves its watchdog re-parented to init until a command's deadline.
+    strays = procs.with_environment("FABRICPROOF_LAB_NODE", f"{layout.nodes}/")
     fstate = FabricState.from_dict(lab.fabric) if lab.fabric else None
     sim_pids = [p for p, ok in zip(fstate.pids(), _alive_pids(fstate), strict=True) if ok] if fstate else []
-    if ours or sim_pids:
+    if ours or sim_pids or strays:
         require_root("down")
     with _locked(layout):
         survivors = fabric_runtime.stop(fstate) if fstate else []
         if fstate:
             lab.fabric = fstate.as_dict()
-        survivors += procs.terminate_tree(ours, timeout_s)
+        survivors += procs.terminate_tree([*ours, *strays], timeout_s)
         if survivors:
             raise LabError(f"processes {survivors} of the lab in {layout.root} did not exit after SIGKILL",
                            exit_code=1)

@@ -58,6 +58,24 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+
+def with_environment(name: str, prefix: str) -> list[int]:
+    """Live processes whose environment sets `name` to a value starting with `prefix`, whoever their parent is now:
+    what a lab node's sessions left behind once their sshd child had gone (a session's watchdog, re-parented to
+    init, sleeps until its command's deadline). Processes whose environment cannot be read are not ours to end."""
+    wanted = f"{name}={prefix}".encode()
+    found = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:  # gone, a kernel thread, or not readable
+            continue
+        if any(var.startswith(wanted) for var in env.split(b"\0")) and is_running(int(entry.name)):
+            found.append(int(entry.name))
+    return sorted(found)
+
 def is_process_of(pid: int, executable: Path, marker: str) -> bool:
     """True when `pid` runs `executable` and its command line mentions `marker`.
 

@@ -329,11 +329,16 @@ def test_a_lab_of_200_nodes_answers_on_first_and_last_and_stops_without_leftover
     time.sleep(0.3)
     sessions = procs.descendants(lab.pids())
     assert sessions, "the open session should have sshd children"
+    # Nor what a session left running once its shell had gone (re-parented to init, out of sshd's tree), as the
+    # SSH transport's watchdog is until a command's deadline when the session's shell dies alone.
+    code, out = _ssh(directory, addresses[7], lab.port, "sh -c 'sleep 600 </dev/null >/dev/null 2>&1 & echo $!'")
+    orphan = int(out)
+    assert code == 0 and procs.is_running(orphan) and orphan not in procs.descendants(lab.pids())
 
     code, _ = _cli("down", "--dir", str(directory))
     assert code == 0
     hung.close()
-    assert _wait_gone(lab.pids() + sorted(sessions)) == []
+    assert _wait_gone(lab.pids() + sorted(sessions) + [orphan]) == []
     assert netstat.listening_on(lab.port, addresses, netstat.listeners()) == set()
     with pytest.raises(OSError):
         socket.create_connection((addresses[-1], lab.port), timeout=1).close()
