@@ -170,6 +170,27 @@ def test_when_every_process_of_the_session_is_terminated_at_once_the_private_dir
     proc.stdout.close()
     proc.stderr.close()
 
+
+def test_a_watchdog_terminated_after_its_shell_died_alone_removes_the_private_directory(tmp_path):
+    """The shell killed alone (a lost connection), then its watchdog TERMed before the command's deadline (`lab
+    down`, logind): the watchdog, not waiting out the deadline, removes the directory itself."""
+    commands = [Command(("sleep", "30"), 25)]
+    proc = subprocess.Popen(["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True)
+    proc.stdin.write(build_script(commands, new_nonce()).encode())
+    proc.stdin.close()
+    deadline = time.monotonic() + 30
+    while not subprocess.run(["pgrep", "-s", str(proc.pid), "-x", "-f", "sleep 30"],
+                             capture_output=True).stdout and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    assert len(list(tmp_path.iterdir())) == 1  # the watchdog sleeps until the deadline, 25 s away
+    os.killpg(proc.pid, signal.SIGTERM)  # the watchdog and the command, as `lab down` or logind ends them
+    assert session_empties(proc.pid) and list(tmp_path.iterdir()) == []
+    proc.stdout.close()
+    proc.stderr.close()
+
 # ---------------------------------------------------------------------------------------- lanes: concurrent commands
 
 

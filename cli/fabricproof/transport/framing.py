@@ -74,7 +74,8 @@ def timed_argv(argv: Sequence[str], timeout_s: float, become: Sequence[str] = ()
 # GPU driver hangs every nvidia-smi call): a hung tool costs the host one timeout, not one per command.
 # A session whose processes are all TERMed at once (logind's KillUserProcesses at logout, an operator's pkill) ends
 # the watchdog before it can clean up: the main shell's TERM trap removes the private directory, then it dies of
-# the same signal (the trap waits for a running lane pipeline to end, and that pipeline is TERMed too).
+# the same signal (the trap waits for a running lane pipeline to end, and that pipeline is TERMed too). A watchdog
+# TERMed after its main shell died alone removes it itself; TERMed by the main shell at the end, it has nothing to do.
 _PRELUDE = """\
 W= T=${{TMPDIR:-/dev/shm}} H= L=0
 [ -d "$T" ] && [ -w "$T" ] || T=/tmp
@@ -84,7 +85,7 @@ k() {{ for q in $(pgrep -P "$1" 2>/dev/null); do k "$q" "$2"; done; kill "-$2" "
 (
 s= z= w=
 trap 'z=1; kill "$s" 2>/dev/null' USR1
-trap 'kill "$s" 2>/dev/null; exit 0' TERM
+trap 'kill "$s" 2>/dev/null; kill -0 "$M" 2>/dev/null || rm -rf "$D"; exit 0' TERM
 while [ -d "$D" ]; do
   z=; echo 0 >"$D/w"
   if ! kill -0 "$M" 2>/dev/null; then
