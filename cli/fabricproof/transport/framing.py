@@ -75,7 +75,9 @@ def timed_argv(argv: Sequence[str], timeout_s: float, become: Sequence[str] = ()
 # A session whose processes are all TERMed at once (logind's KillUserProcesses at logout, an operator's pkill) ends
 # the watchdog before it can clean up: the main shell's TERM trap removes the private directory, then it dies of
 # the same signal (the trap waits for a running lane pipeline to end, and that pipeline is TERMed too). A watchdog
-# TERMed after its main shell died alone removes it itself; TERMed by the main shell at the end, it has nothing to do.
+# TERMed after its main shell died alone removes it itself (not asking whether that shell is alive: one dead of
+# SIGPIPE on a closed channel stays a zombie while its sshd is frozen); TERMed by the main shell at the end, it finds
+# the directory gone already.
 _PRELUDE = """\
 W= T=${{TMPDIR:-/dev/shm}} H= L=0
 [ -d "$T" ] && [ -w "$T" ] || T=/tmp
@@ -85,7 +87,7 @@ k() {{ for q in $(pgrep -P "$1" 2>/dev/null); do k "$q" "$2"; done; kill "-$2" "
 (
 s= z= w=
 trap 'z=1; kill "$s" 2>/dev/null' USR1
-trap 'kill "$s" 2>/dev/null; kill -0 "$M" 2>/dev/null || rm -rf "$D"; exit 0' TERM
+trap 'kill "$s" 2>/dev/null; [ -d "$D" ] && rm -rf "$D"; exit 0' TERM
 while [ -d "$D" ]; do
   z=; echo 0 >"$D/w"
   if ! kill -0 "$M" 2>/dev/null; then
