@@ -131,61 +131,54 @@ def session_empties(sid: int, within_s: float = 10.0) -> bool:
     return False
 
 
-def test_when_the_shell_dies_the_watchdog_ends_the_running_command_at_its_deadline_and_cleans_up(tmp_path):
-    commands = [Command(("sleep", "30"), 3)]
+def running(commands: list[Command], tmp: Path, lanes: bool = False) -> subprocess.Popen:
+    """The script in a session of its own (anything of it left running stays in the session), its private directory
+    under `tmp`, once its first `sleep 30` has started."""
     proc = subprocess.Popen(["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True)
-    proc.stdin.write(build_script(commands, new_nonce()).encode())
+                            env={**os.environ, "TMPDIR": str(tmp)}, start_new_session=True)
+    proc.stdin.write(build_script(commands, new_nonce(), lanes=lanes_mod.plan(commands) if lanes else None).encode())
     proc.stdin.close()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while not subprocess.run(["pgrep", "-s", str(proc.pid), "-x", "-f", "sleep 30"],
                              capture_output=True).stdout and time.monotonic() < deadline:
         time.sleep(0.1)
-    proc.kill()  # the connection is gone: sshd ends the session's shell
-    proc.wait()
-    assert session_empties(proc.pid) and list(tmp_path.iterdir()) == []
+    return proc
+
+
+def closed(proc: subprocess.Popen) -> None:
     proc.stdout.close()
     proc.stderr.close()
 
+
+def test_when_the_shell_dies_the_watchdog_ends_the_running_command_at_its_deadline_and_cleans_up(tmp_path):
+    proc = running([Command(("sleep", "30"), 3)], tmp_path)
+    proc.kill()  # the connection is gone: sshd ends the session's shell
+    proc.wait()
+    assert session_empties(proc.pid) and list(tmp_path.iterdir()) == []
+    closed(proc)
 
 
 @pytest.mark.parametrize("lanes", [False, True], ids=["in-order", "lanes"])
 def test_when_every_process_of_the_session_is_terminated_at_once_the_private_directory_goes_too(tmp_path, lanes):
     """logind at logout, an operator's pkill, the lab's teardown: the watchdog is TERMed with the shell, so the shell
     removes the directory itself (before this, /dev/shm kept one per such session)."""
-    commands = [Command(("sleep", "30"), 20, tool="a"), Command(("sleep", "30"), 20, tool="b")]
-    proc = subprocess.Popen(["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True)
-    script = build_script(commands, new_nonce(), lanes=lanes_mod.plan(commands) if lanes else None)
-    proc.stdin.write(script.encode())
-    proc.stdin.close()
-    deadline = time.monotonic() + 30
-    while not subprocess.run(["pgrep", "-s", str(proc.pid), "-x", "-f", "sleep 30"],
-                             capture_output=True).stdout and time.monotonic() < deadline:
-        time.sleep(0.1)
+    proc = running([Command(("sleep", "30"), 20, tool="a"), Command(("sleep", "30"), 20, tool="b")], tmp_path, lanes)
     assert len(list(tmp_path.iterdir())) == 1
     os.killpg(proc.pid, signal.SIGTERM)
     assert proc.wait(30) == -signal.SIGTERM  # it still dies of the signal, as a shell without the trap would
     assert session_empties(proc.pid) and list(tmp_path.iterdir()) == []
-    proc.stdout.close()
-    proc.stderr.close()
+    closed(proc)
 
 
 def test_a_watchdog_terminated_after_its_shell_died_alone_removes_the_private_directory(tmp_path):
     """The shell killed alone (a lost connection), then its watchdog TERMed before the command's deadline (`lab
     down`, logind) while the dead shell is still unreaped: the watchdog removes the directory itself."""
-    commands = [Command(("sleep", "30"), 25)]
-    proc = subprocess.Popen(["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True)
-    proc.stdin.write(build_script(commands, new_nonce()).encode())
-    proc.stdin.close()
-    deadline = time.monotonic() + 30
-    while not subprocess.run(["pgrep", "-s", str(proc.pid), "-x", "-f", "sleep 30"],
-                             capture_output=True).stdout and time.monotonic() < deadline:
-        time.sleep(0.1)
+    proc = running([Command(("sleep", "30"), 25)], tmp_path)
     proc.kill()
     # Not reaped yet, as under a frozen sshd: the shell is a zombie, which `kill -0` still finds
+    deadline = time.monotonic() + 30
     while Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the killed shell never became a zombie"
         time.sleep(0.05)
     assert len(list(tmp_path.iterdir())) == 1  # the watchdog sleeps until the deadline, 25 s away
     os.killpg(proc.pid, signal.SIGTERM)  # the watchdog and the command, as `lab down` or logind ends them
@@ -195,8 +188,8 @@ def test_a_watchdog_terminated_after_its_shell_died_alone_removes_the_private_di
     assert list(tmp_path.iterdir()) == []
     proc.wait()
     assert session_empties(proc.pid)
-    proc.stdout.close()
-    proc.stderr.close()
+    closed(proc)
+
 
 # ---------------------------------------------------------------------------------------- lanes: concurrent commands
 
