@@ -446,7 +446,7 @@ def down(directory: Path, purge: bool = False, timeout_s: float = 5.0) -> DownRe
         return DownReport(layout=layout, stopped_pids=(), purged=False, had_lab=False)
     ours = [g.pid for g in lab.sshd if g.pid is not None and sshd.is_lab_sshd(g.pid, Path(g.config))]
     # A session whose shell died alone leaves its watchdog re-parented to init until a command's deadline.
-    strays = procs.with_environment("FABRICPROOF_LAB_NODE", f"{layout.nodes}/")
+    strays = procs.with_environment(sshd.NODE_VAR, f"{layout.nodes}/")
     fstate = FabricState.from_dict(lab.fabric) if lab.fabric else None
     sim_pids = [p for p, ok in zip(fstate.pids(), _alive_pids(fstate), strict=True) if ok] if fstate else []
     if ours or sim_pids or strays:

@@ -26,6 +26,8 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 # whitespace and treats quotes specially, and the emulated tools are /bin/sh scripts.
 SAFE_PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+@:,")
 READY_TIMEOUT_S = 10.0
+#: The variable that names a session's node (sshd sets it per address); `lab down` finds a node's strays by it.
+NODE_VAR = "FABRICPROOF_LAB_NODE"
 #: A node's own temporary directory for Open MPI, inside its node directory (emu.api.create_node makes it).
 NODE_TMP = "tmp"
 
@@ -122,7 +124,7 @@ def render_config(*, title: str, addresses: Sequence[str], port: int, host_key: 
             assert_safe_path(path)
         lines += [
             f"Match LocalAddress {addr}",
-            (f"    SetEnv PATH={tools_dir}:{SYSTEM_PATH} FABRICPROOF_LAB_NODE={node.node_dir}"
+            (f"    SetEnv PATH={tools_dir}:{SYSTEM_PATH} {NODE_VAR}={node.node_dir}"
              f" FABRICPROOF_HOST_ROOT={node.host_root} OMPI_MCA_orte_tmpdir_base={node.node_dir / NODE_TMP}"
              f"{python_env}"),
         ]
